@@ -1,0 +1,111 @@
+"""The one place that knows what a partition is made of (pandas today, cudf with the GPU backend).
+
+Each backend-specific operation is a :class:`dask.utils.Dispatch` keyed on the partition's
+(or series') type, following ``dask/dataframe/dispatch.py``. Stage code calls these inside
+``map_partitions`` and never branches on the backend. Creation of new collections follows
+``dask.config``'s ``dataframe.backend``, as Dask's own readers do (see :func:`use_backend`).
+
+The pandas implementations are below, named ``<op>_pandas``.
+"""
+
+import hashlib
+
+import dask
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from dask.utils import Dispatch
+
+from curate.kernels import jaccard as _jaccard
+from curate.kernels import lsh as _lsh
+from curate.kernels import minhash as _minhash
+
+BACKENDS = {"cpu": {"dataframe.backend": "pandas", "array.backend": "numpy"}}
+
+text_buffers = Dispatch("text_buffers")
+md5_hex = Dispatch("md5_hex")
+normalize_text = Dispatch("normalize_text")
+minhash_signatures = Dispatch("minhash_signatures")
+band_buckets = Dispatch("band_buckets")
+jaccard = Dispatch("jaccard")
+greedy_representatives = Dispatch("greedy_representatives")
+
+
+def use_backend(name: str):
+    """Context manager setting ``dask.config`` for backend ``name``.
+
+    Parameters
+    ----------
+    name : {"cpu"}
+
+    Raises
+    ------
+    ValueError
+        If the backend is unknown.
+    """
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; available: {sorted(BACKENDS)}")
+    return dask.config.set(BACKENDS[name])
+
+
+@text_buffers.register(pd.Series)
+def text_buffers_pandas(text: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """UTF-8 buffers of a string series: ``(offsets int64 (n + 1,), data uint8 (n_bytes,))``.
+
+    Nulls count as empty strings. The data buffer is shared with Arrow where it can be.
+    """
+    arr = pa.array(text, type=pa.large_string(), from_pandas=True)
+    if arr.null_count:
+        arr = pc.fill_null(arr, "")
+    _, offsets, data = arr.buffers()
+    offsets = np.frombuffer(offsets, dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
+    data = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
+    return offsets, data
+
+
+@md5_hex.register(pd.Series)
+def md5_hex_pandas(text: pd.Series) -> pd.Series:
+    """Hex md5 digest of each string's UTF-8 bytes (same strings as cudf ``hash_values(method="md5")``)."""
+    digests = [hashlib.md5(t.encode("utf-8", "surrogatepass")).hexdigest() for t in text.fillna("")]
+    return pd.Series(digests, index=text.index, dtype="str")
+
+
+@normalize_text.register(pd.Series)
+def normalize_text_pandas(text: pd.Series, *, lowercase: bool, whitespace: bool, punctuation: bool, nfkc: bool) -> pd.Series:
+    """Normalise text before shingling: NFKC, then lowercase, strip punctuation, collapse whitespace."""
+    arr = pa.array(text, type=pa.large_string(), from_pandas=True)
+    if nfkc:
+        arr = pc.utf8_normalize(arr, "NFKC")
+    if lowercase:
+        arr = pc.utf8_lower(arr)
+    if punctuation:
+        arr = pc.replace_substring_regex(arr, r"\p{P}+", "")
+    if whitespace:
+        arr = pc.utf8_trim_whitespace(pc.replace_substring_regex(arr, r"\s+", " "))
+    return pd.Series(arr.to_pandas(types_mapper=None), index=text.index, dtype="str")
+
+
+@minhash_signatures.register(pd.Series)
+def minhash_signatures_pandas(text, seed, a, b, width, words):
+    """MinHash signatures ``(n, n_hashes)`` and shingle counts ``(n,)``; see :func:`curate.kernels.minhash.minhash`."""
+    offsets, data = text_buffers(text)
+    return _minhash.minhash(offsets, data, seed, a, b, width, words)
+
+
+@band_buckets.register(np.ndarray)
+def band_buckets_numpy(signatures, num_bands, rows_per_band):
+    """Bucket ids ``(n, num_bands)`` uint64; see :func:`curate.kernels.lsh.band_buckets`."""
+    return _lsh.band_buckets(signatures, num_bands, rows_per_band)
+
+
+@jaccard.register(pd.Series)
+def jaccard_pandas(x: pd.Series, y: pd.Series, width, words) -> np.ndarray:
+    """Jaccard similarity of ``x[i]`` and ``y[i]``'s shingle sets, float64 ``(n,)``."""
+    return _jaccard.jaccard_pairs(*text_buffers(x), *text_buffers(y), width, words)
+
+
+@greedy_representatives.register(pd.Series)
+def greedy_representatives_pandas(text: pd.Series, group_starts, threshold, width, words) -> np.ndarray:
+    """Representative row per row, int64 ``(n,)``; see :func:`curate.kernels.jaccard.greedy_representatives`."""
+    return _jaccard.greedy_representatives(*text_buffers(text), group_starts, threshold, width, words)

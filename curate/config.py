@@ -1,0 +1,111 @@
+"""Typed, validated configuration: defaults, then a YAML file (``configs/*.yaml``), then CLI flags."""
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class IOConfig(_Section):
+    """Where documents come from and how they are split and written."""
+
+    id_field: str = "id"
+    text_field: str = "text"
+    blocksize: str | int | None = "256MB"
+    files_per_partition: int = Field(1, ge=1)
+    output_format: Literal["jsonl", "parquet"] | None = None  # None: same as the input
+
+
+class FuzzyConfig(_Section):
+    """MinHash + LSH parameters (defaults follow NeMo Curator: char 24-grams, 20 x 13 bands).
+
+    ``threshold`` is the Jaccard similarity at or above which two documents are duplicates;
+    verification (on by default) drops LSH candidates below it.
+    """
+
+    ngram: Literal["char", "word"] = "char"
+    width: int = Field(24, ge=1, description="characters or words per shingle")
+    num_bands: int = Field(20, ge=1)
+    rows_per_band: int = Field(13, ge=1)
+    hash_bits: Literal[32, 64] = 32
+    seed: int = Field(42, ge=0, lt=2**32)
+    threshold: float = Field(0.8, gt=0.0, le=1.0)
+    verify: bool = True
+    lowercase: bool = False
+    collapse_whitespace: bool = False
+    strip_punctuation: bool = False
+    nfkc: bool = False
+    local_components_max_edges: int = Field(2_000_000, ge=0)
+
+    @property
+    def num_hashes(self) -> int:
+        """Signature length, ``num_bands * rows_per_band``."""
+        return self.num_bands * self.rows_per_band
+
+    @property
+    def normalizes(self) -> bool:
+        """Whether any text normalisation is switched on."""
+        return self.lowercase or self.collapse_whitespace or self.strip_punctuation or self.nfkc
+
+
+class ClusterConfig(_Section):
+    """The Dask cluster: an embedded LocalCluster unless a scheduler is given."""
+
+    n_workers: int | None = Field(None, ge=1)
+    threads_per_worker: int | None = Field(None, ge=1)
+    memory_limit: str | None = "auto"
+    local_directory: str | None = None
+    scheduler_address: str | None = None
+    scheduler_file: str | None = None
+
+    @model_validator(mode="after")
+    def _one_scheduler(self):
+        if self.scheduler_address and self.scheduler_file:
+            raise ValueError("give scheduler_address or scheduler_file, not both")
+        return self
+
+
+class RunConfig(_Section):
+    """Everything one ``curate dedup`` run needs."""
+
+    mode: Literal["exact", "fuzzy", "both"] = "both"
+    keep: str = "first"
+    backend: Literal["cpu"] = "cpu"
+    io: IOConfig = IOConfig()
+    fuzzy: FuzzyConfig = FuzzyConfig()
+    cluster: ClusterConfig = ClusterConfig()
+
+    @field_validator("keep")
+    @classmethod
+    def _valid_keep(cls, value: str) -> str:
+        from curate.dedup.keep import KeepPolicy  # the stages import this module
+
+        KeepPolicy.parse(value)
+        return value
+
+
+def load_config(path: str | Path | None = None, overrides: dict | None = None) -> RunConfig:
+    """Defaults, updated by a YAML file, updated by ``overrides`` (nested dict, None values ignored).
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    pydantic.ValidationError
+        If a value is invalid; the message names the field.
+    """
+    data: dict = {}
+    if path is not None:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    for key, value in (overrides or {}).items():
+        if isinstance(value, dict):
+            data.setdefault(key, {}).update({k: v for k, v in value.items() if v is not None})
+        elif value is not None:
+            data[key] = value
+    return RunConfig.model_validate(data)

@@ -1,0 +1,69 @@
+"""Fuzzy dedup front class: MinHash -> LSH buckets -> edges -> verify -> components -> groups."""
+
+import dask.dataframe as dd
+
+from curate.config import FuzzyConfig
+from curate.dedup.components import connected_components
+from curate.dedup.edges import bucket_edges
+from curate.dedup.keep import KeepPolicy
+from curate.dedup.minhash import lsh_buckets
+from curate.dedup.representatives import component_groups
+from curate.dedup.verify import verify_edges
+
+
+class FuzzyDedup:
+    """Near-duplicate groups by MinHash + LSH, optionally verified by exact Jaccard similarity.
+
+    Each method is one stage (Dask DataFrame in, Dask DataFrame out), so a pipeline can write
+    or persist between stages; calling the object chains them all.
+
+    Parameters
+    ----------
+    config : FuzzyConfig, default=FuzzyConfig()
+    text_field, id_field : str
+    keep : KeepPolicy, default=KeepPolicy("first")
+
+    References
+    ----------
+    .. [1] A. Broder, "On the resemblance and containment of documents", 1997.
+    .. [2] Leskovec, Rajaraman, Ullman, "Mining of Massive Datasets", ch. 3 (banding).
+    .. [3] Kiveris et al., "Connected Components in MapReduce and Beyond", SoCC 2014.
+    .. [4] NeMo Curator fuzzy deduplication (the parameters' defaults).
+    """
+
+    def __init__(
+        self, config: FuzzyConfig = FuzzyConfig(), *, text_field: str = "text", id_field: str = "id", keep: KeepPolicy = KeepPolicy()
+    ):
+        self.config, self.text_field, self.id_field, self.keep = config, text_field, id_field, keep
+
+    def __repr__(self) -> str:
+        return f"FuzzyDedup({self.config!r}, keep={self.keep})"
+
+    def buckets(self, docs: dd.DataFrame) -> dd.DataFrame:
+        """``(_bucket, _doc)`` pairs; see :func:`curate.dedup.minhash.lsh_buckets`."""
+        return lsh_buckets(docs, self.text_field, self.config)
+
+    def edges(self, buckets: dd.DataFrame) -> dd.DataFrame:
+        """Candidate edges ``(u, v)``; see :func:`curate.dedup.edges.bucket_edges`."""
+        return bucket_edges(buckets)
+
+    def verify(self, edges: dd.DataFrame, docs: dd.DataFrame) -> dd.DataFrame:
+        """Edges at or above the threshold, with their ``jaccard``; unchanged when verify is off."""
+        if not self.config.verify:
+            return edges
+        return verify_edges(edges, docs, self.text_field, self.config)
+
+    def components(self, edges: dd.DataFrame) -> dd.DataFrame:
+        """``(node, component)``; see :func:`curate.dedup.components.connected_components`."""
+        return connected_components(edges[["u", "v"]], local_max_edges=self.config.local_components_max_edges)
+
+    def groups(self, components: dd.DataFrame, docs: dd.DataFrame) -> dd.DataFrame:
+        """The group table; see :func:`curate.dedup.representatives.component_groups`."""
+        return component_groups(
+            components, docs, text_field=self.text_field, id_field=self.id_field, keep=self.keep, config=self.config
+        )
+
+    def __call__(self, docs: dd.DataFrame) -> dd.DataFrame:
+        """All stages on ``docs`` (columns ``_doc``, id, text, keep column); returns the group table."""
+        edges = self.verify(self.edges(self.buckets(docs)), docs)
+        return self.groups(self.components(edges), docs)

@@ -1,0 +1,66 @@
+"""Keep policy: which document of a duplicate group is kept (the representative)."""
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from curate.backend import text_buffers
+from curate.io.read import DOC
+
+_LENGTH = "_length"
+
+
+@dataclass(frozen=True)
+class KeepPolicy:
+    """Orders a group's documents best first; the first is kept.
+
+    Parameters
+    ----------
+    rule : {"first", "longest", "max", "min"}
+        ``first``: earliest in input order. ``longest``: most UTF-8 bytes of text. ``max`` /
+        ``min``: largest / smallest value of ``column`` (missing values rank last).
+        Ties always fall back to input order, so the choice is deterministic.
+    column : str, optional
+        Required for ``max`` / ``min``.
+
+    Raises
+    ------
+    ValueError
+        On an unknown rule, or ``max``/``min`` without a column.
+    """
+
+    rule: str = "first"
+    column: str | None = None
+
+    def __post_init__(self):
+        if self.rule not in ("first", "longest", "max", "min"):
+            raise ValueError(f"keep rule must be first, longest, max:COLUMN or min:COLUMN, got {self.rule!r}")
+        if (self.rule in ("max", "min")) != (self.column is not None):
+            raise ValueError(f"keep rule {self.rule!r} {'needs' if self.column is None else 'takes no'} column")
+
+    @classmethod
+    def parse(cls, spec: str) -> "KeepPolicy":
+        """From ``"first"``, ``"longest"``, ``"max:COLUMN"`` or ``"min:COLUMN"``."""
+        rule, _, column = spec.partition(":")
+        return cls(rule, column or None)
+
+    def __str__(self) -> str:
+        return f"{self.rule}:{self.column}" if self.column else self.rule
+
+    def columns(self) -> list[str]:
+        """Input columns the policy reads besides ``_doc`` and the text."""
+        return [self.column] if self.column else []
+
+    def sort(self, part: pd.DataFrame, by: list[str], text_field: str) -> pd.DataFrame:
+        """Sort a partition by ``by`` (group keys), then best first within each group."""
+        keys, ascending = list(by), [True] * len(by)
+        if self.rule == "longest":
+            offsets, _ = text_buffers(part[text_field])
+            part = part.assign(**{_LENGTH: offsets[1:] - offsets[:-1]})
+            keys.append(_LENGTH)
+            ascending.append(False)
+        elif self.column:
+            keys.append(self.column)
+            ascending.append(self.rule == "min")
+        part = part.sort_values(keys + [DOC], ascending=ascending + [True], na_position="last", kind="stable")
+        return part.drop(columns=[_LENGTH]) if self.rule == "longest" else part

@@ -1,0 +1,68 @@
+"""MinHash + LSH banding stage: documents in, ``(bucket, document)`` pairs out."""
+
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+
+from curate.backend import band_buckets, minhash_signatures, normalize_text
+from curate.config import FuzzyConfig
+from curate.io.read import DOC
+from curate.kernels.minhash import permutations
+
+BUCKET = "_bucket"
+_CHUNK_DOCS = 32_768  # bounds the (docs, hashes) signature block held at once
+
+
+def prepare_text(text: pd.Series, config: FuzzyConfig) -> pd.Series:
+    """The text that is shingled: normalised when the config asks for it."""
+    if not config.normalizes:
+        return text
+    return normalize_text(
+        text,
+        lowercase=config.lowercase,
+        whitespace=config.collapse_whitespace,
+        punctuation=config.strip_punctuation,
+        nfkc=config.nfkc,
+    )
+
+
+def lsh_buckets(docs: dd.DataFrame, text_field: str, config: FuzzyConfig) -> dd.DataFrame:
+    """LSH bucket of every band of every document's MinHash signature.
+
+    Signatures follow libcudf's ``nvtext::minhash`` scheme (see :mod:`curate.kernels.minhash`)
+    with ``config.num_hashes`` permutations drawn from ``config.seed``; band ``k`` of a signature
+    is hashed to a 64-bit bucket id (see :mod:`curate.kernels.lsh`). Documents without shingles
+    (empty text) are left out: they are exact duplicates of each other, found by exact dedup.
+
+    Parameters
+    ----------
+    docs : dask.dataframe.DataFrame
+        Columns ``_doc`` (int64) and ``text_field`` (string).
+    text_field : str
+    config : FuzzyConfig
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+        Columns ``_bucket`` (uint64) and ``_doc`` (int64); ``num_bands`` rows per document.
+    """
+    a, b = permutations(config.num_hashes, config.seed, config.hash_bits)
+    meta = pd.DataFrame({BUCKET: np.array([], np.uint64), DOC: np.array([], np.int64)})
+    return docs[[DOC, text_field]].map_partitions(_partition_buckets, text_field, config, a, b, meta=meta)
+
+
+def _partition_buckets(part, text_field, config, a, b):
+    text = prepare_text(part[text_field], config)
+    keys = part[DOC].to_numpy()
+    buckets, owners = [], []
+    for start in range(0, len(part), _CHUNK_DOCS):
+        chunk = slice(start, start + _CHUNK_DOCS)
+        signatures, n_shingles = minhash_signatures(
+            text.iloc[chunk], config.seed, a, b, config.width, config.ngram == "word"
+        )
+        has = n_shingles > 0
+        buckets.append(band_buckets(signatures[has], config.num_bands, config.rows_per_band).ravel())
+        owners.append(np.repeat(keys[chunk][has], config.num_bands))
+    if not buckets:  # empty partition
+        buckets, owners = [np.array([], np.uint64)], [np.array([], np.int64)]
+    return type(part)({BUCKET: np.concatenate(buckets), DOC: np.concatenate(owners)})

@@ -1,0 +1,129 @@
+"""Exact Jaccard similarity of documents' shingle sets.
+
+Each shingle is identified by the first 64 bits of its MurmurHash3_x64_128 (seed 0), so two
+distinct shingles are confused with probability about 2**-64 per pair of shingles; the sets
+are sorted and de-duplicated, then intersected by a merge.
+
+``J(A, B) = |A ∩ B| / |A ∪ B|``; two documents without shingles have ``J = 1`` (identical
+empty sets), a document without shingles and one with shingles have ``J = 0``.
+"""
+
+import numpy as np
+from numba import njit
+
+from curate.kernels.murmur import murmur3_64
+from curate.kernels.shingles import count_windows, first_window, next_window
+
+
+@njit(nogil=True, cache=True)
+def shingle_set(data, start, end, width, words):
+    """Sorted unique 64-bit shingle hashes of ``data[start:end]`` (array, dtype uint64)."""
+    out = np.empty(count_windows(data, start, end, width, words), dtype=np.uint64)
+    lo, hi = first_window(data, start, end, width, words)
+    n = 0
+    while lo < hi:
+        out[n] = murmur3_64(data, lo, hi, 0)
+        n += 1
+        lo, hi = next_window(data, lo, hi, end, words)
+    return np.unique(out)
+
+
+@njit(inline="always")
+def _jaccard_sorted(x, y):
+    if len(x) == 0 and len(y) == 0:
+        return 1.0
+    i = 0
+    j = 0
+    common = 0
+    while i < len(x) and j < len(y):
+        if x[i] == y[j]:
+            common += 1
+            i += 1
+            j += 1
+        elif x[i] < y[j]:
+            i += 1
+        else:
+            j += 1
+    return common / (len(x) + len(y) - common)
+
+
+@njit(nogil=True, cache=True)
+def _jaccard_pairs(offsets_x, data_x, offsets_y, data_y, width, words, out):
+    for i in range(len(out)):
+        x = shingle_set(data_x, offsets_x[i], offsets_x[i + 1], width, words)
+        y = shingle_set(data_y, offsets_y[i], offsets_y[i + 1], width, words)
+        out[i] = _jaccard_sorted(x, y)
+
+
+def jaccard_pairs(offsets_x, data_x, offsets_y, data_y, width, words=False):
+    """Jaccard similarity of document ``i`` of buffer x with document ``i`` of buffer y.
+
+    Parameters
+    ----------
+    offsets_x, offsets_y : arrays of shape (n_pairs + 1,), dtype int64
+    data_x, data_y : arrays, dtype uint8
+        UTF-8 text buffers.
+    width : int
+        Characters (or words) per shingle.
+    words : bool, default=False
+
+    Returns
+    -------
+    array of shape (n_pairs,), dtype float64
+        Values in [0, 1].
+
+    Raises
+    ------
+    ValueError
+        If the two buffers hold different numbers of documents.
+    """
+    if len(offsets_x) != len(offsets_y):
+        raise ValueError(f"buffers hold {len(offsets_x) - 1} and {len(offsets_y) - 1} documents")
+    out = np.empty(len(offsets_x) - 1, dtype=np.float64)
+    _jaccard_pairs(offsets_x, data_x, offsets_y, data_y, width, words, out)
+    return out
+
+
+@njit(nogil=True, cache=True)
+def _greedy(offsets, data, group_starts, threshold, width, words, rep):
+    for g in range(len(group_starts) - 1):
+        lo, hi = group_starts[g], group_starts[g + 1]
+        sets = [shingle_set(data, offsets[k], offsets[k + 1], width, words) for k in range(lo, hi)]
+        for k in range(lo, hi):
+            rep[k] = -1
+        for r in range(lo, hi):
+            if rep[r] != -1:
+                continue
+            rep[r] = r
+            for k in range(r + 1, hi):
+                if rep[k] == -1 and _jaccard_sorted(sets[k - lo], sets[r - lo]) >= threshold:
+                    rep[k] = r
+
+
+def greedy_representatives(offsets, data, group_starts, threshold, width, words=False):
+    """Split groups of candidate duplicates so every member is similar to its representative.
+
+    Within each group (rows ``group_starts[g]:group_starts[g + 1]``, already sorted best first by
+    the keep policy) the first unassigned row becomes a representative and takes every later
+    unassigned row whose Jaccard similarity with it is ``>= threshold``; repeat until every row
+    is assigned. So a removed document is always within ``threshold`` of its (kept)
+    representative, even when the group came from a chain A~B~C with ``J(A, C) < threshold``.
+
+    Parameters
+    ----------
+    offsets : array of shape (n_docs + 1,), dtype int64
+    data : array, dtype uint8
+    group_starts : array of shape (n_groups + 1,), dtype int64
+        Row where each group starts, then ``n_docs``.
+    threshold : float
+    width : int
+    words : bool, default=False
+
+    Returns
+    -------
+    array of shape (n_docs,), dtype int64
+        Row index of each row's representative (a representative points to itself).
+    """
+    rep = np.empty(len(offsets) - 1, dtype=np.int64)
+    _greedy(offsets, data, group_starts, threshold, width, words, rep)
+    return rep

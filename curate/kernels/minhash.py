@@ -1,0 +1,145 @@
+"""MinHash signatures of documents held as Arrow-style ``(offsets, data)`` string buffers.
+
+The scheme reproduces libcudf's ``nvtext::minhash`` (32-bit) and ``nvtext::minhash64``
+(64-bit) exactly:
+
+- every shingle (see :mod:`curate.kernels.shingles`) is hashed with MurmurHash3_x86_32
+  (32-bit) or the first word of MurmurHash3_x64_128 (64-bit) with ``seed``; a hash of 0 is
+  replaced by 1 (libcudf reserves 0);
+- permutation ``j`` maps a shingle hash ``h`` to ``(h * a[j] + b[j]) mod 2**32`` (32-bit) or
+  ``((h * a[j] + b[j]) mod 2**64) mod (2**61 - 1)`` (64-bit), and the signature keeps the minimum
+  over the document's shingles;
+- a document without shingles (empty) gets a signature of zeros.
+
+References
+----------
+.. [1] A. Broder, "On the resemblance and containment of documents", 1997.
+.. [2] libcudf ``nvtext::minhash`` / ``minhash64`` (cpp/src/text/minhash.cu), RAPIDS cudf.
+"""
+
+import numpy as np
+from numba import njit
+
+from curate.kernels.murmur import murmur3_32, murmur3_64
+from curate.kernels.shingles import first_window, next_window
+
+MERSENNE_61 = np.uint64((1 << 61) - 1)
+_M32 = np.uint64(0xFFFFFFFF)
+
+
+@njit(nogil=True, cache=True)
+def _minhash32(offsets, data, seed, a, b, width, words, out, counts):
+    n_hashes = a.shape[0]
+    for i in range(offsets.shape[0] - 1):
+        row = out[i]
+        end = offsets[i + 1]
+        lo, hi = first_window(data, offsets[i], end, width, words)
+        if lo == hi:
+            row[:] = 0
+            counts[i] = 0
+            continue
+        row[:] = 0xFFFFFFFF
+        n = 0
+        while lo < hi:
+            h = max(murmur3_32(data, lo, hi, seed), np.uint64(1))
+            for j in range(n_hashes):
+                v = (h * a[j] + b[j]) & _M32
+                if v < row[j]:
+                    row[j] = v
+            n += 1
+            lo, hi = next_window(data, lo, hi, end, words)
+        counts[i] = n
+
+
+@njit(nogil=True, cache=True)
+def _minhash64(offsets, data, seed, a, b, width, words, out, counts):
+    n_hashes = a.shape[0]
+    for i in range(offsets.shape[0] - 1):
+        row = out[i]
+        end = offsets[i + 1]
+        lo, hi = first_window(data, offsets[i], end, width, words)
+        if lo == hi:
+            row[:] = 0
+            counts[i] = 0
+            continue
+        row[:] = 0xFFFFFFFFFFFFFFFF
+        n = 0
+        while lo < hi:
+            h = max(murmur3_64(data, lo, hi, seed), np.uint64(1))
+            for j in range(n_hashes):
+                v = (h * a[j] + b[j]) % MERSENNE_61
+                if v < row[j]:
+                    row[j] = v
+            n += 1
+            lo, hi = next_window(data, lo, hi, end, words)
+        counts[i] = n
+
+
+def minhash(offsets, data, seed, a, b, width, words=False):
+    """MinHash signatures of every document in a string buffer.
+
+    Parameters
+    ----------
+    offsets : array of shape (n_docs + 1,), dtype int64
+        Document ``i`` is ``data[offsets[i]:offsets[i + 1]]``.
+    data : array of shape (n_bytes,), dtype uint8
+        UTF-8 text.
+    seed : int
+        MurmurHash3 seed, 0 <= seed < 2**32.
+    a, b : array of shape (n_hashes,), dtype uint32 or uint64
+        Permutation parameters; their dtype selects the 32- or 64-bit scheme.
+    width : int
+        Characters (or words) per shingle, >= 1.
+    words : bool, default=False
+        Word n-grams instead of character n-grams.
+
+    Returns
+    -------
+    signatures : array of shape (n_docs, n_hashes), dtype of ``a``
+    n_shingles : array of shape (n_docs,), dtype int64
+        Shingles hashed per document (0 for a document without shingles).
+
+    Raises
+    ------
+    ValueError
+        If ``a`` and ``b`` differ in shape or dtype, or the dtype is not uint32/uint64.
+    """
+    if a.shape != b.shape or a.dtype != b.dtype or a.dtype not in (np.uint32, np.uint64):
+        raise ValueError(f"a and b must be equal-length uint32 or uint64 arrays, got {a.dtype}/{b.dtype}")
+    n_docs = len(offsets) - 1
+    out = np.empty((n_docs, len(a)), dtype=a.dtype)
+    counts = np.empty(n_docs, dtype=np.int64)
+    kernel = _minhash32 if a.dtype == np.uint32 else _minhash64
+    kernel(offsets, data, np.uint64(seed), a.astype(np.uint64), b.astype(np.uint64), width, words, out, counts)
+    return out, counts
+
+
+def permutations(n_hashes: int, seed: int, bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """Permutation parameters ``(a, b)`` drawn from ``numpy.random.default_rng(seed)``.
+
+    Parameters
+    ----------
+    n_hashes : int
+        Number of permutations (signature length).
+    seed : int
+    bits : {32, 64}
+
+    Returns
+    -------
+    a, b : arrays of shape (n_hashes,), dtype uint32 (bits=32) or uint64 (bits=64)
+        ``a`` in ``[1, m)``, ``b`` in ``[0, m)`` with ``m = 2**32`` or ``2**61 - 1``, the
+        ranges datatrove and NeMo Curator draw from.
+
+    Raises
+    ------
+    ValueError
+        If ``bits`` is not 32 or 64.
+    """
+    if bits not in (32, 64):
+        raise ValueError(f"bits must be 32 or 64, got {bits}")
+    rng = np.random.default_rng(seed)
+    high = (1 << 32) if bits == 32 else int(MERSENNE_61)
+    dtype = np.uint32 if bits == 32 else np.uint64
+    a = rng.integers(1, high, size=n_hashes, dtype=np.uint64).astype(dtype)
+    b = rng.integers(0, high, size=n_hashes, dtype=np.uint64).astype(dtype)
+    return a, b

@@ -1,0 +1,123 @@
+"""Shingle windows over one UTF-8 document held as a byte range of a flat buffer.
+
+A shingle is a byte range ``[lo, hi)`` of the document:
+
+- character n-grams (``words=False``): ``width`` consecutive Unicode characters, stepping one
+  character at a time, exactly as libcudf's ``nvtext::minhash`` cuts its windows: a document
+  with fewer than ``width`` characters is one shingle (the whole document);
+- word n-grams (``words=True``): ``width`` consecutive words (maximal runs of bytes that are not
+  ASCII whitespace), the bytes between them included, stepping one word at a time; a document
+  with fewer than ``width`` words is one shingle from its first to its last word.
+
+An empty document (or, for words, one with no word) has no shingle: ``first_window`` returns
+``lo == hi == end``.
+"""
+
+import numpy as np
+from numba import njit
+
+
+@njit(inline="always")
+def _is_continuation(byte):
+    return (byte & 0xC0) == 0x80
+
+
+@njit(inline="always")
+def _is_space(byte):
+    return byte == 32 or (9 <= byte <= 13)
+
+
+@njit(inline="always")
+def _next_char(data, pos, end):
+    pos += 1
+    while pos < end and _is_continuation(data[pos]):
+        pos += 1
+    return pos
+
+
+@njit(inline="always")
+def _skip_space(data, pos, end):
+    while pos < end and _is_space(data[pos]):
+        pos += 1
+    return pos
+
+
+@njit(inline="always")
+def _skip_word(data, pos, end):
+    while pos < end and not _is_space(data[pos]):
+        pos += 1
+    return pos
+
+
+@njit(inline="always")
+def first_window(data, start, end, width, words):
+    """First shingle ``(lo, hi)`` of ``data[start:end]``; ``lo == hi == end`` when there is none."""
+    if words:
+        lo = _skip_space(data, start, end)
+        if lo == end:
+            return end, end
+        hi = _skip_word(data, lo, end)
+        for _ in range(width - 1):
+            nxt = _skip_space(data, hi, end)
+            if nxt == end:
+                break
+            hi = _skip_word(data, nxt, end)
+        return lo, hi
+    if start == end:
+        return end, end
+    hi = start
+    for _ in range(width):
+        if hi == end:
+            break
+        hi = _next_char(data, hi, end)
+    return start, hi
+
+
+@njit(inline="always")
+def next_window(data, lo, hi, end, words):
+    """Shingle after ``(lo, hi)``; ``lo == hi == end`` when ``(lo, hi)`` was the last."""
+    if words:
+        nxt = _skip_space(data, hi, end)
+        if nxt == end:
+            return end, end
+        lo = _skip_space(data, _skip_word(data, lo, end), end)
+        return lo, _skip_word(data, nxt, end)
+    if hi == end:
+        return end, end
+    return _next_char(data, lo, end), _next_char(data, hi, end)
+
+
+@njit(inline="always")
+def count_windows(data, start, end, width, words):
+    """Number of shingles of ``data[start:end]``."""
+    n = 0
+    lo, hi = first_window(data, start, end, width, words)
+    while lo < hi:
+        n += 1
+        lo, hi = next_window(data, lo, hi, end, words)
+    return n
+
+
+def shingle_spans(text: str, width: int, words: bool) -> list[bytes]:
+    """The shingles of one document as byte strings (pure Python helper for tests and debugging).
+
+    Parameters
+    ----------
+    text : str
+    width : int
+        Characters (or words) per shingle, >= 1.
+    words : bool
+        Word n-grams instead of character n-grams.
+
+    Returns
+    -------
+    list of bytes
+        In document order, repeats kept.
+    """
+    data = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    out = []
+    lo, hi = first_window(data, 0, len(data), width, words)
+    while lo < hi:
+        out.append(data[lo:hi].tobytes())
+        lo, hi = next_window(data, lo, hi, len(data), words)
+    return out

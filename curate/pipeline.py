@@ -1,0 +1,289 @@
+"""One dedup run: read -> exact -> fuzzy -> removal -> outputs, with counts and timings.
+
+Stage results go to ``OUT/_stages/<stage>/`` (Parquet) and are read back, so each stage
+starts from data on disk rather than from a growing task graph. The final outputs are
+written under temporary names and renamed, ``summary.json`` last.
+"""
+
+import json
+import os
+import platform
+import resource
+import shutil
+import sys
+import time
+import warnings
+from contextlib import contextmanager
+from importlib import metadata
+from pathlib import Path
+
+import dask
+import dask.dataframe as dd
+import pandas as pd
+from distributed import get_client, progress
+
+from curate.config import RunConfig
+from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy, drop_keys, write_keys
+from curate.dedup.groups import group_meta
+from curate.io import DOC, count_rows, read_documents, write_documents, write_table
+from curate.io.read import expand_paths
+
+OUTPUTS = ("deduplicated", "duplicates.parquet", "removed.parquet", "summary.json")
+
+
+class AccountingError(RuntimeError):
+    """The run's outputs do not account for every input document exactly once."""
+
+
+class Stats:
+    """Counts (``int``) and timings (seconds, ``float``) per stage, written to ``summary.json``."""
+
+    def __init__(self):
+        self.counts: dict[str, dict[str, int]] = {}
+        self.seconds: dict[str, float] = {}
+
+    def count(self, stage: str, **values) -> None:
+        self.counts.setdefault(stage, {}).update({k: int(v) for k, v in values.items()})
+
+    @contextmanager
+    def timed(self, stage: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
+
+
+def dedup(inputs: list[str], out_dir: str, config: RunConfig, *, show_progress: bool = False, overwrite: bool = False) -> dict:
+    """Deduplicate ``inputs`` into ``out_dir``; needs an active ``distributed.Client``.
+
+    Parameters
+    ----------
+    inputs : list of str
+        Files, directories, globs or fsspec URLs (see :func:`curate.io.read_documents`).
+    out_dir : str
+        Local output directory; see the README's "Output layout".
+    config : RunConfig
+    show_progress : bool, default=False
+        Draw a progress bar per stage (for terminals).
+    overwrite : bool, default=False
+        Replace the outputs of a previous run in ``out_dir``.
+
+    Returns
+    -------
+    dict
+        The summary also written to ``out_dir/summary.json``.
+
+    Raises
+    ------
+    FileExistsError
+        If ``out_dir`` holds a previous run's outputs and ``overwrite`` is False.
+    AccountingError
+        If input documents != kept + removed, or a representative is not kept.
+    ValueError
+        On bad input (see :func:`curate.io.read_documents`) or duplicate ids.
+    """
+    out = Path(out_dir)
+    _prepare_output(out, overwrite)
+    stages = out / "_stages"
+    stats = Stats()
+    started = time.perf_counter()
+    io, keep = config.io, KeepPolicy.parse(config.keep)
+    run = _Runner(stats, show_progress)
+
+    docs = read_documents(
+        inputs, id_field=io.id_field, text_field=io.text_field, blocksize=io.blocksize, files_per_partition=io.files_per_partition
+    )
+    if keep.column and keep.column not in docs.columns:
+        raise ValueError(f"keep policy {keep} names column {keep.column!r}, not in the input ({list(docs.columns)})")
+    ids = docs[io.id_field].value_counts(split_out=docs.npartitions)
+    empty = (docs[io.text_field].str.len() == 0).sum()
+    exact_groups = empty_groups(docs, io.id_field)
+    todo = {"docs": count_rows(docs), "empty": empty, "repeated_ids": ids[ids > 1]}
+    if config.mode in ("exact", "both"):
+        exact = ExactDedup(text_field=io.text_field, id_field=io.id_field, keep=keep)
+        todo["exact"] = exact(docs).to_parquet(stages / "exact", write_index=False, compute=False)
+    done = run("read+exact", **todo)
+    if len(done["repeated_ids"]):
+        examples = ", ".join(map(str, done["repeated_ids"].index[:5]))
+        raise ValueError(f"{len(done['repeated_ids'])} id(s) in field {io.id_field!r} appear more than once, e.g. {examples}")
+    stats.count("input", documents=done["docs"], empty=done["empty"], partitions=docs.npartitions)
+    if config.mode in ("exact", "both"):
+        exact_groups = dd.read_parquet(stages / "exact").compute()
+        removed = exact_groups[exact_groups._doc != exact_groups._rep]
+        stats.count("exact", groups=(exact_groups._doc == exact_groups._rep).sum(), removed=len(removed))
+
+    fuzzy_groups = empty_groups(docs, io.id_field)
+    if config.mode in ("fuzzy", "both"):
+        write_keys(exact_groups._doc[exact_groups._doc != exact_groups._rep].to_numpy(), stages / "exact_removed.parquet")
+        fuzzy_docs = drop_keys(docs, str(stages / "exact_removed.parquet"))
+        fuzzy_groups = _fuzzy(fuzzy_docs, stages, config, keep, run, stats)
+
+    removed, duplicates = resolve(exact_groups, fuzzy_groups)
+    write_keys(removed[DOC].to_numpy(), stages / "removed_keys.parquet")
+    kept_docs = drop_keys(docs, str(stages / "removed_keys.parquet"))
+    fmt = io.output_format or expand_paths(inputs)[2]
+    tmp = out / "deduplicated.tmp"
+    done = run("write", kept=count_rows(kept_docs), write=write_documents(kept_docs, str(tmp), fmt, compute=False))
+    stats.count("output", kept=done["kept"], removed=len(removed))
+    check_accounting(stats.counts["input"]["documents"], done["kept"], removed)
+
+    os.replace(tmp, out / "deduplicated")
+    write_table(duplicates, str(out / "duplicates.parquet"))
+    write_table(removed.drop(columns=[DOC]), str(out / "removed.parquet"))
+    summary = {
+        "inputs": list(inputs),
+        "output_format": fmt,
+        "config": config.model_dump(mode="json"),
+        "counts": stats.counts,
+        "seconds": {**stats.seconds, "total": time.perf_counter() - started},
+        "peak_rss_bytes": peak_rss(),
+        "versions": versions(),
+    }
+    tmp_summary = out / "summary.json.tmp"
+    tmp_summary.write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    os.replace(tmp_summary, out / "summary.json")
+    return summary
+
+
+def _fuzzy(docs: dd.DataFrame, stages: Path, config: RunConfig, keep: KeepPolicy, run, stats: Stats) -> pd.DataFrame:
+    io = config.io
+    fuzzy = FuzzyDedup(config.fuzzy, text_field=io.text_field, id_field=io.id_field, keep=keep)
+    done = run("minhash+lsh", candidates=fuzzy.edges(fuzzy.buckets(docs)).to_parquet(stages / "candidates", write_index=False, compute=False))
+    candidates = dd.read_parquet(stages / "candidates")
+    verified = fuzzy.verify(candidates, docs)
+    run("verify", edges=verified.to_parquet(stages / "edges", write_index=False, compute=False))
+    edges = dd.read_parquet(stages / "edges")
+    with stats.timed("components"):
+        components = fuzzy.components(edges)
+        components.to_parquet(stages / "components", write_index=False)
+    components = dd.read_parquet(stages / "components")
+    run("groups", groups=fuzzy.groups(components, docs).to_parquet(stages / "fuzzy", write_index=False, compute=False))
+    groups = dd.read_parquet(stages / "fuzzy")
+    done = run("fuzzy counts", candidates=count_rows(candidates), edges=count_rows(edges), nodes=count_rows(components), groups=groups.compute())
+    groups = done["groups"]
+    stats.count(
+        "fuzzy",
+        candidate_edges=done["candidates"],
+        verified_edges=done["edges"],
+        component_nodes=done["nodes"],
+        groups=(groups._doc == groups._rep).sum(),
+        removed=(groups._doc != groups._rep).sum(),
+    )
+    return groups
+
+
+def empty_groups(docs: dd.DataFrame, id_field: str) -> pd.DataFrame:
+    """An empty group table for ``docs``' id dtype."""
+    return group_meta(docs[id_field]._meta)
+
+
+def resolve(exact: pd.DataFrame, fuzzy: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Final removed and duplicates tables from the exact and fuzzy group tables.
+
+    Fuzzy dedup runs on what exact dedup kept, so a chain is at most two long: an exact
+    duplicate whose representative was then removed as a fuzzy duplicate points to that
+    fuzzy representative (identical text, so the similarity carries over).
+
+    Returns
+    -------
+    removed : pandas.DataFrame
+        ``_doc``, ``id``, ``kind`` ("exact"/"fuzzy"), ``representative`` (kept id), sorted by ``_doc``.
+    duplicates : pandas.DataFrame
+        ``id``, ``group`` (the group's representative id), ``kind``, ``kept`` (bool: in the
+        output), one row per document per group it belongs to, in input order.
+    """
+    fuzzy_removed = fuzzy[fuzzy._doc != fuzzy._rep]
+    exact_removed = exact[exact._doc != exact._rep]
+    onward = exact_removed[["_rep"]].merge(fuzzy_removed[["_doc", "_rep", "_rep_id"]], left_on="_rep", right_on="_doc", how="left")
+    moved = onward["_rep_y"].notna().to_numpy()
+    exact_rep_id = exact_removed["_rep_id"].to_numpy(copy=True)
+    exact_rep_id[moved] = onward["_rep_id"].to_numpy()[moved]
+    removed = pd.concat(
+        [
+            pd.DataFrame({DOC: exact_removed._doc.to_numpy(), "id": exact_removed._id.to_numpy(), "kind": "exact", "representative": exact_rep_id}),
+            pd.DataFrame({DOC: fuzzy_removed._doc.to_numpy(), "id": fuzzy_removed._id.to_numpy(), "kind": "fuzzy", "representative": fuzzy_removed._rep_id.to_numpy()}),
+        ],
+        ignore_index=True,
+    ).sort_values(DOC, kind="stable", ignore_index=True)
+    removed = removed.astype({"id": exact._id.dtype, "representative": exact._id.dtype})
+    gone = set(removed[DOC].tolist())
+    duplicates = pd.concat([exact.assign(kind="exact"), fuzzy.assign(kind="fuzzy")], ignore_index=True)
+    duplicates = duplicates.sort_values([DOC, "kind"], kind="stable", ignore_index=True)
+    duplicates = pd.DataFrame(
+        {
+            "id": duplicates._id,
+            "group": duplicates._rep_id,
+            "kind": duplicates.kind,
+            "kept": ~duplicates._doc.isin(gone),
+        }
+    )
+    return removed, duplicates
+
+
+def check_accounting(n_input: int, n_kept: int, removed: pd.DataFrame) -> None:
+    """Raise :class:`AccountingError` unless input = kept + removed and every representative is kept."""
+    if removed[DOC].duplicated().any():
+        raise AccountingError(f"{removed[DOC].duplicated().sum()} document(s) removed twice")
+    if n_input != n_kept + len(removed):
+        raise AccountingError(f"{n_input} input documents != {n_kept} kept + {len(removed)} removed")
+    lost = set(removed["representative"].tolist()) & set(removed["id"].tolist())
+    if lost:
+        raise AccountingError(f"{len(lost)} representative(s) were removed themselves, e.g. {sorted(lost)[:3]}")
+
+
+class _Runner:
+    """Computes a stage's collections together (shared reads), timed, with an optional progress bar."""
+
+    def __init__(self, stats: Stats, show_progress: bool):
+        self.stats, self.show_progress = stats, show_progress
+
+    def __call__(self, stage: str, **collections) -> dict:
+        names = list(collections)
+        with self.stats.timed(stage):
+            try:
+                client = get_client()
+            except ValueError:
+                client = None
+            # to_parquet(compute=False) is graph-backed, counts are expressions; mixing is fine here.
+            warnings.filterwarnings("ignore", "Computing mixed collections", UserWarning)
+            if client is None:
+                results = dask.compute(*collections.values())
+            else:
+                futures = client.compute(list(collections.values()))
+                if self.show_progress:
+                    print(f"[{stage}]", file=sys.stderr)
+                    progress(futures)
+                    print(file=sys.stderr)
+                results = client.gather(futures)
+        return dict(zip(names, results))
+
+
+def _prepare_output(out: Path, overwrite: bool) -> None:
+    existing = [name for name in (*OUTPUTS, "_stages", "deduplicated.tmp") if (out / name).exists()]
+    if existing and not overwrite:
+        raise FileExistsError(f"{out} already holds {existing}; pass --overwrite to replace them")
+    for name in existing:
+        path = out / name
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    (out / "_stages").mkdir(parents=True, exist_ok=True)
+
+
+def peak_rss() -> dict:
+    """Peak resident memory in bytes: this process, each worker, and their sum."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    workers = {}
+    try:
+        workers = get_client().run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    except ValueError:
+        pass
+    return {"client": own, "workers": workers, "total": own + sum(workers.values())}
+
+
+def versions() -> dict:
+    """Versions of curate and the libraries that decide its results."""
+    names = ["curate", "dask", "distributed", "pandas", "pyarrow", "numba", "numpy"]
+    return {"python": platform.python_version(), **{n: metadata.version(n) for n in names}}
+
+
+__all__ = ["dedup", "resolve", "check_accounting", "AccountingError", "Stats"]
