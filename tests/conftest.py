@@ -1,0 +1,39 @@
+import json
+import logging
+from pathlib import Path
+
+import pytest
+from distributed import Client, LocalCluster
+
+logging.getLogger("distributed.shuffle").setLevel(logging.ERROR)  # P2P start/stop notices
+
+FIXTURES = Path(__file__).parent / "data"
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def shared_corpus(name: str) -> Path:
+    """A corpus under ../shared/data, or a clean skip where that folder is absent."""
+    path = SHARED / name
+    if not path.exists():
+        pytest.skip(f"{path} not available")
+    return path
+
+
+@pytest.fixture(scope="session")
+def client():
+    """An in-process cluster: real distributed scheduler and P2P shuffles, no process start-up cost."""
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, Client(cluster) as c:
+        yield c
+
+
+@pytest.fixture
+def fixture_docs() -> list[dict]:
+    return [json.loads(line) for line in (FIXTURES / "docs.jsonl").read_text().splitlines()]
+
+
+def write_jsonl(path: Path, records) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        for record in records:
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return path

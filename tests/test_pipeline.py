@@ -1,0 +1,99 @@
+"""The whole run on the project's own fixture: exact values for every output."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from curate.config import load_config
+from curate.pipeline import AccountingError, check_accounting, dedup, resolve
+
+
+def run(tmp_path, inputs, **overrides):
+    out = tmp_path / "out"
+    summary = dedup([str(i) for i in inputs], str(out), load_config(None, overrides))
+    return out, summary
+
+
+def test_fixture_end_to_end(client, tmp_path, fixture_docs):
+    out, summary = run(tmp_path, ["tests/data/docs.jsonl"])
+    removed = pd.read_parquet(out / "removed.parquet")
+    # a3, a12: copies of a1; a8: second empty doc; a4, a7: near duplicates (J = 0.84, 0.83).
+    assert removed.to_dict("list") == {
+        "id": ["a3", "a4", "a7", "a8", "a12"],
+        "kind": ["exact", "fuzzy", "fuzzy", "exact", "exact"],
+        "representative": ["a1", "a1", "a2", "a6", "a1"],
+    }
+    kept = [json.loads(line) for f in sorted((out / "deduplicated").glob("*.jsonl")) for line in f.read_text().splitlines()]
+    assert [d["id"] for d in kept] == ["a1", "a2", "a5", "a6", "a9", "a10", "a11"]
+    assert kept == [d for d in fixture_docs if d["id"] in {"a1", "a2", "a5", "a6", "a9", "a10", "a11"}]  # all columns, unchanged
+    duplicates = pd.read_parquet(out / "duplicates.parquet")
+    assert set(zip(duplicates.id, duplicates.group, duplicates.kind, duplicates.kept)) == {
+        ("a1", "a1", "exact", True), ("a3", "a1", "exact", False), ("a12", "a1", "exact", False),
+        ("a6", "a6", "exact", True), ("a8", "a6", "exact", False),
+        ("a1", "a1", "fuzzy", True), ("a4", "a1", "fuzzy", False),
+        ("a2", "a2", "fuzzy", True), ("a7", "a2", "fuzzy", False),
+    }
+    counts = json.loads((out / "summary.json").read_text())["counts"]
+    assert counts["input"] == {"documents": 12, "empty": 2, "partitions": 1}
+    assert counts["exact"] == {"groups": 2, "removed": 3}
+    assert counts["fuzzy"]["removed"] == 2 and counts["fuzzy"]["groups"] == 2
+    assert counts["output"] == {"kept": 7, "removed": 5}
+    assert summary["counts"] == counts
+
+
+def test_keep_longest_and_max_column(client, tmp_path):
+    longest_out, _ = run(tmp_path / "a", ["tests/data/docs.jsonl"], keep="longest", mode="fuzzy")
+    removed = pd.read_parquet(longest_out / "removed.parquet")
+    # a4 and a7 are the longer versions, so they are kept and a1's copies / a2 are removed.
+    assert dict(zip(removed.id, removed.representative))["a2"] == "a7"
+    assert dict(zip(removed.id, removed.representative))["a1"] == "a4"
+    max_out, _ = run(tmp_path / "b", ["tests/data/docs.jsonl"], keep="max:source", mode="exact")
+    removed = pd.read_parquet(max_out / "removed.parquet")
+    # among a1 (river), a3 (river-copy), a12 (river-copy-2) the largest source string is kept;
+    # a6 and a8 tie ("empty"), so input order decides.
+    assert dict(zip(removed.id, removed.representative)) == {"a1": "a12", "a3": "a12", "a8": "a6"}
+
+
+def test_no_verify_keeps_whole_components(client, tmp_path):
+    out, summary = run(tmp_path, ["tests/data/docs.jsonl"], mode="fuzzy", fuzzy={"verify": False})
+    assert summary["counts"]["fuzzy"]["verified_edges"] == summary["counts"]["fuzzy"]["candidate_edges"]
+    assert set(pd.read_parquet(out / "removed.parquet").id) >= {"a3", "a12"}
+
+
+def test_output_dir_with_previous_run(client, tmp_path):
+    run(tmp_path, ["tests/data/docs.jsonl"])
+    with pytest.raises(FileExistsError, match="overwrite"):
+        run(tmp_path, ["tests/data/docs.jsonl"])
+
+
+def test_short_documents_not_collapsed_and_empty_counted(client, tmp_path):
+    from tests.conftest import write_jsonl
+
+    words = [f"w{i:03d}x" for i in range(300)]  # distinct, all shorter than the 24-character width
+    records = [{"id": i, "text": w} for i, w in enumerate(words)] + [{"id": 1000 + i, "text": ""} for i in range(5)]
+    path = write_jsonl(tmp_path / "short.jsonl", records)
+    out, summary = run(tmp_path, [path])
+    removed = pd.read_parquet(out / "removed.parquet")
+    assert summary["counts"]["fuzzy"]["removed"] == 0
+    assert removed.to_dict("list") == {"id": [1001, 1002, 1003, 1004], "kind": ["exact"] * 4, "representative": [1000] * 4}
+    assert summary["counts"]["input"]["empty"] == 5
+
+
+def test_accounting_errors():
+    removed = pd.DataFrame({"_doc": [1, 2], "id": ["b", "c"], "kind": "exact", "representative": ["a", "b"]})
+    with pytest.raises(AccountingError, match="removed themselves"):
+        check_accounting(3, 1, removed)
+    with pytest.raises(AccountingError, match="4 input documents != 1 kept"):
+        check_accounting(4, 1, removed.iloc[:1])
+
+
+def test_resolve_chains_exact_to_fuzzy_representative():
+    exact = pd.DataFrame({"_doc": [5, 9], "_rep": [5, 5], "_id": ["e5", "e9"], "_rep_id": ["e5", "e5"]})
+    fuzzy = pd.DataFrame({"_doc": [2, 5], "_rep": [2, 2], "_id": ["e2", "e5"], "_rep_id": ["e2", "e2"]})
+    removed, duplicates = resolve(exact, fuzzy)
+    assert removed.to_dict("list") == {"_doc": [5, 9], "id": ["e5", "e9"], "kind": ["fuzzy", "exact"], "representative": ["e2", "e2"]}
+    assert duplicates.to_dict("list") == {
+        "id": ["e2", "e5", "e5", "e9"], "group": ["e2", "e5", "e2", "e5"], "kind": ["fuzzy", "exact", "fuzzy", "exact"],
+        "kept": [True, False, False, False],
+    }
