@@ -49,13 +49,19 @@ def use_backend(name: str):
     return dask.config.set(BACKENDS[name])
 
 
+def _arrow_strings(text: pd.Series) -> pa.LargeStringArray:
+    arr = pa.array(text, type=pa.large_string(), from_pandas=True)
+    # Arrow-backed series may hold several chunks; kernels want one contiguous buffer.
+    return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+
+
 @text_buffers.register(pd.Series)
 def text_buffers_pandas(text: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """UTF-8 buffers of a string series: ``(offsets int64 (n + 1,), data uint8 (n_bytes,))``.
 
     Nulls count as empty strings. The data buffer is shared with Arrow where it can be.
     """
-    arr = pa.array(text, type=pa.large_string(), from_pandas=True)
+    arr = _arrow_strings(text)
     if arr.null_count:
         arr = pc.fill_null(arr, "")
     _, offsets, data = arr.buffers()
@@ -74,7 +80,7 @@ def md5_hex_pandas(text: pd.Series) -> pd.Series:
 @normalize_text.register(pd.Series)
 def normalize_text_pandas(text: pd.Series, *, lowercase: bool, whitespace: bool, punctuation: bool, nfkc: bool) -> pd.Series:
     """Normalise text before shingling: NFKC, then lowercase, strip punctuation, collapse whitespace."""
-    arr = pa.array(text, type=pa.large_string(), from_pandas=True)
+    arr = _arrow_strings(text)
     if nfkc:
         arr = pc.utf8_normalize(arr, "NFKC")
     if lowercase:
