@@ -23,7 +23,7 @@ import pandas as pd
 from distributed import get_client, progress
 
 from curate.config import RunConfig
-from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy, drop_keys, write_keys
+from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy, drop_keys, select_keys, write_keys
 from curate.dedup.groups import group_meta
 from curate.io import DOC, count_rows, read_documents, write_documents, write_table
 from curate.io.read import expand_paths
@@ -151,14 +151,19 @@ def _fuzzy(docs: dd.DataFrame, stages: Path, config: RunConfig, keep: KeepPolicy
     fuzzy = FuzzyDedup(config.fuzzy, text_field=io.text_field, id_field=io.id_field, keep=keep)
     done = run("minhash+lsh", candidates=fuzzy.edges(fuzzy.buckets(docs)).to_parquet(stages / "candidates", write_index=False, compute=False))
     candidates = dd.read_parquet(stages / "candidates")
-    verified = fuzzy.verify(candidates, docs)
+    # Only documents with a candidate edge are joined to edges, so only they are shuffled.
+    with stats.timed("verify"):
+        nodes = dd.concat([candidates.u, candidates.v]).drop_duplicates(split_out=candidates.npartitions).compute()
+        write_keys(nodes.to_numpy(), stages / "candidate_nodes.parquet")
+    candidate_docs = select_keys(docs, str(stages / "candidate_nodes.parquet"))
+    verified = fuzzy.verify(candidates, candidate_docs)
     run("verify", edges=verified.to_parquet(stages / "edges", write_index=False, compute=False))
     edges = dd.read_parquet(stages / "edges")
     with stats.timed("components"):
         components = fuzzy.components(edges)
         components.to_parquet(stages / "components", write_index=False)
     components = dd.read_parquet(stages / "components")
-    run("groups", groups=fuzzy.groups(components, docs).to_parquet(stages / "fuzzy", write_index=False, compute=False))
+    run("groups", groups=fuzzy.groups(components, candidate_docs).to_parquet(stages / "fuzzy", write_index=False, compute=False))
     groups = dd.read_parquet(stages / "fuzzy")
     done = run("fuzzy counts", candidates=count_rows(candidates), edges=count_rows(edges), nodes=count_rows(components), groups=groups.compute())
     groups = done["groups"]

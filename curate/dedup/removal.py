@@ -1,4 +1,4 @@
-"""Removal: drop the documents listed as removed, partition by partition, keeping input order.
+"""Removal: drop (or select) listed documents, partition by partition, keeping input order.
 
 The removed keys (``_doc``, int64) are written once, sorted, to a Parquet file with small row
 groups. Each document partition reads only the row groups that overlap its own key range
@@ -17,8 +17,8 @@ _ROW_GROUP = 1 << 16
 
 
 def write_keys(keys: np.ndarray, path: str) -> None:
-    """Write ``_doc`` keys (int64, any order, unique) sorted into a Parquet file at ``path``."""
-    table = pa.table({DOC: np.sort(np.asarray(keys, dtype=np.int64))})
+    """Write ``_doc`` keys (int64, any order, repeats dropped) sorted into a Parquet file at ``path``."""
+    table = pa.table({DOC: np.unique(np.asarray(keys, dtype=np.int64))})
     pq.write_table(table, path, row_group_size=_ROW_GROUP)
 
 
@@ -35,15 +35,20 @@ def drop_keys(docs: dd.DataFrame, keys_path: str) -> dd.DataFrame:
     Returns
     -------
     dask.dataframe.DataFrame
-        Same columns and partitions as ``docs``, removed rows left out.
+        Same columns and partitions as ``docs``, listed rows left out.
     """
-    return docs.map_partitions(_drop_partition, keys_path, meta=docs._meta)
+    return docs.map_partitions(_filter_partition, keys_path, False, meta=docs._meta)
 
 
-def _drop_partition(part, keys_path):
+def select_keys(docs: dd.DataFrame, keys_path: str) -> dd.DataFrame:
+    """Documents whose ``_doc`` is in the key file at ``keys_path`` (a semi-join); see :func:`drop_keys`."""
+    return docs.map_partitions(_filter_partition, keys_path, True, meta=docs._meta)
+
+
+def _filter_partition(part, keys_path, listed):
     if len(part) == 0:
         return part
     doc = part[DOC].to_numpy()
     lo, hi = int(doc.min()), int(doc.max())
     keys = pq.read_table(keys_path, filters=[(DOC, ">=", lo), (DOC, "<=", hi)])[DOC].to_numpy()
-    return part[~np.isin(doc, keys)]
+    return part[np.isin(doc, keys) == listed]

@@ -22,7 +22,7 @@ import pyarrow.json as pajson
 import pyarrow.parquet as pq
 from dask.utils import parse_bytes
 from fsspec.core import url_to_fs
-from fsspec.utils import infer_compression, read_block
+from fsspec.utils import infer_compression, read_block, seek_delimiter
 
 DOC = "_doc"
 _POSITION_BITS = 40
@@ -155,7 +155,7 @@ def read_documents(
     sources = plan_sources(fs, paths, fmt, blocksize, files_per_partition)
     root = os.path.commonpath([os.path.dirname(p) for p in paths]) if "://" not in paths[0] else None
     names = tuple(os.path.relpath(p, root) if root is not None else p for p in paths)
-    meta_table = _read_source(sources[0], fs, names, None, id_field, text_field, sample=True)
+    meta_table = _read_source(sources[0], fs, names, None, id_field, text_field, sample=True, assign_ids=None)
     assign_ids = id_field not in meta_table.column_names
     if assign_ids:
         sources = _with_line_numbers(fs, sources)
@@ -215,6 +215,9 @@ def _read_source(src: Source, fs, names, schema, id_field, text_field, sample=Fa
             ids = [f"{names[index]}:{row}" for row in range(table.num_rows)] if assign_ids else None
         else:
             table, position, lines = _read_jsonl(src, path, fs, names[index], sample)
+            if table.num_rows == 0 and schema is not None:
+                tables.append(schema.empty_table())
+                continue
             ids = [f"{names[index]}:{line}" for line in lines] if assign_ids else None
         table = _check_columns(table, path, id_field, text_field, assign_ids)
         if ids is not None:
@@ -231,8 +234,13 @@ def _read_source(src: Source, fs, names, schema, id_field, text_field, sample=Fa
 
 def _read_jsonl(src: Source, path: str, fs, name: str, sample: bool):
     """Parse one JSONL file or block; return (table, byte offset per record, line per record)."""
+    start = 0
     with fs.open(path, "rb", compression="infer") as f:
         if src.length is not None:
+            if src.offset:  # the block begins after the first line end at or after its offset
+                f.seek(src.offset)
+                seek_delimiter(f, b"\n", 1 << 16)
+                start = f.tell()
             raw = read_block(f, src.offset, src.length, delimiter=b"\n")
         else:
             raw = f.read(1 << 20) if sample else f.read()
@@ -250,6 +258,8 @@ def _read_jsonl(src: Source, path: str, fs, name: str, sample: bool):
     for i in np.flatnonzero((ends == starts) | np.isin(buf[np.minimum(starts, len(buf) - 1)], _WHITESPACE)):
         keep[i] = bool(raw[starts[i] : ends[i]].strip())
     line_numbers = src.first_line + np.flatnonzero(keep)
+    if not keep.any():  # a block inside one long line, or a file of blank lines
+        return pa.table({}), np.zeros(0, np.int64), line_numbers
     try:
         table = pajson.read_json(
             pa.py_buffer(raw),
@@ -260,7 +270,7 @@ def _read_jsonl(src: Source, path: str, fs, name: str, sample: bool):
         _raise_bad_line(raw, starts, ends, line_numbers, keep, name, err)
     if table.num_rows != keep.sum():
         _raise_bad_line(raw, starts, ends, line_numbers, keep, name, "record count mismatch")
-    return table, src.offset + starts[keep].astype(np.int64), line_numbers
+    return table, start + starts[keep].astype(np.int64), line_numbers
 
 
 def _raise_bad_line(raw, starts, ends, line_numbers, keep, name, err):
@@ -283,7 +293,7 @@ def _check_columns(table: pa.Table, path, id_field, text_field, assign_ids) -> p
     if not (pa.types.is_string(text.type) or pa.types.is_large_string(text.type)):
         raise ValueError(f"{path}: text field {text_field!r} has type {text.type}, expected string")
     table = table.set_column(table.column_names.index(text_field), text_field, text.cast(pa.string()).fill_null(""))
-    if not assign_ids:
+    if assign_ids is False:  # None: still finding out whether the input has ids
         if id_field not in table.column_names:
             raise ValueError(f"{path}: no id field {id_field!r} while other files have it")
         if table[id_field].null_count:

@@ -1,0 +1,74 @@
+"""Reading and writing documents: formats, splitting, ids, errors that name file and line."""
+
+import gzip
+import json
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import zstandard
+
+from curate.io import read_documents, write_documents
+from tests.conftest import FIXTURES, write_jsonl
+
+LINES = (FIXTURES / "docs.jsonl").read_bytes()
+
+
+def test_compressed_and_plain_jsonl_read_the_same(tmp_path):
+    (tmp_path / "a.jsonl.gz").write_bytes(gzip.compress(LINES))
+    (tmp_path / "b.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(LINES))
+    plain = read_documents(str(FIXTURES / "docs.jsonl")).compute()
+    both = read_documents(str(tmp_path)).compute()  # a directory: both files, sorted
+    assert len(both) == 24
+    pd.testing.assert_frame_equal(both.iloc[:12].drop(columns="_doc"), plain.drop(columns="_doc"))
+    assert (both._doc.to_numpy()[12:] >> 40 == 1).all()  # second file
+    assert plain._doc.tolist() == [0] + [sum(len(line) + 1 for line in LINES.split(b"\n")[:i]) for i in range(1, 12)]
+
+
+def test_blocksize_splits_without_changing_documents(tmp_path):
+    whole = read_documents(str(FIXTURES / "docs.jsonl"), blocksize=None)
+    split = read_documents(str(FIXTURES / "docs.jsonl"), blocksize=300)
+    assert whole.npartitions == 1 and split.npartitions == len(LINES) // 300 + 1
+    pd.testing.assert_frame_equal(split.compute().reset_index(drop=True), whole.compute().reset_index(drop=True))
+
+
+def test_missing_ids_are_file_and_line(tmp_path):
+    path = write_jsonl(tmp_path / "noid.jsonl", [{"text": "x"}, {"text": "y"}, {"text": "z"}])
+    path.write_text(path.read_text().replace('{"text": "y"}\n', '{"text": "y"}\n\n'))  # a blank line
+    one = read_documents(str(path)).compute()
+    assert one.id.tolist() == ["noid.jsonl:1", "noid.jsonl:2", "noid.jsonl:4"]
+    split = read_documents(str(path), blocksize=16).compute()
+    assert split.id.tolist() == one.id.tolist()
+
+
+def test_parquet_input_and_output(tmp_path):
+    table = pa.table({"id": [3, 1, 2], "text": pa.array(["a", "b", None], pa.large_string()), "score": [0.5, 0.1, 0.9]})
+    pq.write_table(table, tmp_path / "in.parquet")
+    docs = read_documents(str(tmp_path / "in.parquet"))
+    frame = docs.compute()
+    assert frame.id.tolist() == [3, 1, 2] and frame.text.tolist() == ["a", "b", ""]  # null text reads as empty
+    write_documents(docs, str(tmp_path / "out"), "parquet")
+    assert pd.read_parquet(tmp_path / "out").to_dict("list") == {"id": [3, 1, 2], "text": ["a", "b", ""], "score": [0.5, 0.1, 0.9]}
+    write_documents(docs, str(tmp_path / "jsonl"), "jsonl")
+    lines = (tmp_path / "jsonl" / "part.0.jsonl").read_text().splitlines()
+    assert [json.loads(line) for line in lines] == [{"id": 3, "text": "a", "score": 0.5}, {"id": 1, "text": "b", "score": 0.1}, {"id": 2, "text": "", "score": 0.9}]
+
+
+def test_bad_json_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"id": 1, "text": "a"}\n{"id": 2, "text": "b"\n{"id": 3, "text": "c"}\n')
+    with pytest.raises(ValueError, match=r"bad.jsonl:2: invalid JSON"):
+        read_documents(str(path)).compute()
+    path.write_text('{"id": 1, "text": "a"}\n[1, 2]\n')
+    with pytest.raises(ValueError, match=r"bad.jsonl:2: expected a JSON object, got list"):
+        read_documents(str(path)).compute()
+
+
+def test_missing_text_field_and_paths(tmp_path):
+    path = write_jsonl(tmp_path / "x.jsonl", [{"id": 1, "body": "a"}])
+    with pytest.raises(ValueError, match="no text field 'text'"):
+        read_documents(str(path))
+    assert read_documents(str(path), text_field="body").compute().body.tolist() == ["a"]
+    with pytest.raises(FileNotFoundError, match="matches no JSONL or Parquet file"):
+        read_documents(str(tmp_path / "nothing-*.jsonl"))
