@@ -88,8 +88,9 @@ def normalize_text_pandas(text: pd.Series, *, lowercase: bool, whitespace: bool,
     if punctuation:
         arr = pc.replace_substring_regex(arr, r"\p{P}+", "")
     if whitespace:
-        arr = pc.utf8_trim_whitespace(pc.replace_substring_regex(arr, r"\s+", " "))
-    return pd.Series(arr.to_pandas(types_mapper=None), index=text.index, dtype="str")
+        # RE2's \s is ASCII without \v; \p{Z} adds Unicode spaces (no-break, ideographic, ...).
+        arr = pc.utf8_trim_whitespace(pc.replace_substring_regex(arr, r"[\s\x0b\p{Z}]+", " "))
+    return pd.Series(arr.to_pandas(), dtype="str").set_axis(text.index)
 
 
 @minhash_signatures.register(pd.Series)

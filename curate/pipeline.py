@@ -156,6 +156,8 @@ def _fuzzy(docs: dd.DataFrame, stages: Path, config: RunConfig, keep: KeepPolicy
         nodes = dd.concat([candidates.u, candidates.v]).drop_duplicates(split_out=candidates.npartitions).compute()
         write_keys(nodes.to_numpy(), stages / "candidate_nodes.parquet")
     candidate_docs = select_keys(docs, str(stages / "candidate_nodes.parquet"))
+    run("select", docs=candidate_docs.to_parquet(stages / "candidate_docs", write_index=False, compute=False))
+    candidate_docs = dd.read_parquet(stages / "candidate_docs")
     verified = fuzzy.verify(candidates, candidate_docs)
     run("verify", edges=verified.to_parquet(stages / "edges", write_index=False, compute=False))
     edges = dd.read_parquet(stages / "edges")

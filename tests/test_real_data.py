@@ -5,12 +5,11 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 
-from curate.backend import text_buffers
 from curate.config import FuzzyConfig, load_config
 from curate.dedup import ExactDedup
 from curate.io import read_documents
-from curate.kernels.jaccard import shingle_set
 from curate.pipeline import dedup
+from tests import reference
 from tests.conftest import shared_corpus, write_jsonl
 
 
@@ -32,11 +31,12 @@ def test_exact_removes_what_pandas_drop_duplicates_removes(client, corpus):
 
 
 def true_jaccard_matrix(texts: pd.Series, width: int) -> np.ndarray:
-    """All-pairs Jaccard of the char-shingle sets: brute force as a sparse incidence product."""
-    offsets, data = text_buffers(texts)
-    sets = [shingle_set(data, offsets[i], offsets[i + 1], width, False) for i in range(len(texts))]
-    vocab, cols = np.unique(np.concatenate(sets), return_inverse=True)
+    """All-pairs Jaccard of the char-shingle sets (the shingle strings themselves, pure Python
+    reference shingling), as a sparse incidence-matrix product."""
+    vocab: dict[bytes, int] = {}
+    sets = [{vocab.setdefault(s, len(vocab)) for s in reference.char_shingles(t, width)} if t else set() for t in texts]
     rows = np.repeat(np.arange(len(sets)), [len(s) for s in sets])
+    cols = np.fromiter((c for s in sets for c in s), dtype=np.int64, count=len(rows))
     incidence = sp.csr_matrix((np.ones(len(cols), np.int32), (rows, cols)), shape=(len(sets), len(vocab)))
     common = (incidence @ incidence.T).toarray()
     sizes = np.array([len(s) for s in sets])

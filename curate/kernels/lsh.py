@@ -44,7 +44,7 @@ def band_buckets(signatures, num_bands, rows_per_band):
     n_docs, n_hashes = signatures.shape
     if num_bands * rows_per_band > n_hashes:
         raise ValueError(f"{num_bands} bands x {rows_per_band} rows need {num_bands * rows_per_band} hashes, have {n_hashes}")
-    sig_bytes = np.ascontiguousarray(signatures).view(np.uint8).reshape(n_docs, -1)
+    sig_bytes = np.ascontiguousarray(signatures).view(np.uint8).reshape(n_docs, n_hashes * signatures.itemsize)
     out = np.empty((n_docs, num_bands), dtype=np.uint64)
     _band_buckets(sig_bytes, num_bands, rows_per_band * signatures.itemsize, out)
     return out

@@ -27,8 +27,22 @@ MERSENNE_61 = np.uint64((1 << 61) - 1)
 _M32 = np.uint64(0xFFFFFFFF)
 
 
+@njit(inline="always")
+def _permute32(h, a, b):
+    return (h * a + b) & _M32
+
+
+@njit(inline="always")
+def _permute64(h, a, b):
+    # x mod (2**61 - 1) without a division: x = hi * 2**61 + lo and 2**61 = 1 (mod 2**61 - 1).
+    x = h * a + b
+    r = (x & MERSENNE_61) + (x >> np.uint64(61))
+    return r - MERSENNE_61 if r >= MERSENNE_61 else r
+
+
 @njit(nogil=True, cache=True)
-def _minhash32(offsets, data, seed, a, b, width, words, out, counts):
+def _minhash(offsets, data, seed, a, b, width, words, out, counts, hash_window, permute):
+    # hash_window / permute are njit functions; numba compiles one specialisation per pair.
     n_hashes = a.shape[0]
     for i in range(offsets.shape[0] - 1):
         row = out[i]
@@ -38,36 +52,12 @@ def _minhash32(offsets, data, seed, a, b, width, words, out, counts):
             row[:] = 0
             counts[i] = 0
             continue
-        row[:] = 0xFFFFFFFF
+        row[:] = np.iinfo(out.dtype).max
         n = 0
         while lo < hi:
-            h = max(murmur3_32(data, lo, hi, seed), np.uint64(1))
+            h = max(hash_window(data, lo, hi, seed), np.uint64(1))
             for j in range(n_hashes):
-                v = (h * a[j] + b[j]) & _M32
-                if v < row[j]:
-                    row[j] = v
-            n += 1
-            lo, hi = next_window(data, lo, hi, end, words)
-        counts[i] = n
-
-
-@njit(nogil=True, cache=True)
-def _minhash64(offsets, data, seed, a, b, width, words, out, counts):
-    n_hashes = a.shape[0]
-    for i in range(offsets.shape[0] - 1):
-        row = out[i]
-        end = offsets[i + 1]
-        lo, hi = first_window(data, offsets[i], end, width, words)
-        if lo == hi:
-            row[:] = 0
-            counts[i] = 0
-            continue
-        row[:] = 0xFFFFFFFFFFFFFFFF
-        n = 0
-        while lo < hi:
-            h = max(murmur3_64(data, lo, hi, seed), np.uint64(1))
-            for j in range(n_hashes):
-                v = (h * a[j] + b[j]) % MERSENNE_61
+                v = permute(h, a[j], b[j])
                 if v < row[j]:
                     row[j] = v
             n += 1
@@ -109,8 +99,8 @@ def minhash(offsets, data, seed, a, b, width, words=False):
     n_docs = len(offsets) - 1
     out = np.empty((n_docs, len(a)), dtype=a.dtype)
     counts = np.empty(n_docs, dtype=np.int64)
-    kernel = _minhash32 if a.dtype == np.uint32 else _minhash64
-    kernel(offsets, data, np.uint64(seed), a.astype(np.uint64), b.astype(np.uint64), width, words, out, counts)
+    hash_window, permute = (murmur3_32, _permute32) if a.dtype == np.uint32 else (murmur3_64, _permute64)
+    _minhash(offsets, data, np.uint64(seed), a.astype(np.uint64), b.astype(np.uint64), width, words, out, counts, hash_window, permute)
     return out, counts
 
 
