@@ -230,6 +230,17 @@ def test_zero_hash_is_replaced_by_one():
     assert sig.tolist() == [[1, 8, M61 - 1], [0, 0, 0], [1, 8, M61 - 1]]
 
 
+def test_minhash64_mersenne_boundaries():
+    """h == 1 exactly (the zero-hash shingle), so h*a + b hits the edges of the reduction."""
+    z64 = _zero_hash_x64_128()
+    b = [M61 - 1, M61, M61 + 1, 2 * M61, 2 * M61 - 1, M64 - 1, M64, 0]
+    a = [1] * len(b)
+    expected = [((aj + bj) & M64) % M61 for aj, bj in zip(a, b)]
+    assert expected == [0, 1, 2, 1, 0, 7, 0, 1]
+    sig, _ = minhash(*raw_buffers([z64]), 0, u64(a), u64(b), 32)
+    assert sig.tolist() == [expected]
+
+
 def test_minhash64_reduces_mod_mersenne61_after_wrapping():
     """((h*a + b) mod 2**64) mod (2**61 - 1): the wrap to 64 bits happens before the Mersenne reduction."""
     a = [M61 - 1, (1 << 63) + 12345, 2**62 + 1]
