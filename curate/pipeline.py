@@ -84,7 +84,6 @@ def dedup(inputs: list[str], out_dir: str, config: RunConfig, *, show_progress: 
         On bad input (see :func:`curate.io.read_documents`) or duplicate ids.
     """
     out = Path(out_dir)
-    _prepare_output(out, overwrite)
     stages = out / "_stages"
     stats = Stats()
     started = time.perf_counter()
@@ -96,6 +95,7 @@ def dedup(inputs: list[str], out_dir: str, config: RunConfig, *, show_progress: 
     )
     if keep.column and keep.column not in docs.columns:
         raise ValueError(f"keep policy {keep} names column {keep.column!r}, not in the input ({list(docs.columns)})")
+    _prepare_output(out, overwrite)  # only once the input is known to be readable
     ids = docs[io.id_field].value_counts(split_out=docs.npartitions)
     empty = (docs[io.text_field].str.len() == 0).sum()
     exact_groups = empty_groups(docs, io.id_field)
@@ -156,7 +156,8 @@ def _fuzzy(docs: dd.DataFrame, stages: Path, config: RunConfig, keep: KeepPolicy
         nodes = dd.concat([candidates.u, candidates.v]).drop_duplicates(split_out=candidates.npartitions).compute()
         write_keys(nodes.to_numpy(), stages / "candidate_nodes.parquet")
     candidate_docs = select_keys(docs, str(stages / "candidate_nodes.parquet"))
-    run("select", docs=candidate_docs.to_parquet(stages / "candidate_docs", write_index=False, compute=False))
+    columns = list(dict.fromkeys([DOC, io.id_field, io.text_field, *keep.columns()]))
+    run("select", docs=candidate_docs[columns].to_parquet(stages / "candidate_docs", write_index=False, compute=False))
     candidate_docs = dd.read_parquet(stages / "candidate_docs")
     verified = fuzzy.verify(candidates, candidate_docs)
     run("verify", edges=verified.to_parquet(stages / "edges", write_index=False, compute=False))

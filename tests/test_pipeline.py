@@ -97,3 +97,26 @@ def test_resolve_chains_exact_to_fuzzy_representative():
         "id": ["e2", "e5", "e5", "e9"], "group": ["e2", "e5", "e2", "e5"], "kind": ["fuzzy", "exact", "fuzzy", "exact"],
         "kept": [True, False, False, False],
     }
+
+
+@pytest.mark.parametrize("output_format", ["parquet", "jsonl"])
+def test_list_columns_ride_along(client, tmp_path, fixture_docs, output_format):
+    # Regression: a list column (like Reuters' topics) broke the stage files and the output.
+    from tests.conftest import write_jsonl
+
+    records = [{**d, "tags": [d["source"], "x"]} for d in fixture_docs]
+    path = write_jsonl(tmp_path / "tags.jsonl", records)
+    out, summary = run(tmp_path, [path], io={"output_format": output_format})
+    assert summary["counts"]["output"] == {"kept": 7, "removed": 5}
+    if output_format == "parquet":
+        kept = pd.read_parquet(out / "deduplicated")
+        assert [list(t) for t in kept.tags] == [[d["source"], "x"] for d in records if d["id"] in set(kept.id)]
+    else:
+        kept = [json.loads(line) for f in sorted((out / "deduplicated").glob("*.jsonl")) for line in f.read_text().splitlines()]
+        assert kept == [d for d in records if d["id"] in {k["id"] for k in kept}] and len(kept) == 7
+
+
+def test_bad_input_leaves_no_output(client, tmp_path):
+    with pytest.raises(FileNotFoundError):
+        run(tmp_path, [tmp_path / "missing.jsonl"])
+    assert not (tmp_path / "out").exists()

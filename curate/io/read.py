@@ -200,9 +200,9 @@ def _load_partition(src: Source, fs, names, schema, id_field, text_field, assign
 
 
 def _to_pandas(table: pa.Table) -> pd.DataFrame:
-    # Arrow-backed strings (pandas 3's default "str"); nested types become ArrowDtype columns
-    # so they survive a round trip to Parquet unchanged.
-    return table.to_pandas(types_mapper=lambda t: None if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) else pd.ArrowDtype(t))
+    # Nested values (lists, structs) stay Arrow-typed: as object columns Dask would turn them
+    # into strings ("dataframe.convert-string"). Everything else gets pandas' own mapping.
+    return table.to_pandas(types_mapper=lambda t: pd.ArrowDtype(t) if pa.types.is_nested(t) else None)
 
 
 def _read_source(src: Source, fs, names, schema, id_field, text_field, sample=False, assign_ids=False) -> pa.Table:

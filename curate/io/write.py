@@ -31,10 +31,20 @@ def write_documents(docs: dd.DataFrame, path: str, fmt: str, *, compute: bool = 
     """
     docs = docs.drop(columns=[DOC]) if DOC in docs.columns else docs
     if fmt == "parquet":
-        return docs.to_parquet(path, write_index=False, compute=compute)
+        os.makedirs(path, exist_ok=True)
+        written = docs.map_partitions(_write_parquet_part, path, meta=(None, "int64"))
+        return written.sum() if not compute else written.sum().compute()
     if fmt == "jsonl":
         return docs.to_json(os.path.join(path, "part.*.jsonl"), orient="records", lines=True, force_ascii=False, compute=compute)
     raise ValueError(f"unknown output format {fmt!r}; use 'parquet' or 'jsonl'")
+
+
+def _write_parquet_part(part: pd.DataFrame, path: str, partition_info=None) -> int:
+    # Written without pandas metadata: pandas cannot read back the dtype names it records for
+    # Arrow nested columns, while plain Arrow schemas read fine everywhere.
+    table = pa.Table.from_pandas(part, preserve_index=False).replace_schema_metadata(None)
+    pq.write_table(table, os.path.join(path, f"part.{partition_info['number']}.parquet"))
+    return len(part)
 
 
 def write_table(frame: pd.DataFrame, path: str) -> None:
