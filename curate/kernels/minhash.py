@@ -41,8 +41,11 @@ def _permute64(h, a, b):
 
 
 @njit(nogil=True, cache=True)
-def _minhash(offsets, data, seed, a, b, width, words, out, counts, hash_window, permute):
-    # hash_window / permute are njit functions; numba compiles one specialisation per pair.
+def _minhash(offsets, data, seed, a, b, width, words, out, counts):
+    # The output dtype picks the scheme; it is part of the compiled signature, so the
+    # branches below are resolved at compile time. (Passing the hash and permutation as
+    # first-class functions instead breaks numba's on-disk cache.)
+    wide = out.itemsize == 8
     n_hashes = a.shape[0]
     for i in range(offsets.shape[0] - 1):
         row = out[i]
@@ -55,11 +58,18 @@ def _minhash(offsets, data, seed, a, b, width, words, out, counts, hash_window, 
         row[:] = np.iinfo(out.dtype).max
         n = 0
         while lo < hi:
-            h = max(hash_window(data, lo, hi, seed), np.uint64(1))
-            for j in range(n_hashes):
-                v = permute(h, a[j], b[j])
-                if v < row[j]:
-                    row[j] = v
+            h = murmur3_64(data, lo, hi, seed) if wide else murmur3_32(data, lo, hi, seed)
+            h = max(h, np.uint64(1))
+            if wide:
+                for j in range(n_hashes):
+                    v = _permute64(h, a[j], b[j])
+                    if v < row[j]:
+                        row[j] = v
+            else:
+                for j in range(n_hashes):
+                    v = _permute32(h, a[j], b[j])
+                    if v < row[j]:
+                        row[j] = v
             n += 1
             lo, hi = next_window(data, lo, hi, end, words)
         counts[i] = n
@@ -99,8 +109,7 @@ def minhash(offsets, data, seed, a, b, width, words=False):
     n_docs = len(offsets) - 1
     out = np.empty((n_docs, len(a)), dtype=a.dtype)
     counts = np.empty(n_docs, dtype=np.int64)
-    hash_window, permute = (murmur3_32, _permute32) if a.dtype == np.uint32 else (murmur3_64, _permute64)
-    _minhash(offsets, data, np.uint64(seed), a.astype(np.uint64), b.astype(np.uint64), width, words, out, counts, hash_window, permute)
+    _minhash(offsets, data, np.uint64(seed), a.astype(np.uint64), b.astype(np.uint64), width, words, out, counts)
     return out, counts
 
 
