@@ -69,7 +69,8 @@ def dedup(inputs, out_dir, config_file, overwrite, progress, verbose, **flags):
     try:
         config = load_config(config_file, overrides)
     except ValidationError as err:
-        raise click.UsageError(str(err)) from None
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
+        raise click.UsageError(f"invalid configuration: {problems}") from None
     show_progress = sys.stderr.isatty() if progress is None else progress
     try:
         with use_backend(config.backend), connect(config.cluster):

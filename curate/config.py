@@ -4,6 +4,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
+from dask.utils import parse_bytes
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
@@ -20,6 +21,18 @@ class IOConfig(_Section):
     blocksize: str | int | None = "256MB"
     files_per_partition: int = Field(1, ge=1)
     output_format: Literal["jsonl", "parquet"] | None = None  # None: same as the input
+
+    @field_validator("blocksize")
+    @classmethod
+    def _bytes(cls, value):
+        if isinstance(value, str):
+            try:
+                value = parse_bytes(value)
+            except ValueError:
+                raise ValueError(f"{value!r} is not a size in bytes (e.g. 256MB)") from None
+        if value is not None and value <= 0:
+            raise ValueError("must be positive")
+        return value
 
 
 class FuzzyConfig(_Section):

@@ -96,23 +96,8 @@ def dedup(inputs: list[str], out_dir: str, config: RunConfig, *, show_progress: 
     if keep.column and keep.column not in docs.columns:
         raise ValueError(f"keep policy {keep} names column {keep.column!r}, not in the input ({list(docs.columns)})")
     _prepare_output(out, overwrite)  # only once the input is known to be readable
-    ids = docs[io.id_field].value_counts(split_out=docs.npartitions)
-    empty = (docs[io.text_field].str.len() == 0).sum()
-    exact_groups = empty_groups(docs, io.id_field)
-    todo = {"docs": count_rows(docs), "empty": empty, "repeated_ids": ids[ids > 1]}
-    if config.mode in ("exact", "both"):
-        exact = ExactDedup(text_field=io.text_field, id_field=io.id_field, keep=keep)
-        todo["exact"] = exact(docs).to_parquet(stages / "exact", write_index=False, compute=False)
-    done = run("read+exact", **todo)
-    if len(done["repeated_ids"]):
-        examples = ", ".join(map(str, done["repeated_ids"].index[:5]))
-        raise ValueError(f"{len(done['repeated_ids'])} id(s) in field {io.id_field!r} appear more than once, e.g. {examples}")
-    stats.count("input", documents=done["docs"], empty=done["empty"], partitions=docs.npartitions)
-    if config.mode in ("exact", "both"):
-        exact_groups = dd.read_parquet(stages / "exact").compute()
-        removed = exact_groups[exact_groups._doc != exact_groups._rep]
-        stats.count("exact", groups=(exact_groups._doc == exact_groups._rep).sum(), removed=len(removed))
 
+    exact_groups = _check_input_and_exact(docs, stages, config, keep, run, stats)
     fuzzy_groups = empty_groups(docs, io.id_field)
     if config.mode in ("fuzzy", "both"):
         write_keys(exact_groups._doc[exact_groups._doc != exact_groups._rep].to_numpy(), stages / "exact_removed.parquet")
@@ -123,12 +108,11 @@ def dedup(inputs: list[str], out_dir: str, config: RunConfig, *, show_progress: 
     write_keys(removed[DOC].to_numpy(), stages / "removed_keys.parquet")
     kept_docs = drop_keys(docs, str(stages / "removed_keys.parquet"))
     fmt = io.output_format or expand_paths(inputs)[2]
-    tmp = out / "deduplicated.tmp"
-    done = run("write", kept=count_rows(kept_docs), write=write_documents(kept_docs, str(tmp), fmt, compute=False))
-    stats.count("output", kept=done["kept"], removed=len(removed))
-    check_accounting(stats.counts["input"]["documents"], done["kept"], removed)
+    kept = run("write", kept=write_documents(kept_docs, str(out / "deduplicated.tmp"), fmt))["kept"]
+    stats.count("output", kept=kept, removed=len(removed))
+    check_accounting(stats.counts["input"]["documents"], kept, removed)
 
-    os.replace(tmp, out / "deduplicated")
+    os.replace(out / "deduplicated.tmp", out / "deduplicated")
     write_table(duplicates, str(out / "duplicates.parquet"))
     write_table(removed.drop(columns=[DOC]), str(out / "removed.parquet"))
     summary = {
@@ -146,29 +130,50 @@ def dedup(inputs: list[str], out_dir: str, config: RunConfig, *, show_progress: 
     return summary
 
 
+def _check_input_and_exact(docs, stages: Path, config: RunConfig, keep: KeepPolicy, run, stats: Stats) -> pd.DataFrame:
+    """Count documents and empty texts, refuse repeated ids and, in one pass, find exact groups."""
+    io = config.io
+    ids = docs[io.id_field].value_counts(split_out=docs.npartitions)
+    todo = {"docs": count_rows(docs), "empty": (docs[io.text_field].str.len() == 0).sum(), "repeated_ids": ids[ids > 1]}
+    if config.mode in ("exact", "both"):
+        exact = ExactDedup(text_field=io.text_field, id_field=io.id_field, keep=keep)
+        todo["exact"] = exact(docs).to_parquet(stages / "exact", write_index=False, compute=False)
+    done = run("read+exact", **todo)
+    if len(done["repeated_ids"]):
+        examples = ", ".join(map(str, done["repeated_ids"].index[:5]))
+        raise ValueError(f"{len(done['repeated_ids'])} id(s) in field {io.id_field!r} appear more than once, e.g. {examples}")
+    stats.count("input", documents=done["docs"], empty=done["empty"], partitions=docs.npartitions)
+    if config.mode == "fuzzy":
+        return empty_groups(docs, io.id_field)
+    groups = dd.read_parquet(stages / "exact").compute()
+    stats.count("exact", groups=(groups._doc == groups._rep).sum(), removed=(groups._doc != groups._rep).sum())
+    return groups
+
+
 def _fuzzy(docs: dd.DataFrame, stages: Path, config: RunConfig, keep: KeepPolicy, run, stats: Stats) -> pd.DataFrame:
+    """Fuzzy groups of ``docs``, each stage written to ``stages`` and read back."""
     io = config.io
     fuzzy = FuzzyDedup(config.fuzzy, text_field=io.text_field, id_field=io.id_field, keep=keep)
-    done = run("minhash+lsh", candidates=fuzzy.edges(fuzzy.buckets(docs)).to_parquet(stages / "candidates", write_index=False, compute=False))
-    candidates = dd.read_parquet(stages / "candidates")
+    candidates = run.checkpoint("minhash+lsh", fuzzy.edges(fuzzy.buckets(docs)), stages / "candidates")
     # Only documents with a candidate edge are joined to edges, so only they are shuffled.
-    with stats.timed("verify"):
+    with stats.timed("select"):
         nodes = dd.concat([candidates.u, candidates.v]).drop_duplicates(split_out=candidates.npartitions).compute()
         write_keys(nodes.to_numpy(), stages / "candidate_nodes.parquet")
-    candidate_docs = select_keys(docs, str(stages / "candidate_nodes.parquet"))
     columns = list(dict.fromkeys([DOC, io.id_field, io.text_field, *keep.columns()]))
-    run("select", docs=candidate_docs[columns].to_parquet(stages / "candidate_docs", write_index=False, compute=False))
-    candidate_docs = dd.read_parquet(stages / "candidate_docs")
-    verified = fuzzy.verify(candidates, candidate_docs)
-    run("verify", edges=verified.to_parquet(stages / "edges", write_index=False, compute=False))
-    edges = dd.read_parquet(stages / "edges")
+    candidate_docs = select_keys(docs, str(stages / "candidate_nodes.parquet"))[columns]
+    candidate_docs = run.checkpoint("select", candidate_docs, stages / "candidate_docs")
+    edges = run.checkpoint("verify", fuzzy.verify(candidates, candidate_docs), stages / "edges")
     with stats.timed("components"):
-        components = fuzzy.components(edges)
-        components.to_parquet(stages / "components", write_index=False)
-    components = dd.read_parquet(stages / "components")
-    run("groups", groups=fuzzy.groups(components, candidate_docs).to_parquet(stages / "fuzzy", write_index=False, compute=False))
-    groups = dd.read_parquet(stages / "fuzzy")
-    done = run("fuzzy counts", candidates=count_rows(candidates), edges=count_rows(edges), nodes=count_rows(components), groups=groups.compute())
+        components = fuzzy.components(edges)  # computes: the edge count picks the local or distributed path
+    components = run.checkpoint("components", components, stages / "components")
+    groups = run.checkpoint("groups", fuzzy.groups(components, candidate_docs), stages / "fuzzy")
+    done = run(
+        "fuzzy counts",
+        candidates=count_rows(candidates),
+        edges=count_rows(edges),
+        nodes=count_rows(components),
+        groups=groups,
+    )
     groups = done["groups"]
     stats.count(
         "fuzzy",
@@ -265,6 +270,11 @@ class _Runner:
                     print(file=sys.stderr)
                 results = client.gather(futures)
         return dict(zip(names, results))
+
+    def checkpoint(self, stage: str, frame: dd.DataFrame, path: Path) -> dd.DataFrame:
+        """Write ``frame`` to Parquet at ``path`` (timed as ``stage``) and read it back lazily."""
+        self(stage, written=frame.to_parquet(path, write_index=False, compute=False))
+        return dd.read_parquet(path)
 
 
 def _prepare_output(out: Path, overwrite: bool) -> None:

@@ -120,3 +120,10 @@ def test_bad_input_leaves_no_output(client, tmp_path):
     with pytest.raises(FileNotFoundError):
         run(tmp_path, [tmp_path / "missing.jsonl"])
     assert not (tmp_path / "out").exists()
+
+
+def test_distributed_components_path_gives_the_same_result(client, tmp_path):
+    local, _ = run(tmp_path / "local", ["tests/data/docs.jsonl"])
+    spread, _ = run(tmp_path / "spread", ["tests/data/docs.jsonl"], fuzzy={"local_components_max_edges": 0})
+    assert (local / "removed.parquet").read_bytes() == (spread / "removed.parquet").read_bytes()
+    assert len(pd.read_parquet(spread / "removed.parquet")) == 5

@@ -7,13 +7,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from fsspec.core import url_to_fs
+
 from curate.io.read import DOC
 
 ROW_GROUP_ROWS = 1 << 20
 
 
-def write_documents(docs: dd.DataFrame, path: str, fmt: str, *, compute: bool = True):
-    """Write a document frame (without ``_doc``) as ``part.N.parquet`` or ``part.N.jsonl`` files.
+def write_documents(docs: dd.DataFrame, path: str, fmt: str) -> dd.Scalar:
+    """Lazily write a document frame (without ``_doc``) as ``part.N.parquet`` / ``part.N.jsonl``.
 
     Parameters
     ----------
@@ -21,29 +23,33 @@ def write_documents(docs: dd.DataFrame, path: str, fmt: str, *, compute: bool = 
     path : str
         Output directory (local path or fsspec URL); created if needed.
     fmt : {"parquet", "jsonl"}
-    compute : bool, default=True
-        False returns the delayed write, to be computed together with other work.
+        Parquet files carry a plain Arrow schema (no pandas metadata, which pandas cannot read
+        back for nested Arrow columns); JSONL is UTF-8, one object per line.
+
+    Returns
+    -------
+    dask Scalar, int64
+        The number of rows written, once computed (with other work, to share the reads).
 
     Raises
     ------
     ValueError
         If ``fmt`` is unknown.
     """
+    if fmt not in ("parquet", "jsonl"):
+        raise ValueError(f"unknown output format {fmt!r}; use 'parquet' or 'jsonl'")
+    fs, root = url_to_fs(path)
+    fs.makedirs(root, exist_ok=True)
     docs = docs.drop(columns=[DOC]) if DOC in docs.columns else docs
-    if fmt == "parquet":
-        os.makedirs(path, exist_ok=True)
-        written = docs.map_partitions(_write_parquet_part, path, meta=(None, "int64"))
-        return written.sum() if not compute else written.sum().compute()
-    if fmt == "jsonl":
-        return docs.to_json(os.path.join(path, "part.*.jsonl"), orient="records", lines=True, force_ascii=False, compute=compute)
-    raise ValueError(f"unknown output format {fmt!r}; use 'parquet' or 'jsonl'")
+    return docs.map_partitions(_write_part, fs, root, fmt, meta=(None, "int64")).sum()
 
 
-def _write_parquet_part(part: pd.DataFrame, path: str, partition_info=None) -> int:
-    # Written without pandas metadata: pandas cannot read back the dtype names it records for
-    # Arrow nested columns, while plain Arrow schemas read fine everywhere.
-    table = pa.Table.from_pandas(part, preserve_index=False).replace_schema_metadata(None)
-    pq.write_table(table, os.path.join(path, f"part.{partition_info['number']}.parquet"))
+def _write_part(part: pd.DataFrame, fs, root: str, fmt: str, partition_info=None) -> int:
+    with fs.open(f"{root}/part.{partition_info['number']}.{fmt}", "wb") as f:
+        if fmt == "parquet":
+            pq.write_table(pa.Table.from_pandas(part, preserve_index=False).replace_schema_metadata(None), f)
+        else:
+            part.to_json(f, orient="records", lines=True, force_ascii=False)
     return len(part)
 
 
