@@ -127,3 +127,32 @@ def test_distributed_components_path_gives_the_same_result(client, tmp_path):
     spread, _ = run(tmp_path / "spread", ["tests/data/docs.jsonl"], fuzzy={"local_components_max_edges": 0})
     assert (local / "removed.parquet").read_bytes() == (spread / "removed.parquet").read_bytes()
     assert len(pd.read_parquet(spread / "removed.parquet")) == 5
+
+
+def test_word_ngrams(client, tmp_path):
+    # word 5-grams: J(a1, a4) = 0.836, J(a2, a7) = 0.842 (pure-Python reference)
+    out, summary = run(tmp_path, ["tests/data/docs.jsonl"], mode="fuzzy", fuzzy={"ngram": "word", "width": 5})
+    removed = pd.read_parquet(out / "removed.parquet")
+    assert dict(zip(removed.id, removed.representative)) == {"a3": "a1", "a4": "a1", "a7": "a2", "a12": "a1"}
+
+
+def test_normalisation_finds_case_and_spacing_variants(client, tmp_path, fixture_docs):
+    from tests.conftest import write_jsonl
+
+    texts = {d["id"]: d["text"] for d in fixture_docs}
+    # The exact copy "a-copy" is dropped before fuzzy dedup, so the partition's index has a gap:
+    # normalisation once mixed up rows then (regression).
+    records = [
+        {"id": "a", "text": texts["a1"]},
+        {"id": "a-copy", "text": texts["a1"]},
+        {"id": "orig", "text": texts["a5"]},
+        {"id": "loud", "text": "  " + texts["a5"].upper().replace(" ", " \t ")},
+        {"id": "b", "text": texts["a2"]},
+    ]
+    path = write_jsonl(tmp_path / "variants.jsonl", records)
+    plain, _ = run(tmp_path / "plain", [path])
+    assert pd.read_parquet(plain / "removed.parquet").id.tolist() == ["a-copy"]
+    normalised, _ = run(tmp_path / "norm", [path], fuzzy={"lowercase": True, "collapse_whitespace": True})
+    assert pd.read_parquet(normalised / "removed.parquet").to_dict("list") == {
+        "id": ["a-copy", "loud"], "kind": ["exact", "fuzzy"], "representative": ["a", "orig"]
+    }
