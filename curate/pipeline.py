@@ -43,10 +43,12 @@ class Stats:
         self.seconds: dict[str, float] = {}
 
     def count(self, stage: str, **values) -> None:
+        """Record integer counts under ``stage`` (e.g. ``count("exact", removed=3)``)."""
         self.counts.setdefault(stage, {}).update({k: int(v) for k, v in values.items()})
 
     @contextmanager
     def timed(self, stage: str):
+        """Context manager adding the wall time (seconds) of its block to ``stage``."""
         start = time.perf_counter()
         try:
             yield
@@ -208,10 +210,12 @@ def resolve(exact: pd.DataFrame, fuzzy: pd.DataFrame) -> tuple[pd.DataFrame, pd.
     """
     fuzzy_removed = fuzzy[fuzzy._doc != fuzzy._rep]
     exact_removed = exact[exact._doc != exact._rep]
-    onward = exact_removed[["_rep"]].merge(fuzzy_removed[["_doc", "_rep", "_rep_id"]], left_on="_rep", right_on="_doc", how="left")
-    moved = onward["_rep_y"].notna().to_numpy()
-    exact_rep_id = exact_removed["_rep_id"].to_numpy(copy=True)
-    exact_rep_id[moved] = onward["_rep_id"].to_numpy()[moved]
+    # Where an exact representative was itself removed as a fuzzy duplicate, move on to its
+    # fuzzy representative (positional lookup: no float round trip for integer ids).
+    onward = pd.Index(fuzzy_removed._doc).get_indexer(exact_removed._rep)
+    moved = onward >= 0
+    exact_rep_id = exact_removed._rep_id.to_numpy(copy=True)
+    exact_rep_id[moved] = fuzzy_removed._rep_id.to_numpy()[onward[moved]]
     removed = pd.concat(
         [
             pd.DataFrame({DOC: exact_removed._doc.to_numpy(), "id": exact_removed._id.to_numpy(), "kind": "exact", "representative": exact_rep_id}),
@@ -258,17 +262,18 @@ class _Runner:
                 client = get_client()
             except ValueError:
                 client = None
-            # to_parquet(compute=False) is graph-backed, counts are expressions; mixing is fine here.
-            warnings.filterwarnings("ignore", "Computing mixed collections", UserWarning)
-            if client is None:
-                results = dask.compute(*collections.values())
-            else:
-                futures = client.compute(list(collections.values()))
-                if self.show_progress:
-                    print(f"[{stage}]", file=sys.stderr)
-                    progress(futures)
-                    print(file=sys.stderr)
-                results = client.gather(futures)
+            with warnings.catch_warnings():
+                # to_parquet(compute=False) is graph-backed, counts are expressions; mixing is fine.
+                warnings.filterwarnings("ignore", "Computing mixed collections", UserWarning)
+                if client is None:
+                    results = dask.compute(*collections.values())
+                else:
+                    futures = client.compute(list(collections.values()))
+                    if self.show_progress:
+                        print(f"[{stage}]", file=sys.stderr)
+                        progress(futures)
+                        print(file=sys.stderr)
+                    results = client.gather(futures)
         return dict(zip(names, results))
 
     def checkpoint(self, stage: str, frame: dd.DataFrame, path: Path) -> dd.DataFrame:
@@ -287,15 +292,19 @@ def _prepare_output(out: Path, overwrite: bool) -> None:
     (out / "_stages").mkdir(parents=True, exist_ok=True)
 
 
+def _process_peak() -> tuple[int, int]:
+    return os.getpid(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+
+
 def peak_rss() -> dict:
-    """Peak resident memory in bytes: this process, each worker, and their sum."""
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    workers = {}
+    """Peak resident memory in bytes: this process, each worker, and the sum over distinct processes."""
+    pid, own = _process_peak()
     try:
-        workers = get_client().run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
-    except ValueError:
-        pass
-    return {"client": own, "workers": workers, "total": own + sum(workers.values())}
+        workers = get_client().run(_process_peak)
+    except ValueError:  # no client
+        workers = {}
+    per_process = {pid: own, **dict(workers.values())}  # in-process workers share our pid
+    return {"client": own, "workers": {w: rss for w, (_, rss) in workers.items()}, "total": sum(per_process.values())}
 
 
 def versions() -> dict:
