@@ -53,7 +53,7 @@ class ExactDedup:
             document's ``_doc``), ``_id``, ``_rep_id`` (their ids). A representative has
             ``_rep == _doc``.
         """
-        cols = [DOC, self.id_field, self.text_field, *self.keep.columns()]
+        cols = list(dict.fromkeys([DOC, self.id_field, self.text_field, *self.keep.columns()]))
         hashed = docs[cols].map_partitions(_add_md5, self.text_field, meta={**docs[cols]._meta.dtypes.to_dict(), _MD5: "str"})
         return hashed.shuffle(_MD5).map_partitions(
             _exact_groups, self.text_field, self.id_field, self.keep, meta=group_meta(docs[self.id_field]._meta)
@@ -65,9 +65,8 @@ def _add_md5(part: pd.DataFrame, text_field: str) -> pd.DataFrame:
 
 
 def _exact_groups(part: pd.DataFrame, text_field: str, id_field: str, keep: KeepPolicy) -> pd.DataFrame:
-    part = part[part[_MD5].duplicated(keep=False)]
+    part = keep.sort(part[part[_MD5].duplicated(keep=False)], [_MD5], text_field)
     # Group on the text itself inside each digest group: byte equality, not digest equality.
-    part = keep.sort(part, [_MD5, text_field], text_field)
     first = part.groupby([_MD5, text_field], sort=False)[[DOC, id_field]].transform("first")
     size = part.groupby([_MD5, text_field], sort=False)[DOC].transform("size")
     return group_frame(part[DOC], first[DOC], part[id_field], first[id_field])[(size > 1).to_numpy()]

@@ -7,8 +7,6 @@ document's ``_doc``; equal to ``_doc`` for the representative itself), ``_id`` a
 
 import pandas as pd
 
-COLUMNS = ["_doc", "_rep", "_id", "_rep_id"]
-
 
 def group_frame(doc, rep, doc_id, rep_id):
     """Group table from four aligned series (any backend: built with the series' frame type)."""
