@@ -24,55 +24,63 @@ from curate.kernels.murmur import murmur3_32, murmur3_64
 from curate.kernels.shingles import first_window, next_window
 
 MERSENNE_61 = np.uint64((1 << 61) - 1)
-_M32 = np.uint64(0xFFFFFFFF)
 
 
 @njit(inline="always")
-def _permute32(h, a, b):
-    return (h * a + b) & _M32
+def _reduce32(hashes, a, b, row):
+    # 32-bit lanes: (h * a + b) mod 2**32 is exactly uint32 arithmetic, so the loop over a
+    # document's shingle hashes is a min-reduction that vectorises 16 lanes wide.
+    for j in range(a.shape[0]):
+        aj, bj = a[j], b[j]
+        m = np.uint32(0xFFFFFFFF)
+        for k in range(hashes.shape[0]):
+            m = min(m, np.uint32(hashes[k] * aj + bj))
+        row[j] = m
 
 
 @njit(inline="always")
-def _permute64(h, a, b):
-    # x mod (2**61 - 1) without a division: x = hi * 2**61 + lo and 2**61 = 1 (mod 2**61 - 1).
-    x = h * a + b
-    r = (x & MERSENNE_61) + (x >> np.uint64(61))
-    return r - MERSENNE_61 if r >= MERSENNE_61 else r
+def _reduce64(hashes, a, b, row):
+    for j in range(a.shape[0]):
+        aj, bj = a[j], b[j]
+        m = np.uint64(0xFFFFFFFFFFFFFFFF)
+        for k in range(hashes.shape[0]):
+            # x mod (2**61 - 1) without a division: x = hi * 2**61 + lo, and 2**61 = 1 there.
+            x = hashes[k] * aj + bj
+            r = (x & MERSENNE_61) + (x >> np.uint64(61))
+            m = min(m, r - MERSENNE_61 if r >= MERSENNE_61 else r)
+        row[j] = m
 
 
 @njit(nogil=True, cache=True)
 def _minhash(offsets, data, seed, a, b, width, words, out, counts):
-    # The output dtype picks the scheme; it is part of the compiled signature, so the
-    # branches below are resolved at compile time. (Passing the hash and permutation as
-    # first-class functions instead breaks numba's on-disk cache.)
+    # Two passes per document, as libcudf: hash every shingle into a scratch buffer, then one
+    # min-reduction per permutation over that buffer. The output dtype picks the scheme; it is
+    # part of the compiled signature, so the branches on `wide` are resolved at compile time.
     wide = out.itemsize == 8
-    n_hashes = a.shape[0]
+    longest = 0
     for i in range(offsets.shape[0] - 1):
-        row = out[i]
+        longest = max(longest, offsets[i + 1] - offsets[i])
+    # At most one shingle per byte. Separate uint32 storage keeps the 32-bit reduction narrow.
+    hashes64 = np.empty(longest + 1 if wide else 0, dtype=np.uint64)
+    hashes32 = np.empty(0 if wide else longest + 1, dtype=np.uint32)
+    for i in range(offsets.shape[0] - 1):
         end = offsets[i + 1]
         lo, hi = first_window(data, offsets[i], end, width, words)
-        if lo == hi:
-            row[:] = 0
-            counts[i] = 0
-            continue
-        row[:] = np.iinfo(out.dtype).max
         n = 0
         while lo < hi:
-            h = murmur3_64(data, lo, hi, seed) if wide else murmur3_32(data, lo, hi, seed)
-            h = max(h, np.uint64(1))
             if wide:
-                for j in range(n_hashes):
-                    v = _permute64(h, a[j], b[j])
-                    if v < row[j]:
-                        row[j] = v
+                hashes64[n] = max(murmur3_64(data, lo, hi, seed), np.uint64(1))  # libcudf reserves 0
             else:
-                for j in range(n_hashes):
-                    v = _permute32(h, a[j], b[j])
-                    if v < row[j]:
-                        row[j] = v
+                hashes32[n] = np.uint32(max(murmur3_32(data, lo, hi, seed), np.uint64(1)))
             n += 1
             lo, hi = next_window(data, lo, hi, end, words)
         counts[i] = n
+        if n == 0:
+            out[i, :] = 0
+        elif wide:
+            _reduce64(hashes64[:n], a, b, out[i])
+        else:
+            _reduce32(hashes32[:n], a, b, out[i])
 
 
 def minhash(offsets, data, seed, a, b, width, words=False):
@@ -109,7 +117,7 @@ def minhash(offsets, data, seed, a, b, width, words=False):
     n_docs = len(offsets) - 1
     out = np.empty((n_docs, len(a)), dtype=a.dtype)
     counts = np.empty(n_docs, dtype=np.int64)
-    _minhash(offsets, data, np.uint64(seed), a.astype(np.uint64), b.astype(np.uint64), width, words, out, counts)
+    _minhash(offsets, data, np.uint64(seed), a, b, width, words, out, counts)
     return out, counts
 
 
