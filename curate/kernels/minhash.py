@@ -44,10 +44,11 @@ def _reduce64(hashes, a, b, row):
         aj, bj = a[j], b[j]
         m = np.uint64(0xFFFFFFFFFFFFFFFF)
         for k in range(hashes.shape[0]):
-            # x mod (2**61 - 1) without a division: x = hi * 2**61 + lo, and 2**61 = 1 there.
+            # x mod (2**61 - 1) without a division: x = hi * 2**61 + lo, and 2**61 = 1 there;
+            # then r < 2 * (2**61 - 1), and min(r, r - P) (wrapping) subtracts P only if r >= P.
             x = hashes[k] * aj + bj
             r = (x & MERSENNE_61) + (x >> np.uint64(61))
-            m = min(m, r - MERSENNE_61 if r >= MERSENNE_61 else r)
+            m = min(m, min(r, r - MERSENNE_61))
         row[j] = m
 
 
