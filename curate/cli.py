@@ -30,7 +30,7 @@ def main():
 @click.option("--overwrite", is_flag=True, help="Replace a previous run's outputs in the output directory.")
 @click.option("--id-field", help="Id column (default id; assigned from file:line if absent).")
 @click.option("--text-field", help="Text column (default text).")
-@click.option("--blocksize", help="Partition size for uncompressed JSONL, e.g. 256MB.")
+@click.option("--blocksize", help="Partition size for uncompressed JSONL (default 64MB).")
 @click.option("--files-per-partition", type=int, help="Whole files (compressed JSONL, Parquet) per partition.")
 @click.option("--output-format", type=click.Choice(["jsonl", "parquet"]), help="Default: the input's format.")
 @click.option("--ngram", type=click.Choice(["char", "word"]), help="Shingle unit (default char).")

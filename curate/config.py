@@ -18,7 +18,7 @@ class IOConfig(_Section):
 
     id_field: str = "id"
     text_field: str = "text"
-    blocksize: str | int | None = "256MB"
+    blocksize: str | int | None = "64MB"  # measured: 256MB blocks doubled peak memory on 2 workers
     files_per_partition: int = Field(1, ge=1)
     output_format: Literal["jsonl", "parquet"] | None = None  # None: same as the input
 
@@ -29,7 +29,7 @@ class IOConfig(_Section):
             try:
                 value = parse_bytes(value)
             except ValueError:
-                raise ValueError(f"{value!r} is not a size in bytes (e.g. 256MB)") from None
+                raise ValueError(f"{value!r} is not a size in bytes (e.g. 64MB)") from None
         if value is not None and value <= 0:
             raise ValueError("must be positive")
         return value

@@ -293,7 +293,14 @@ def _prepare_output(out: Path, overwrite: bool) -> None:
 
 
 def _process_peak() -> tuple[int, int]:
-    return os.getpid(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+    # VmHWM is this process's own peak. ru_maxrss is not: Linux carries it across fork + exec,
+    # so a process started by a large parent would report the parent's size.
+    try:
+        with open("/proc/self/status") as status:
+            kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    return os.getpid(), kib * 1024
 
 
 def peak_rss() -> dict:

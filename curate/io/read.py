@@ -113,7 +113,7 @@ def read_documents(
     *,
     id_field: str = "id",
     text_field: str = "text",
-    blocksize: int | str | None = "256MB",
+    blocksize: int | str | None = "64MB",
     files_per_partition: int = 1,
 ) -> dd.DataFrame:
     """Read documents into a Dask DataFrame with ``_doc``, the id and text fields and all other fields.
@@ -129,7 +129,7 @@ def read_documents(
         (Parquet, 0-based row) are assigned.
     text_field : str, default="text"
         Column holding the document text (string; null is read as empty).
-    blocksize : int or str or None, default="256MB"
+    blocksize : int or str or None, default="64MB"
         Target partition size for uncompressed JSONL; None reads whole files.
     files_per_partition : int, default=1
         Whole files (compressed JSONL, Parquet) per partition.
