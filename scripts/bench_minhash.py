@@ -16,6 +16,7 @@ MB/s of UTF-8 text and documents/s, and curate's speed as a multiple of each pee
 
 import argparse
 import statistics
+import tempfile
 import time
 
 import numpy as np
@@ -70,7 +71,7 @@ def tools(width, words, n_hashes):
         try:
             from datatrove.pipeline.dedup.minhash import MinhashConfig, MinhashDedupSignature
 
-            step = MinhashDedupSignature("/tmp/curate-bench-datatrove", MinhashConfig(n_grams=width, num_buckets=14, hashes_per_bucket=8))
+            step = MinhashDedupSignature(tempfile.mkdtemp(), MinhashConfig(n_grams=width, num_buckets=14, hashes_per_bucket=8))
 
             def datatrove(texts):
                 for text in texts:

@@ -21,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
 import time
 from pathlib import Path
 

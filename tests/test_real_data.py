@@ -91,4 +91,4 @@ def test_same_removed_file_whatever_the_partitioning(tmp_path):
         outputs.append((summary["counts"]["input"]["partitions"], (out / "removed.parquet").read_bytes()))
     assert [p for p, _ in outputs] == [1, 4, 16, 16]
     assert len({removed for _, removed in outputs}) == 1
-    assert len(pd.read_parquet(tmp_path / f"out-None-1" / "removed.parquet")) >= 50
+    assert len(pd.read_parquet(tmp_path / "out-None-1" / "removed.parquet")) >= 50

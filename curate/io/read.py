@@ -14,7 +14,6 @@ import os
 from dataclasses import dataclass
 
 import dask.dataframe as dd
-import fsspec
 import numpy as np
 import pandas as pd
 import pyarrow as pa
