@@ -28,6 +28,7 @@ def main():
 @click.option("--keep", help="first (default) | longest | max:COLUMN | min:COLUMN")
 @click.option("--backend", type=click.Choice(["cpu"]), help="Partition backend (cpu: pandas + numpy).")
 @click.option("--overwrite", is_flag=True, help="Replace a previous run's outputs in the output directory.")
+@click.option("--resume", is_flag=True, help="Reuse the finished stages of a killed or changed run in the output directory.")
 @click.option("--id-field", help="Id column (default id; assigned from file:line if absent).")
 @click.option("--text-field", help="Text column (default text).")
 @click.option("--blocksize", help="Partition size for uncompressed JSONL (default 64MB).")
@@ -53,7 +54,7 @@ def main():
 @click.option("--scheduler-file", help="Join the scheduler described by this file.")
 @click.option("--progress/--no-progress", default=None, help="Progress bars (default: on a terminal).")
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
-def dedup(inputs, out_dir, config_file, overwrite, progress, verbose, **flags):
+def dedup(inputs, out_dir, config_file, overwrite, resume, progress, verbose, **flags):
     """Remove exact and near-duplicate documents from INPUT files, directories, globs or URLs."""
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     sections = {
@@ -74,7 +75,7 @@ def dedup(inputs, out_dir, config_file, overwrite, progress, verbose, **flags):
     show_progress = sys.stderr.isatty() if progress is None else progress
     try:
         with use_backend(config.backend), connect(config.cluster):
-            summary = run_dedup(list(inputs), out_dir, config, show_progress=show_progress, overwrite=overwrite)
+            summary = run_dedup(list(inputs), out_dir, config, show_progress=show_progress, overwrite=overwrite, resume=resume)
     except (FileNotFoundError, FileExistsError, ValueError) as err:
         raise click.ClickException(str(err)) from None
     print_summary(summary, out_dir)

@@ -1,8 +1,9 @@
 """One dedup run: read -> exact -> fuzzy -> removal -> outputs, with counts and timings.
 
-Stage results go to ``OUT/_stages/<stage>/`` (Parquet) and are read back, so each stage
-starts from data on disk rather than from a growing task graph. The final outputs are
-written under temporary names and renamed, ``summary.json`` last.
+Stage results go to ``OUT/_stages/<stage>/`` (Parquet, see :mod:`curate.stages`) and are read
+back, so each stage starts from data on disk rather than from a growing task graph, and a
+resumed run starts from the last finished stage. The final outputs are written under
+temporary names and renamed, ``summary.json`` last: its presence means the run is complete.
 """
 
 import json
@@ -22,13 +23,16 @@ import dask.dataframe as dd
 import pandas as pd
 from distributed import get_client, progress
 
+from curate import __version__
 from curate.config import RunConfig
 from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy, drop_keys, select_keys, write_keys
 from curate.dedup.groups import group_meta
 from curate.io import DOC, count_rows, read_documents, write_documents, write_table
 from curate.io.read import expand_paths
+from curate.stages import StageStore, input_fingerprint, stage_key
 
-OUTPUTS = ("deduplicated", "duplicates.parquet", "removed.parquet", "summary.json")
+# summary.json first: when replacing a run, a reader must never take the old summary for new outputs.
+OUTPUTS = ("summary.json", "deduplicated", "duplicates.parquet", "removed.parquet")
 
 
 class AccountingError(RuntimeError):
@@ -41,6 +45,7 @@ class Stats:
     def __init__(self):
         self.counts: dict[str, dict[str, int]] = {}
         self.seconds: dict[str, float] = {}
+        self.reused: list[str] = []  # stages taken from a previous run (--resume)
 
     def count(self, stage: str, **values) -> None:
         """Record integer counts under ``stage`` (e.g. ``count("exact", removed=3)``)."""
@@ -56,7 +61,9 @@ class Stats:
             self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
 
 
-def dedup(inputs: list[str], out_dir: str, config: RunConfig, *, show_progress: bool = False, overwrite: bool = False) -> dict:
+def dedup(
+    inputs: list[str], out_dir: str, config: RunConfig, *, show_progress: bool = False, overwrite: bool = False, resume: bool = False
+) -> dict:
     """Deduplicate ``inputs`` into ``out_dir``; needs an active ``distributed.Client``.
 
     Parameters
@@ -69,7 +76,10 @@ def dedup(inputs: list[str], out_dir: str, config: RunConfig, *, show_progress: 
     show_progress : bool, default=False
         Draw a progress bar per stage (for terminals).
     overwrite : bool, default=False
-        Replace the outputs of a previous run in ``out_dir``.
+        Replace the outputs of a previous run in ``out_dir``, its finished stages included.
+    resume : bool, default=False
+        Reuse the finished stages in ``out_dir/_stages`` whose parameters and input files are
+        unchanged (a killed or changed run), compute the rest and replace the final outputs.
 
     Returns
     -------
@@ -79,32 +89,37 @@ def dedup(inputs: list[str], out_dir: str, config: RunConfig, *, show_progress: 
     Raises
     ------
     FileExistsError
-        If ``out_dir`` holds a previous run's outputs and ``overwrite`` is False.
+        If ``out_dir`` holds a previous run's outputs and neither ``overwrite`` nor ``resume`` is set.
     AccountingError
         If input documents != kept + removed, or a representative is not kept.
     ValueError
         On bad input (see :func:`curate.io.read_documents`) or duplicate ids.
     """
+    if overwrite and resume:
+        raise ValueError("give overwrite or resume, not both")
     out = Path(out_dir)
     stages = out / "_stages"
     stats = Stats()
     started = time.perf_counter()
     io, keep = config.io, KeepPolicy.parse(config.keep)
-    run = _Runner(stats, show_progress)
 
     docs = read_documents(
         inputs, id_field=io.id_field, text_field=io.text_field, blocksize=io.blocksize, files_per_partition=io.files_per_partition
     )
     if keep.column and keep.column not in docs.columns:
         raise ValueError(f"keep policy {keep} names column {keep.column!r}, not in the input ({list(docs.columns)})")
-    _prepare_output(out, overwrite)  # only once the input is known to be readable
+    _prepare_output(out, overwrite, resume)  # only once the input is known to be readable
+    run = _Runner(stats, show_progress, StageStore(stages, resume))
+    # Everything a stage computes follows from this key's parts (output_format only affects the last write).
+    source = stage_key("input", {"files": input_fingerprint(inputs), "io": io.model_dump(exclude={"output_format"}), "curate": __version__})
 
-    exact_groups = _check_input_and_exact(docs, stages, config, keep, run, stats)
+    exact_key = stage_key("exact", {"mode": config.mode, "keep": str(keep)}, (source,))
+    exact_groups = _check_input_and_exact(docs, exact_key, config, keep, run, stats)
     fuzzy_groups = empty_groups(docs, io.id_field)
     if config.mode in ("fuzzy", "both"):
         write_keys(exact_groups._doc[exact_groups._doc != exact_groups._rep].to_numpy(), stages / "exact_removed.parquet")
         fuzzy_docs = drop_keys(docs, str(stages / "exact_removed.parquet"))
-        fuzzy_groups = _fuzzy(fuzzy_docs, stages, config, keep, run, stats)
+        fuzzy_groups = _fuzzy(fuzzy_docs, exact_key, config, keep, run, stats)
 
     removed, duplicates = resolve(exact_groups, fuzzy_groups)
     write_keys(removed[DOC].to_numpy(), stages / "removed_keys.parquet")
@@ -122,6 +137,7 @@ def dedup(inputs: list[str], out_dir: str, config: RunConfig, *, show_progress: 
         "output_format": fmt,
         "config": config.model_dump(mode="json"),
         "counts": stats.counts,
+        "reused_stages": stats.reused,
         "seconds": {**stats.seconds, "total": time.perf_counter() - started},
         "peak_rss_bytes": peak_rss(),
         "versions": versions(),
@@ -132,43 +148,59 @@ def dedup(inputs: list[str], out_dir: str, config: RunConfig, *, show_progress: 
     return summary
 
 
-def _check_input_and_exact(docs, stages: Path, config: RunConfig, keep: KeepPolicy, run, stats: Stats) -> pd.DataFrame:
+def _check_input_and_exact(docs, key: str, config: RunConfig, keep: KeepPolicy, run, stats: Stats) -> pd.DataFrame:
     """Count documents and empty texts, refuse repeated ids and, in one pass, find exact groups."""
-    io = config.io
-    ids = docs[io.id_field].value_counts(split_out=docs.npartitions)
-    todo = {"docs": count_rows(docs), "empty": (docs[io.text_field].str.len() == 0).sum(), "repeated_ids": ids[ids > 1]}
-    if config.mode in ("exact", "both"):
-        exact = ExactDedup(text_field=io.text_field, id_field=io.id_field, keep=keep)
-        todo["exact"] = exact(docs).to_parquet(stages / "exact", write_index=False, compute=False)
-    done = run("read+exact", **todo)
-    if len(done["repeated_ids"]):
-        examples = ", ".join(map(str, done["repeated_ids"].index[:5]))
-        raise ValueError(f"{len(done['repeated_ids'])} id(s) in field {io.id_field!r} appear more than once, e.g. {examples}")
-    stats.count("input", documents=done["docs"], empty=done["empty"], partitions=docs.npartitions)
-    if config.mode == "fuzzy":
+    io, exact = config.io, config.mode in ("exact", "both")
+
+    def compute(path: Path) -> dict:
+        ids = docs[io.id_field].value_counts(split_out=docs.npartitions)
+        todo = {"documents": count_rows(docs), "empty": (docs[io.text_field].str.len() == 0).sum(), "repeated_ids": ids[ids > 1]}
+        if exact:
+            groups = ExactDedup(text_field=io.text_field, id_field=io.id_field, keep=keep)(docs)
+            todo["exact"] = groups.to_parquet(path, write_index=False, compute=False)
+        done = run("read+exact", **todo)
+        if len(done["repeated_ids"]):
+            examples = ", ".join(map(str, done["repeated_ids"].index[:5]))
+            raise ValueError(f"{len(done['repeated_ids'])} id(s) in field {io.id_field!r} appear more than once, e.g. {examples}")
+        return {"documents": int(done["documents"]), "empty": int(done["empty"]), "partitions": docs.npartitions}
+
+    stats.count("input", **run.stage("exact", key, compute))
+    if not exact:
         return empty_groups(docs, io.id_field)
-    groups = dd.read_parquet(stages / "exact").compute()
+    groups = dd.read_parquet(run.store.path("exact")).compute()
     stats.count("exact", groups=(groups._doc == groups._rep).sum(), removed=(groups._doc != groups._rep).sum())
     return groups
 
 
-def _fuzzy(docs: dd.DataFrame, stages: Path, config: RunConfig, keep: KeepPolicy, run, stats: Stats) -> pd.DataFrame:
-    """Fuzzy groups of ``docs``, each stage written to ``stages`` and read back."""
-    io = config.io
-    fuzzy = FuzzyDedup(config.fuzzy, text_field=io.text_field, id_field=io.id_field, keep=keep)
-    candidates = run.checkpoint("minhash+lsh", fuzzy.edges(fuzzy.buckets(docs)), stages / "candidates")
-    # Only documents with a candidate edge are joined to edges, so only they are shuffled.
-    with stats.timed("select"):
-        nodes = dd.concat([candidates.u, candidates.v]).drop_duplicates(split_out=candidates.npartitions).compute()
-        write_keys(nodes.to_numpy(), stages / "candidate_nodes.parquet")
+def _fuzzy(docs: dd.DataFrame, exact_key: str, config: RunConfig, keep: KeepPolicy, run, stats: Stats) -> pd.DataFrame:
+    """Fuzzy groups of ``docs``, each stage written to ``_stages`` and read back."""
+    io, fc = config.io, config.fuzzy
+    fuzzy = FuzzyDedup(fc, text_field=io.text_field, id_field=io.id_field, keep=keep)
+    # Each key names the parameters its stage reads; the exact stage's key covers ``docs``.
+    signature = fc.model_dump(exclude={"threshold", "verify", "local_components_max_edges"})
+    key = stage_key("candidates", signature, (exact_key,))
+    candidates = run.checkpoint("minhash+lsh", key, lambda: fuzzy.edges(fuzzy.buckets(docs)))
+
+    def candidate_nodes(path: Path) -> dict:
+        # Only documents with a candidate edge are joined to edges, so only they are shuffled.
+        with stats.timed("select"):
+            nodes = dd.concat([candidates.u, candidates.v]).drop_duplicates(split_out=candidates.npartitions).compute()
+            write_keys(nodes.to_numpy(), path / "keys.parquet")
+        return {"nodes": len(nodes)}
+
+    key = stage_key("candidate_nodes", {}, (key,))
+    run.stage("candidate_nodes", key, candidate_nodes)
     columns = list(dict.fromkeys([DOC, io.id_field, io.text_field, *keep.columns()]))
-    candidate_docs = select_keys(docs, str(stages / "candidate_nodes.parquet"))[columns]
-    candidate_docs = run.checkpoint("select", candidate_docs, stages / "candidate_docs")
-    edges = run.checkpoint("verify", fuzzy.verify(candidates, candidate_docs), stages / "edges")
-    with stats.timed("components"):
-        components = fuzzy.components(edges)  # computes: the edge count picks the local or distributed path
-    components = run.checkpoint("components", components, stages / "components")
-    groups = run.checkpoint("groups", fuzzy.groups(components, candidate_docs), stages / "fuzzy")
+    key = stage_key("select", {"columns": columns}, (key,))
+    nodes_file = str(run.store.path("candidate_nodes") / "keys.parquet")
+    candidate_docs = run.checkpoint("select", key, lambda: select_keys(docs, nodes_file)[columns])
+    key = stage_key("verify", {"threshold": fc.threshold, "verify": fc.verify}, (key,))
+    edges = run.checkpoint("verify", key, lambda: fuzzy.verify(candidates, candidate_docs))
+    # fuzzy.components computes (the edge count picks the local or distributed path): timed as its stage.
+    key = stage_key("components", {}, (key,))
+    components = run.checkpoint("components", key, lambda: fuzzy.components(edges))
+    key = stage_key("groups", {"keep": str(keep)}, (key,))
+    groups = run.checkpoint("groups", key, lambda: fuzzy.groups(components, candidate_docs))
     done = run(
         "fuzzy counts",
         candidates=count_rows(candidates),
@@ -250,10 +282,14 @@ def check_accounting(n_input: int, n_kept: int, removed: pd.DataFrame) -> None:
 
 
 class _Runner:
-    """Computes a stage's collections together (shared reads), timed, with an optional progress bar."""
+    """Computes a stage's collections together (shared reads), timed, with an optional progress bar.
 
-    def __init__(self, stats: Stats, show_progress: bool):
-        self.stats, self.show_progress = stats, show_progress
+    Stages with results on disk go through :meth:`stage` / :meth:`checkpoint`, which skip the work
+    when ``store`` holds the stage finished with the same key.
+    """
+
+    def __init__(self, stats: Stats, show_progress: bool, store: StageStore):
+        self.stats, self.show_progress, self.store = stats, show_progress, store
 
     def __call__(self, stage: str, **collections) -> dict:
         names = list(collections)
@@ -276,20 +312,39 @@ class _Runner:
                     results = client.gather(futures)
         return dict(zip(names, results))
 
-    def checkpoint(self, stage: str, frame: dd.DataFrame, path: Path) -> dd.DataFrame:
-        """Write ``frame`` to Parquet at ``path`` (timed as ``stage``) and read it back lazily."""
-        self(stage, written=frame.to_parquet(path, write_index=False, compute=False))
-        return dd.read_parquet(path)
+    def stage(self, name: str, key: str, compute) -> dict:
+        """Counts of stage ``name``: reused if finished with ``key``, else ``compute(folder)``, which
+        writes the stage's files into ``folder`` and returns its counts (JSON-able), then published."""
+        counts = self.store.finished(name, key)
+        if counts is not None:
+            self.stats.reused.append(name)
+            return counts
+        counts = compute(self.store.begin(name))
+        self.store.publish(name, key, counts)
+        return counts
+
+    def checkpoint(self, name: str, key: str, frame) -> dd.DataFrame:
+        """Stage ``name`` holding the Dask DataFrame built by ``frame()``, written as Parquet
+        (timed as ``name``) unless finished with ``key``; read back lazily."""
+
+        def compute(path: Path) -> dict:
+            with self.stats.timed(name):
+                built = frame()
+            self(name, written=built.to_parquet(path, write_index=False, compute=False))
+            return {}
+
+        self.stage(name, key, compute)
+        return dd.read_parquet(self.store.path(name))
 
 
-def _prepare_output(out: Path, overwrite: bool) -> None:
-    existing = [name for name in (*OUTPUTS, "_stages", "deduplicated.tmp") if (out / name).exists()]
-    if existing and not overwrite:
-        raise FileExistsError(f"{out} already holds {existing}; pass --overwrite to replace them")
+def _prepare_output(out: Path, overwrite: bool, resume: bool) -> None:
+    names = (*OUTPUTS, "deduplicated.tmp") + (() if resume else ("_stages",))
+    existing = [name for name in names if (out / name).exists()]
+    if existing and not (overwrite or resume):
+        raise FileExistsError(f"{out} already holds {existing}; pass --resume to reuse its finished stages or --overwrite to replace them")
     for name in existing:
         path = out / name
         shutil.rmtree(path) if path.is_dir() else path.unlink()
-    (out / "_stages").mkdir(parents=True, exist_ok=True)
 
 
 def _process_peak() -> tuple[int, int]:

@@ -1,0 +1,90 @@
+"""Finished stage results under ``OUT/_stages/<stage>/``, each with a marker of what made it.
+
+A stage writes into ``<stage>.tmp/`` and is renamed into place with its marker
+(``_marker.json``: the stage's key and its counts) inside, so a directory holding a marker is a
+finished stage and a killed run leaves at most a ``.tmp`` folder behind. Readers of a stage's
+Parquet files skip the marker, as Arrow skips every file whose name starts with ``_``.
+
+A stage's key is a SHA-256 over its name, its parameters and the keys of the stages it reads.
+The first key fingerprints the input files (path, size in bytes, modification time), the
+reading options and the curate version, so with ``--resume`` a changed parameter or input
+changes the key of the stage that uses it and of every stage after it, and of no other.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+from curate.io.read import expand_paths
+
+MARKER = "_marker.json"
+
+
+def stage_key(name: str, params: dict, upstream: tuple[str, ...] = ()) -> str:
+    """Hex SHA-256 of a stage's name, JSON-able ``params`` and the keys of the stages it reads."""
+    blob = json.dumps({"stage": name, "params": params, "upstream": list(upstream)}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def input_fingerprint(inputs: list[str]) -> list[tuple[str, int, str]]:
+    """``(path, size in bytes, modification time or ETag)`` of every input file, in read order.
+
+    Contents are not hashed (that would read the corpus once more); like ``make``, a file
+    rewritten with the same size and time is taken to be unchanged.
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        As :func:`curate.io.read.expand_paths`.
+    """
+    fs, paths, _ = expand_paths(inputs)
+    fingerprint = []
+    for path in paths:
+        info = fs.info(path)
+        changed = info.get("mtime") or info.get("LastModified") or info.get("ETag") or info.get("created")
+        fingerprint.append((path, int(info["size"]), str(changed)))
+    return fingerprint
+
+
+class StageStore:
+    """The ``_stages`` folder of one output directory.
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        ``OUT/_stages``; created if missing.
+    resume : bool
+        Reuse finished stages whose key matches; when False every stage is computed.
+    """
+
+    def __init__(self, root: Path, resume: bool):
+        self.root, self.resume = root, resume
+        root.mkdir(parents=True, exist_ok=True)
+
+    def path(self, name: str) -> Path:
+        """Where the finished stage ``name`` lives."""
+        return self.root / name
+
+    def finished(self, name: str, key: str) -> dict | None:
+        """The counts recorded by stage ``name`` if it finished with ``key`` and may be reused, else None."""
+        marker = self.path(name) / MARKER
+        if not self.resume or not marker.exists():
+            return None
+        recorded = json.loads(marker.read_text())
+        return recorded["counts"] if recorded["key"] == key else None
+
+    def begin(self, name: str) -> Path:
+        """An empty temporary folder for stage ``name`` to write into (a killed run's leftovers go)."""
+        tmp = self.root / f"{name}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        return tmp
+
+    def publish(self, name: str, key: str, counts: dict) -> None:
+        """Mark the temporary folder of ``name`` finished with ``key`` and ``counts`` and move it into place."""
+        tmp, final = self.root / f"{name}.tmp", self.path(name)
+        (tmp / MARKER).write_text(json.dumps({"stage": name, "key": key, "counts": counts}, indent=1) + "\n")
+        shutil.rmtree(final, ignore_errors=True)  # a stale result with another key
+        os.replace(tmp, final)

@@ -1,0 +1,148 @@
+"""Crashes and restarts: killed runs resume to identical outputs; changes recompute what they touch."""
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from distributed import Client, LocalCluster
+
+from curate.config import load_config
+from curate.pipeline import _Runner, dedup
+from tests.conftest import FIXTURES, shared_corpus
+
+STAGES = ["exact", "minhash+lsh", "candidate_nodes", "select", "verify", "components", "groups"]
+
+# Runs one dedup in a fresh process on an in-process cluster (no worker start-up cost) and
+# SIGKILLs that process as stage KILL_AT finishes writing, before it is published; KILL_AT
+# "write" kills it after the output files are written, before they are renamed into place.
+DRIVER = """
+import os, signal, sys
+from distributed import Client, LocalCluster
+from curate import pipeline, stages
+from curate.config import load_config
+
+inputs, out, kill_at, resume = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "resume"
+publish, call = stages.StageStore.publish, pipeline._Runner.__call__
+
+def publish_or_die(self, name, key, counts):
+    if name == kill_at:
+        os.kill(os.getpid(), signal.SIGKILL)
+    publish(self, name, key, counts)
+
+def call_or_die(self, stage, **collections):
+    done = call(self, stage, **collections)
+    if stage == kill_at:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return done
+
+stages.StageStore.publish, pipeline._Runner.__call__ = publish_or_die, call_or_die
+with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, Client(cluster):
+    pipeline.dedup([inputs], out, load_config(None, {"fuzzy": {"threshold": 0.7}}), resume=resume)
+"""
+
+
+def drive(out: Path, kill_at: str = "", resume: bool = False) -> int:
+    args = [sys.executable, "-c", DRIVER, str(FIXTURES / "docs.jsonl"), str(out), kill_at, "resume" if resume else "fresh"]
+    return subprocess.run(args, capture_output=True, env={**os.environ, "PYTHONPATH": str(Path.cwd())}).returncode
+
+
+def outputs(out: Path) -> dict[str, bytes]:
+    """Every output file's bytes, and the summary's counts (its timings differ run to run)."""
+    files = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file() and "_stages" not in p.parts}
+    files["summary.json"] = json.dumps(json.loads(files["summary.json"])["counts"]).encode()
+    return files
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    out = tmp_path_factory.mktemp("reference") / "out"
+    assert drive(out) == 0
+    return outputs(out)
+
+
+@pytest.mark.parametrize("stage", [*STAGES, "write"])
+def test_killed_run_resumes_to_identical_output(tmp_path, uninterrupted, stage):
+    out = tmp_path / "out"
+    assert drive(out, kill_at=stage) == -signal.SIGKILL
+    assert not (out / "summary.json").exists()  # a killed run never looks finished
+    finished = [name for name in STAGES if (out / "_stages" / name / "_marker.json").exists()]
+    assert finished == (STAGES[: STAGES.index(stage)] if stage in STAGES else STAGES)
+    assert drive(out, resume=True) == 0
+    assert outputs(out) == uninterrupted
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["reused_stages"] == finished and not list((out / "_stages").glob("*.tmp"))
+
+
+def run(out, resume=False, **overrides):
+    return dedup([str(FIXTURES / "docs.jsonl")], str(out), load_config(None, overrides), resume=resume)
+
+
+def test_changed_parameter_recomputes_exactly_the_stages_after_it(client, tmp_path):
+    out = tmp_path / "out"
+    run(out, fuzzy={"threshold": 0.9})
+    assert run(out, resume=True, fuzzy={"threshold": 0.9})["reused_stages"] == STAGES
+    changed = run(out, resume=True, fuzzy={"threshold": 0.7})
+    assert changed["reused_stages"] == ["exact", "minhash+lsh", "candidate_nodes", "select"]
+    fresh = run(tmp_path / "fresh", fuzzy={"threshold": 0.7})
+    assert changed["counts"] == fresh["counts"]
+    assert (out / "removed.parquet").read_bytes() == (tmp_path / "fresh" / "removed.parquet").read_bytes()
+    assert run(out, resume=True, keep="longest", fuzzy={"threshold": 0.7})["reused_stages"] == []  # exact groups change
+    assert run(out, resume=True, keep="longest", fuzzy={"threshold": 0.7, "verify": False})["reused_stages"] == STAGES[:4]
+    assert run(out, resume=True, keep="longest", fuzzy={"threshold": 0.7, "num_bands": 10})["reused_stages"] == ["exact"]
+
+
+def test_changed_input_recomputes_everything(client, tmp_path):
+    data = tmp_path / "docs.jsonl"
+    data.write_bytes((FIXTURES / "docs.jsonl").read_bytes())
+    out = tmp_path / "out"
+    first = dedup([str(data)], str(out), load_config())
+    data.write_bytes(data.read_bytes().replace(b"a12", b"b12"))  # same size: the modification time tells
+    os.utime(data, ns=(time.time_ns(), time.time_ns() + 10**9))
+    second = dedup([str(data)], str(out), load_config(), resume=True)
+    assert second["reused_stages"] == [] and second["counts"] == first["counts"]
+    assert "b12" in (out / "removed.parquet").read_bytes().decode("latin-1")
+
+
+def test_previous_run_needs_resume_or_overwrite(client, tmp_path):
+    out = tmp_path / "out"
+    run(out)
+    with pytest.raises(FileExistsError, match="--resume .* or --overwrite"):
+        run(out)
+    with pytest.raises(ValueError, match="not both"):
+        dedup([str(FIXTURES / "docs.jsonl")], str(out), load_config(), overwrite=True, resume=True)
+
+
+def test_killed_worker_mid_stage_gives_identical_output(tmp_path, monkeypatch):
+    """A worker process SIGKILLed while the LSH stage runs: Dask reschedules its tasks."""
+    shard = shared_corpus("20news") / "part-00000.jsonl.gz"
+    data = tmp_path / "news.jsonl"
+    data.write_bytes(gzip.decompress(shard.read_bytes()))
+    call, killed = _Runner.__call__, []
+
+    def kill_a_busy_worker(self, stage, **collections):
+        if stage != "minhash+lsh":
+            return call(self, stage, **collections)
+        client = Client.current()
+        futures = client.compute(list(collections.values()))
+        while not (busy := [w for w, tasks in client.processing().items() if tasks]):
+            time.sleep(0.01)
+        killed.append(client.run(os.getpid, workers=busy[:1])[busy[0]])
+        os.kill(killed[0], signal.SIGKILL)
+        return dict(zip(collections, client.gather(futures)))
+
+    def news(out):
+        return dedup([str(data)], str(out), load_config(None, {"io": {"blocksize": "1MB"}}))
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster):
+        reference = news(tmp_path / "reference")
+        monkeypatch.setattr(_Runner, "__call__", kill_a_busy_worker)
+        survived = news(tmp_path / "killed")
+    assert len(killed) == 1 and reference["counts"]["input"]["partitions"] > 4
+    assert survived["counts"] == reference["counts"]
+    assert outputs(tmp_path / "killed") == outputs(tmp_path / "reference")
