@@ -96,7 +96,11 @@ def print_summary(summary: dict, out_dir: str) -> None:
         table.add_row("fuzzy candidates / verified", f"{f['candidate_edges']:,} / {f['verified_edges']:,} edges")
         table.add_row("fuzzy duplicates removed", f"{f['removed']:,} ({f['groups']:,} groups)")
     table.add_row("documents kept", f"{counts['output']['kept']:,}")
+    if summary["reused_stages"]:
+        table.add_row("stages reused", ", ".join(summary["reused_stages"]))
     for stage, secs in seconds.items():
         table.add_row(f"time {stage}", f"{secs:.1f} s")
     table.add_row("peak RSS (all processes)", f"{summary['peak_rss_bytes']['total'] / 1e9:.2f} GB")
+    if summary["spilled_bytes"]:
+        table.add_row("spilled to disk", f"{summary['spilled_bytes'] / 1e9:.2f} GB")
     Console().print(table)

@@ -140,6 +140,7 @@ def dedup(
         "reused_stages": stats.reused,
         "seconds": {**stats.seconds, "total": time.perf_counter() - started},
         "peak_rss_bytes": peak_rss(),
+        "spilled_bytes": spilled_bytes(),
         "versions": versions(),
     }
     tmp_summary = out / "summary.json.tmp"
@@ -367,6 +368,20 @@ def peak_rss() -> dict:
         workers = {}
     per_process = {pid: own, **dict(workers.values())}  # in-process workers share our pid
     return {"client": own, "workers": {w: rss for w, (_, rss) in workers.items()}, "total": sum(per_process.values())}
+
+
+def _worker_spilled(dask_worker) -> int:
+    # SpillBuffer (the worker's data store when a memory limit is set) counts what it wrote to disk.
+    metrics = getattr(dask_worker.data, "cumulative_metrics", {})
+    return int(metrics.get(("disk-write", "bytes"), 0))
+
+
+def spilled_bytes() -> int:
+    """Bytes the workers spilled to their local directory so far (0 without a client or memory limit)."""
+    try:
+        return sum(get_client().run(_worker_spilled).values())
+    except ValueError:  # no client
+        return 0
 
 
 def versions() -> dict:
