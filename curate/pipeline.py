@@ -113,25 +113,27 @@ def dedup(
     # Everything a stage computes follows from this key's parts (output_format only affects the last write).
     source = stage_key("input", {"files": input_fingerprint(inputs), "io": io.model_dump(exclude={"output_format"}), "curate": __version__})
 
-    exact_key = stage_key("exact", {"mode": config.mode, "keep": str(keep)}, (source,))
-    exact_groups = _check_input_and_exact(docs, exact_key, config, keep, run, stats)
-    fuzzy_groups = empty_groups(docs, io.id_field)
+    key = stage_key("exact", {"mode": config.mode, "keep": str(keep)}, (source,))
+    exact_groups = _check_input_and_exact(docs, key, config, keep, run, stats)
+    fuzzy_groups = dd.from_pandas(empty_groups(docs, io.id_field), npartitions=1)
     if config.mode in ("fuzzy", "both"):
-        write_keys(exact_groups._doc[exact_groups._doc != exact_groups._rep].to_numpy(), stages / "exact_removed.parquet")
-        fuzzy_docs = drop_keys(docs, str(stages / "exact_removed.parquet"))
-        fuzzy_groups = _fuzzy(fuzzy_docs, exact_key, config, keep, run, stats)
+        key = stage_key("exact_removed", {}, (key,))
+        exact_removed = run.key_file("exact_removed", key, exact_groups._doc[exact_groups._doc != exact_groups._rep])
+        fuzzy_docs = drop_keys(docs, exact_removed)
+        fuzzy_groups, key = _fuzzy(fuzzy_docs, key, config, keep, run, stats)
 
-    removed, duplicates = resolve(exact_groups, fuzzy_groups)
-    write_keys(removed[DOC].to_numpy(), stages / "removed_keys.parquet")
-    kept_docs = drop_keys(docs, str(stages / "removed_keys.parquet"))
+    resolved = resolve(exact_groups, fuzzy_groups)
+    removed = run.checkpoint("removed", stage_key("removed", {}, (key,)), lambda: resolved[0])
+    run.checkpoint("duplicates", stage_key("duplicates", {}, (key,)), lambda: resolved[1])
+    kept_docs = drop_keys(docs, str(run.store.path("removed")))
     fmt = io.output_format or expand_paths(inputs)[2]
     kept = run("write", kept=write_documents(kept_docs, str(out / "deduplicated.tmp"), fmt))["kept"]
-    stats.count("output", kept=kept, removed=len(removed))
-    check_accounting(stats.counts["input"]["documents"], kept, removed)
+    n_removed = check_accounting(stats.counts["input"]["documents"], kept, removed)
+    stats.count("output", kept=kept, removed=n_removed)
 
     os.replace(out / "deduplicated.tmp", out / "deduplicated")
-    write_table(duplicates, str(out / "duplicates.parquet"))
-    write_table(removed.drop(columns=[DOC]), str(out / "removed.parquet"))
+    write_table(str(run.store.path("duplicates")), str(out / "duplicates.parquet"), ["id", "group", "kind", "kept"])
+    write_table(str(run.store.path("removed")), str(out / "removed.parquet"), ["id", "kind", "representative"])
     summary = {
         "inputs": list(inputs),
         "output_format": fmt,
@@ -149,8 +151,8 @@ def dedup(
     return summary
 
 
-def _check_input_and_exact(docs, key: str, config: RunConfig, keep: KeepPolicy, run, stats: Stats) -> pd.DataFrame:
-    """Count documents and empty texts, refuse repeated ids and, in one pass, find exact groups."""
+def _check_input_and_exact(docs, key: str, config: RunConfig, keep: KeepPolicy, run, stats: Stats) -> dd.DataFrame:
+    """Count documents and empty texts, refuse repeated ids and, in one pass, find exact groups (lazy table)."""
     io, exact = config.io, config.mode in ("exact", "both")
 
     def compute(path: Path) -> dict:
@@ -163,38 +165,36 @@ def _check_input_and_exact(docs, key: str, config: RunConfig, keep: KeepPolicy, 
         if len(done["repeated_ids"]):
             examples = ", ".join(map(str, done["repeated_ids"].index[:5]))
             raise ValueError(f"{len(done['repeated_ids'])} id(s) in field {io.id_field!r} appear more than once, e.g. {examples}")
-        return {"documents": int(done["documents"]), "empty": int(done["empty"]), "partitions": docs.npartitions}
+        counts = {"documents": int(done["documents"]), "empty": int(done["empty"]), "partitions": docs.npartitions}
+        if exact:  # from the files just written: a second pass over two int64 columns, not over the texts
+            groups = dd.read_parquet(path, columns=[DOC, "_rep"])
+            done = run("read+exact", groups=(groups._doc == groups._rep).sum(), removed=(groups._doc != groups._rep).sum())
+            counts.update(exact_groups=int(done["groups"]), exact_removed=int(done["removed"]))
+        return counts
 
-    stats.count("input", **run.stage("exact", key, compute))
+    counts = run.stage("exact", key, compute)
+    stats.count("input", documents=counts["documents"], empty=counts["empty"], partitions=counts["partitions"])
     if not exact:
-        return empty_groups(docs, io.id_field)
-    groups = dd.read_parquet(run.store.path("exact")).compute()
-    stats.count("exact", groups=(groups._doc == groups._rep).sum(), removed=(groups._doc != groups._rep).sum())
-    return groups
+        return dd.from_pandas(empty_groups(docs, io.id_field), npartitions=1)
+    stats.count("exact", groups=counts["exact_groups"], removed=counts["exact_removed"])
+    return dd.read_parquet(run.store.path("exact"))
 
 
-def _fuzzy(docs: dd.DataFrame, exact_key: str, config: RunConfig, keep: KeepPolicy, run, stats: Stats) -> pd.DataFrame:
-    """Fuzzy groups of ``docs``, each stage written to ``_stages`` and read back."""
+def _fuzzy(docs: dd.DataFrame, exact_key: str, config: RunConfig, keep: KeepPolicy, run, stats: Stats) -> tuple[dd.DataFrame, str]:
+    """Fuzzy groups of ``docs`` (lazy table) and their stage key; each stage written to ``_stages`` and read back."""
     io, fc = config.io, config.fuzzy
     fuzzy = FuzzyDedup(fc, text_field=io.text_field, id_field=io.id_field, keep=keep)
     # Each key names the parameters its stage reads; the exact stage's key covers ``docs``.
-    signature = fc.model_dump(exclude={"threshold", "verify", "local_components_max_edges"})
+    signature = fc.model_dump(exclude={"threshold", "verify", "local_components_max_edges", "num_perm", "fp_weight", "fn_weight"})
     key = stage_key("candidates", signature, (exact_key,))
     candidates = run.checkpoint("minhash+lsh", key, lambda: fuzzy.edges(fuzzy.buckets(docs)))
 
-    def candidate_nodes(path: Path) -> dict:
-        # Only documents with a candidate edge are joined to edges, so only they are shuffled.
-        with stats.timed("select"):
-            nodes = dd.concat([candidates.u, candidates.v]).drop_duplicates(split_out=candidates.npartitions).compute()
-            write_keys(nodes.to_numpy(), path / "keys.parquet")
-        return {"nodes": len(nodes)}
-
+    # Only documents with a candidate edge are joined to edges, so only they are shuffled.
     key = stage_key("candidate_nodes", {}, (key,))
-    run.stage("candidate_nodes", key, candidate_nodes)
+    nodes_path = run.key_file("candidate_nodes", key, dd.concat([candidates.u, candidates.v]))
     columns = list(dict.fromkeys([DOC, io.id_field, io.text_field, *keep.columns()]))
     key = stage_key("select", {"columns": columns}, (key,))
-    nodes_file = str(run.store.path("candidate_nodes") / "keys.parquet")
-    candidate_docs = run.checkpoint("select", key, lambda: select_keys(docs, nodes_file)[columns])
+    candidate_docs = run.checkpoint("select", key, lambda: select_keys(docs, nodes_path)[columns])
     key = stage_key("verify", {"threshold": fc.threshold, "verify": fc.verify}, (key,))
     edges = run.checkpoint("verify", key, lambda: fuzzy.verify(candidates, candidate_docs))
     # fuzzy.components computes (the edge count picks the local or distributed path): timed as its stage.
@@ -204,21 +204,14 @@ def _fuzzy(docs: dd.DataFrame, exact_key: str, config: RunConfig, keep: KeepPoli
     groups = run.checkpoint("groups", key, lambda: fuzzy.groups(components, candidate_docs))
     done = run(
         "fuzzy counts",
-        candidates=count_rows(candidates),
-        edges=count_rows(edges),
-        nodes=count_rows(components),
-        groups=groups,
-    )
-    groups = done["groups"]
-    stats.count(
-        "fuzzy",
-        candidate_edges=done["candidates"],
-        verified_edges=done["edges"],
-        component_nodes=done["nodes"],
+        candidate_edges=count_rows(candidates),
+        verified_edges=count_rows(edges),
+        component_nodes=count_rows(components),
         groups=(groups._doc == groups._rep).sum(),
         removed=(groups._doc != groups._rep).sum(),
     )
-    return groups
+    stats.count("fuzzy", **done)
+    return groups, key
 
 
 def empty_groups(docs: dd.DataFrame, id_field: str) -> pd.DataFrame:
@@ -226,8 +219,8 @@ def empty_groups(docs: dd.DataFrame, id_field: str) -> pd.DataFrame:
     return group_meta(docs[id_field]._meta)
 
 
-def resolve(exact: pd.DataFrame, fuzzy: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Final removed and duplicates tables from the exact and fuzzy group tables.
+def resolve(exact: dd.DataFrame, fuzzy: dd.DataFrame) -> tuple[dd.DataFrame, dd.DataFrame]:
+    """Final removed and duplicates tables from the exact and fuzzy group tables (lazy, distributed).
 
     Fuzzy dedup runs on what exact dedup kept, so a chain is at most two long: an exact
     duplicate whose representative was then removed as a fuzzy duplicate points to that
@@ -235,51 +228,59 @@ def resolve(exact: pd.DataFrame, fuzzy: pd.DataFrame) -> tuple[pd.DataFrame, pd.
 
     Returns
     -------
-    removed : pandas.DataFrame
+    removed : dask.dataframe.DataFrame
         ``_doc``, ``id``, ``kind`` ("exact"/"fuzzy"), ``representative`` (kept id), sorted by ``_doc``.
-    duplicates : pandas.DataFrame
-        ``id``, ``group`` (the group's representative id), ``kind``, ``kept`` (bool: in the
-        output), one row per document per group it belongs to, in input order.
+    duplicates : dask.dataframe.DataFrame
+        ``_doc``, ``id``, ``group`` (the group's representative id), ``kind``, ``kept`` (bool: in
+        the output), one row per document per group it belongs to, sorted by ``_doc`` and ``kind``.
     """
     fuzzy_removed = fuzzy[fuzzy._doc != fuzzy._rep]
     exact_removed = exact[exact._doc != exact._rep]
-    # Where an exact representative was itself removed as a fuzzy duplicate, move on to its
-    # fuzzy representative (positional lookup: no float round trip for integer ids).
-    onward = pd.Index(fuzzy_removed._doc).get_indexer(exact_removed._rep)
-    moved = onward >= 0
-    exact_rep_id = exact_removed._rep_id.to_numpy(copy=True)
-    exact_rep_id[moved] = fuzzy_removed._rep_id.to_numpy()[onward[moved]]
-    removed = pd.concat(
+    # Inner join and anti-join rather than one left join: a left join would turn integer ids
+    # into floats where there is no match.
+    onward = fuzzy_removed[[DOC, "_rep_id"]].rename(columns={DOC: "_rep", "_rep_id": "_onward"})
+    moved = exact_removed.merge(onward, on="_rep")
+    flagged = exact_removed.merge(onward[["_rep"]], on="_rep", how="left", indicator=True)
+    stayed = flagged[flagged._merge == "left_only"]
+    removed = dd.concat(
         [
-            pd.DataFrame({DOC: exact_removed._doc.to_numpy(), "id": exact_removed._id.to_numpy(), "kind": "exact", "representative": exact_rep_id}),
-            pd.DataFrame({DOC: fuzzy_removed._doc.to_numpy(), "id": fuzzy_removed._id.to_numpy(), "kind": "fuzzy", "representative": fuzzy_removed._rep_id.to_numpy()}),
-        ],
-        ignore_index=True,
-    ).sort_values(DOC, kind="stable", ignore_index=True)
-    removed = removed.astype({"id": exact._id.dtype, "representative": exact._id.dtype})
-    gone = set(removed[DOC].tolist())
-    duplicates = pd.concat([exact.assign(kind="exact"), fuzzy.assign(kind="fuzzy")], ignore_index=True)
-    duplicates = duplicates.sort_values([DOC, "kind"], kind="stable", ignore_index=True)
-    duplicates = pd.DataFrame(
-        {
-            "id": duplicates._id,
-            "group": duplicates._rep_id,
-            "kind": duplicates.kind,
-            "kept": ~duplicates._doc.isin(gone),
-        }
-    )
-    return removed, duplicates
+            _removed_rows(moved, "exact", "_onward"),
+            _removed_rows(stayed, "exact", "_rep_id"),
+            _removed_rows(fuzzy_removed, "fuzzy", "_rep_id"),
+        ]
+    ).sort_values(DOC)
+    members = dd.concat([exact.assign(kind="exact"), fuzzy.assign(kind="fuzzy")])
+    gone = removed[[DOC]].assign(kept=False)
+    members = members.merge(gone, on=DOC, how="left", indicator=True)
+    duplicates = members.assign(kept=members._merge == "left_only")
+    duplicates = duplicates[[DOC, "_id", "_rep_id", "kind", "kept"]].rename(columns={"_id": "id", "_rep_id": "group"})
+    return removed, duplicates.sort_values([DOC, "kind"])
 
 
-def check_accounting(n_input: int, n_kept: int, removed: pd.DataFrame) -> None:
-    """Raise :class:`AccountingError` unless input = kept + removed and every representative is kept."""
-    if removed[DOC].duplicated().any():
-        raise AccountingError(f"{removed[DOC].duplicated().sum()} document(s) removed twice")
-    if n_input != n_kept + len(removed):
-        raise AccountingError(f"{n_input} input documents != {n_kept} kept + {len(removed)} removed")
-    lost = set(removed["representative"].tolist()) & set(removed["id"].tolist())
-    if lost:
-        raise AccountingError(f"{len(lost)} representative(s) were removed themselves, e.g. {sorted(lost)[:3]}")
+def _removed_rows(groups: dd.DataFrame, kind: str, representative: str) -> dd.DataFrame:
+    return groups[[DOC, "_id", representative]].rename(columns={"_id": "id", representative: "representative"}).assign(kind=kind)[
+        [DOC, "id", "kind", "representative"]
+    ]
+
+
+def check_accounting(n_input: int, n_kept: int, removed: dd.DataFrame) -> int:
+    """Raise :class:`AccountingError` unless input = kept + removed and every representative is kept.
+
+    ``removed`` is the removed table of :func:`resolve` (sorted by ``_doc``); it is read once
+    more for the checks, never collected. Returns the number of removed documents.
+    """
+    # Sorting put equal keys in one partition, so repeats show within partitions.
+    twice = removed.map_partitions(lambda part: part[DOC].duplicated().sum(), meta=(None, "int64")).sum()
+    lost = removed[["representative"]].merge(removed[["id"]], left_on="representative", right_on="id")
+    n_removed, twice, n_lost = dask.compute(count_rows(removed), twice, count_rows(lost))
+    if twice:
+        raise AccountingError(f"{twice} document(s) removed twice")
+    if n_input != n_kept + n_removed:
+        raise AccountingError(f"{n_input} input documents != {n_kept} kept + {n_removed} removed")
+    if n_lost:
+        examples = sorted(lost.id.compute().tolist())[:3]
+        raise AccountingError(f"{n_lost} representative(s) were removed themselves, e.g. {examples}")
+    return int(n_removed)
 
 
 class _Runner:
@@ -336,6 +337,17 @@ class _Runner:
 
         self.stage(name, key, compute)
         return dd.read_parquet(self.store.path(name))
+
+    def key_file(self, name: str, key: str, keys: dd.Series) -> str:
+        """Stage ``name`` holding ``keys`` sorted (:func:`curate.dedup.write_keys`) unless finished
+        with ``key``; returns its folder (for :func:`curate.dedup.drop_keys`/``select_keys``)."""
+
+        def compute(path: Path) -> dict:
+            self(name, written=write_keys(keys, str(path)))
+            return {}
+
+        self.stage(name, key, compute)
+        return str(self.store.path(name))
 
 
 def _prepare_output(out: Path, overwrite: bool, resume: bool) -> None:

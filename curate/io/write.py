@@ -1,6 +1,7 @@
 """Write documents (Parquet or JSONL part files) and the small result tables."""
 
 import os
+from pathlib import Path
 
 import dask.dataframe as dd
 import pandas as pd
@@ -53,15 +54,35 @@ def _write_part(part: pd.DataFrame, fs, root: str, fmt: str, partition_info=None
     return len(part)
 
 
-def write_table(frame: pd.DataFrame, path: str) -> None:
-    """Write a small result table as one Parquet file, byte-identical for identical frames.
+def write_table(source: str, path: str, columns: list[str]) -> None:
+    """Copy ``columns`` of a Parquet folder written by Dask into one file, byte-identical for identical rows.
 
-    Row groups have a fixed number of rows, so the bytes depend only on the rows, never on
-    how the frame was assembled. The file is written under a temporary name and renamed.
+    Parameters
+    ----------
+    source : str
+        Local folder of ``part.N.parquet`` files, read in ``N`` order.
+    path : str
+        The file to write (zstd); written under a temporary name and renamed.
+    columns : list of str
+
+    Row groups have a fixed number of rows (``ROW_GROUP_ROWS``), so the bytes depend only on the
+    rows, never on how they were partitioned, and at most about two row groups are in memory.
     """
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    tmp = f"{path}.tmp"
-    pq.write_table(table, tmp, row_group_size=ROW_GROUP_ROWS, compression="zstd")
+    files = sorted(Path(source).glob("part.*.parquet"), key=lambda f: int(f.name.split(".")[1]))
+    schema = pq.read_schema(files[0]).remove_metadata()
+    schema = pa.schema([schema.field(c) for c in columns])
+    tmp, pending, rows = f"{path}.tmp", [], 0
+    with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+        for file in files:
+            for batch in pq.ParquetFile(file).iter_batches(batch_size=ROW_GROUP_ROWS, columns=columns):
+                pending.append(batch.cast(schema))  # also drops per-file metadata
+                rows += batch.num_rows
+                while rows >= ROW_GROUP_ROWS:
+                    table = pa.Table.from_batches(pending, schema)
+                    writer.write_table(table.slice(0, ROW_GROUP_ROWS), row_group_size=ROW_GROUP_ROWS)
+                    pending, rows = table.slice(ROW_GROUP_ROWS).to_batches(), rows - ROW_GROUP_ROWS
+        if rows:
+            writer.write_table(pa.Table.from_batches(pending, schema), row_group_size=ROW_GROUP_ROWS)
     os.replace(tmp, path)
 
 
