@@ -7,7 +7,9 @@ import yaml
 from dask.utils import parse_bytes
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from curate.params import optimal_bands
 
+DEFAULT_NUM_PERM = 260  # MinHash values when neither num_perm nor the bands are given (20 x 13)
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -40,12 +42,25 @@ class FuzzyConfig(_Section):
 
     ``threshold`` is the Jaccard similarity at or above which two documents are duplicates;
     verification (on by default) drops LSH candidates below it.
+
+    Bands and rows: give both ``num_bands`` and ``rows_per_band`` to use them (``num_perm``,
+    if given, must equal their product), or neither to have them chosen by
+    :func:`curate.params.optimal_bands` for ``threshold``, ``num_perm`` (default 260) and the
+    weights. The default weights (0.3 false positives, 0.7 false negatives: verification
+    removes false positives, a missed pair is lost) make that choice 20 x 13 at threshold 0.8.
+    After validation all three are set: ``num_perm == num_bands * rows_per_band`` (the
+    optimiser may use fewer than ``num_perm`` hashes), so a dumped config reloads unchanged.
     """
 
     ngram: Literal["char", "word"] = "char"
     width: int = Field(24, ge=1, description="characters or words per shingle")
-    num_bands: int = Field(20, ge=1)
-    rows_per_band: int = Field(13, ge=1)
+    num_perm: int | None = Field(None, ge=1, description="MinHash values per document; None: bands x rows, or 260")
+    num_bands: int | None = Field(None, ge=1, description="None (with rows_per_band None): chosen for the threshold")
+    rows_per_band: int | None = Field(None, ge=1)
+    # Verification removes false positives (they cost time), a missed pair is lost: so misses
+    # weigh more than datasketch's equal weights. 0.3 / 0.7 gives the tuned 20 x 13 at 0.8.
+    fp_weight: float = Field(0.3, ge=0.0, description="weight of the false-positive area")
+    fn_weight: float = Field(0.7, ge=0.0, description="weight of the false-negative area")
     hash_bits: Literal[32, 64] = 32
     seed: int = Field(42, ge=0, lt=2**32)
     threshold: float = Field(0.8, gt=0.0, le=1.0)
@@ -55,6 +70,25 @@ class FuzzyConfig(_Section):
     strip_punctuation: bool = False
     nfkc: bool = False
     local_components_max_edges: int = Field(2_000_000, ge=0)
+
+    @model_validator(mode="after")
+    def _choose_bands(self):
+        bands, rows = self.num_bands, self.rows_per_band
+        if (bands is None) != (rows is None):
+            raise ValueError("give both num_bands and rows_per_band, or neither to have them chosen for the threshold")
+        if bands is None:
+            try:
+                bands, rows = optimal_bands(self.threshold, self.num_perm or DEFAULT_NUM_PERM, self.fp_weight, self.fn_weight)
+            except ValueError as err:
+                raise ValueError(f"cannot choose num_bands and rows_per_band ({err}); give both") from None
+        elif self.num_perm not in (None, bands * rows):
+            raise ValueError(
+                f"num_perm {self.num_perm} differs from num_bands x rows_per_band = {bands} x {rows} = {bands * rows}; "
+                "give matching values or leave num_perm out"
+            )
+        # The model is frozen; resolving its own fields once, here, is the one exception.
+        self.__dict__.update(num_bands=bands, rows_per_band=rows, num_perm=bands * rows)
+        return self
 
     @property
     def num_hashes(self) -> int:

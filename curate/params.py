@@ -139,12 +139,65 @@ def optimal_bands(
     return best
 
 
-def similarity_at_half(bands: int, rows: int) -> float:
-    """Jaccard similarity at which the candidate probability is about 0.5: ``(1/b)**(1/r)``.
+def similarity_at(probability: float, bands: int, rows: int) -> float:
+    """Jaccard similarity at which the candidate probability equals ``probability``.
 
-    The usual approximation of where the S-curve is steepest [1]_.
+    The exact inverse of :func:`candidate_probability`: ``(1 - (1 - p)**(1/b))**(1/r)``.
+
+    Parameters
+    ----------
+    probability : float
+        In ``[0, 1]``.
+    bands, rows : int
+
+    Returns
+    -------
+    float
+        In ``[0, 1]``.
+    """
+    return (1.0 - (1.0 - probability) ** (1.0 / bands)) ** (1.0 / rows)
+
+
+def approximate_threshold(bands: int, rows: int) -> float:
+    """``(1/b)**(1/r)``, the usual approximation of where the S-curve rises steepest [1]_.
+
+    The candidate probability there is ``1 - (1 - 1/b)**b`` (about 0.64 for ``b = 20``), not 0.5;
+    see :func:`similarity_at` for the exact point of a given probability.
     """
     return (1.0 / bands) ** (1.0 / rows)
+
+
+SIMILARITIES = (0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0)
+
+
+def describe_bands(threshold: float, bands: int, rows: int) -> dict:
+    """The figures ``curate params`` prints for one ``(bands, rows)`` choice.
+
+    Returns
+    -------
+    dict
+        ``num_bands``, ``rows_per_band``, ``hashes`` (``b * r``), ``false_positive_area``,
+        ``false_negative_area``, ``similarity_at_half`` (exact, :func:`similarity_at`),
+        ``approximate_threshold`` (:func:`approximate_threshold`) and
+        ``candidate_probability``: a list of ``{"similarity", "probability"}`` at
+        :data:`SIMILARITIES`.
+    """
+    return {
+        "num_bands": bands,
+        "rows_per_band": rows,
+        "hashes": bands * rows,
+        "false_positive_area": false_positive_area(threshold, bands, rows),
+        "false_negative_area": false_negative_area(threshold, bands, rows),
+        "similarity_at_half": similarity_at(0.5, bands, rows),
+        "approximate_threshold": approximate_threshold(bands, rows),
+        "candidate_probability": [
+            {
+                "similarity": s,
+                "probability": float(candidate_probability(s, bands, rows)),
+            }
+            for s in SIMILARITIES
+        ],
+    }
 
 
 def s_curve_plot(path, bands: int, rows: int, threshold: float, *, compare=()) -> None:
