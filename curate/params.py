@@ -131,9 +131,9 @@ def optimal_bands(
     best, best_error = (0, 0), float("inf")
     for bands in range(1, num_perm + 1):
         for rows in range(1, num_perm // bands + 1):
-            error = fp_weight * false_positive_area(
-                threshold, bands, rows
-            ) + fn_weight * false_negative_area(threshold, bands, rows)
+            fp = false_positive_area(threshold, bands, rows)
+            fn = false_negative_area(threshold, bands, rows)
+            error = fp_weight * fp + fn_weight * fn
             if error < best_error:
                 best, best_error = (bands, rows), error
     return best
