@@ -8,6 +8,7 @@ are parsed by pyarrow again, halving the run wherever one still fails. No file s
 """
 
 import json
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -227,7 +228,8 @@ def _parse_runs(raw, starts, ends, good: np.ndarray, schema, fields: Fields):
             return [], [Bad(int(good[0]), err.kind, err.field, err.reason)]
     except pa.ArrowInvalid as err:
         if len(good) == 1:  # e.g. an escaped lone surrogate, which Python's json accepts
-            return [], [Bad(int(good[0]), "invalid-json", None, f"invalid JSON: {err}")]
+            message = re.sub(r"\.?( in row \d+)?$", "", str(err).removeprefix("JSON parse error: "))
+            return [], [Bad(int(good[0]), "invalid-json", None, f"invalid JSON: {message}")]
     half = len(good) // 2
     left, left_bad = _parse_runs(raw, starts, ends, good[:half], schema, fields)
     right, right_bad = _parse_runs(raw, starts, ends, good[half:], schema, fields)

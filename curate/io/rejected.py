@@ -21,7 +21,7 @@ _ROW_GROUP = 1 << 16
 
 
 def repeated_ids_error(docs: dd.DataFrame, repeated: pd.Series, id_field: str, inputs) -> ValueError:
-    """The error for ids that appear more than once, naming up to five and where each occurs.
+    """The error for ids that appear more than once, naming the five smallest and where each occurs.
 
     Parameters
     ----------
@@ -30,7 +30,7 @@ def repeated_ids_error(docs: dd.DataFrame, repeated: pd.Series, id_field: str, i
     repeated : pandas.Series
         Occurrences (int) indexed by the repeated ids.
     """
-    examples = list(repeated.index[:5])
+    examples = sorted(repeated.index)[:5]
     rows = docs[docs[id_field].isin(examples)][[DOC, id_field]].compute().sort_values(DOC)
     where = dict(zip(rows[DOC].tolist(), locate(inputs, rows[DOC].tolist())))
     shown = [f"{value!r} ({', '.join(where[k] for k in rows[DOC][rows[id_field] == value])})" for value in examples]
