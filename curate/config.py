@@ -8,7 +8,6 @@ from dask.utils import parse_bytes
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
-
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -184,9 +184,16 @@ def read_documents(
     PermissionError
         If a file cannot be read (raised here, before any partition is read).
     ValueError
-        If no file has the text field (or the given id field), or a field has types that cannot
-        be reconciled in two files; when computed, with ``on_error="fail"``, at the first record
-        that cannot be read, naming its file, line and field.
+        If no file has the text field (or the given id field); when computed, with
+        ``on_error="fail"``, at the first record that cannot be read, naming its file, line (or
+        row) and field, e.g. ``a.jsonl:12: field 'text': expected a string, got a number``.
+
+    Notes
+    -----
+    A field whose types differ between files is widened where Arrow can (``int64`` and
+    ``double`` to ``double``; an id to ``string``); otherwise the first type seen holds and
+    records that do not fit it are bad records. A field that first appears after the first MiB
+    of every file is not known, so records with it are bad records too.
     """
     if files_per_partition < 1:
         raise ValueError(f"files_per_partition must be >= 1, got {files_per_partition}")
@@ -494,12 +501,13 @@ def _read_bytes(fs, src: Source, path: str) -> tuple[bytes, int, _Broken | None]
                 start = f.tell()
             raw = read_block(f, src.offset, src.length, delimiter=b"\n")
         else:
-            parts = []
+            data = bytearray()
             try:
-                parts.extend(_chunks(f, infer_compression(path)))
+                for chunk in _chunks(f, infer_compression(path)):
+                    data += chunk  # what came before a break is kept
             except _Broken as err:
                 broken = err
-            raw = b"".join(parts)
+            raw = bytes(data)
     if start == 0 and raw.startswith(_BOM):
         raw, start = raw[len(_BOM) :], len(_BOM)
     return raw, start, broken
