@@ -135,6 +135,21 @@ def test_other_fields_of_another_type_and_bad_escapes(tmp_path):
     ]
 
 
+def test_field_first_seen_after_the_sample_and_null_ids(tmp_path):
+    lines = doc_lines(6000)  # about 1.5 MiB: the fields are taken from the first MiB
+    lines[5000] = '{"id": 5000, "text": "late", "late": 1}'
+    lines[5001] = '{"id": null, "text": "no id"}'
+    path = jsonl(tmp_path / "x.jsonl", *lines)
+    unknown = "not among the input's fields (those found at the start of each file)"
+    assert fail_message(path, blocksize="256KB") == f"x.jsonl:5001: field 'late': {unknown}"
+    good, rejected = read_skip(path, blocksize="256KB")
+    assert [r[:4] for r in rejected] == [
+        (5001, "unknown-field", "late", unknown),
+        (5002, "missing-field", "id", "expected a string or an integer, got null"),
+    ]
+    assert good.id.tolist() == [i for i in range(6000) if i not in (5000, 5001)]
+
+
 def test_invalid_utf8_is_rejected_never_replaced(tmp_path):
     bad_line = b'{"id": 2, "text": "b\xff\xfec"}'
     path = jsonl(tmp_path / "x.jsonl", b'{"id": 1, "text": "a"}', bad_line, b'{"id": 3, "text": "c"}')
@@ -296,6 +311,19 @@ def test_truncated_compressed_shard(tmp_path, codec, suffix):
     whole = gzip.compress(head) if codec == "gzip" else zstandard.ZstdCompressor().compress(head)
     path.write_bytes(whole + whole)  # several members / frames are one stream, not a cut
     assert read(path).id.tolist() == list(range(1000)) * 2
+
+
+def test_corrupt_compressed_shard(tmp_path):
+    head = "".join(line + "\n" for line in doc_lines(10)).encode()
+    flushed = zlib.compressobj(wbits=zlib.MAX_WBITS | 16)
+    data = flushed.compress(head) + flushed.flush(zlib.Z_FULL_FLUSH) + b"\xff" * 64  # not deflate
+    (tmp_path / "x.jsonl.gz").write_bytes(data)
+    # zlib drops what it decoded in the call that meets the damage: here the whole (small) file,
+    # so it is all one rejected record; nothing is lost silently.
+    reason = "corrupt gzip stream after line 0 (Error -3 while decompressing data: invalid block type)"
+    good, rejected = read_skip(tmp_path / "x.jsonl.gz")
+    assert len(good) == 0 and rejected == [(1, "truncated", None, reason, b"")]
+    assert fail_message(tmp_path / "x.jsonl.gz") == f"x.jsonl.gz:1: {reason}"
 
 
 def test_missing_and_unreadable_paths(tmp_path, monkeypatch):
