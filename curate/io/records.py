@@ -23,8 +23,9 @@ _JSON_KINDS = {dict: "an object", list: "an array", str: "a string", int: "a num
 class Fields:
     """The fields every record is checked for.
 
-    ``text`` must be present and a string or null (read as empty); ``id`` must be present and a
-    string or an integer. None: not checked (sampling, or ids that are assigned).
+    ``text`` must be present and a string or null (read as empty); ``id`` must be present and
+    not null (its type, like any other field's, is checked by casting to the input's schema, the
+    same way in the fast and the line-by-line path). None: not checked (sampling, assigned ids).
     """
 
     text: str | None
@@ -50,7 +51,7 @@ class Mismatch(ValueError):
 
 
 def record_lines(raw: bytes) -> tuple[np.ndarray, np.ndarray]:
-    """Byte ranges of the records in ``raw``: one per line that is not blank.
+    """Byte ranges of the lines in ``raw``, and which of them are records (not blank).
 
     Returns
     -------
@@ -196,22 +197,14 @@ def _check_line(line: bytes, index: int, fields: Fields) -> Bad | None:
         return Bad(index, "invalid-json", None, f"invalid JSON: {err}")
     if not isinstance(record, dict):
         return Bad(index, "not-an-object", None, f"expected a JSON object, got {json_kind(record)}")
-    for name, check, expected in ((fields.text, _is_text, "a string"), (fields.id, _is_id, "a string or an integer")):
-        if name is None:
-            continue
-        if name not in record:
+    for name in (fields.text, fields.id):
+        if name is not None and name not in record:
             return Bad(index, "missing-field", name, "missing")
-        if not check(record[name]):
-            return Bad(index, "missing-field" if record[name] is None else "wrong-type", name, f"expected {expected}, got {json_kind(record[name])}")
+    if fields.text is not None and not (record[fields.text] is None or isinstance(record[fields.text], str)):
+        return Bad(index, "wrong-type", fields.text, f"expected a string, got {json_kind(record[fields.text])}")
+    if fields.id is not None and record[fields.id] is None:
+        return Bad(index, "missing-field", fields.id, "null")
     return None
-
-
-def _is_text(value) -> bool:
-    return value is None or isinstance(value, str)
-
-
-def _is_id(value) -> bool:
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _parse_runs(raw, starts, ends, good: np.ndarray, schema, fields: Fields):
