@@ -6,7 +6,6 @@ import dask.dataframe as dd
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-
 from fsspec.core import url_to_fs
 
 from curate.io.read import DOC
