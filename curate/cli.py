@@ -30,11 +30,12 @@ def main():
 @click.option("--keep", help="first (default) | longest | max:COLUMN | min:COLUMN")
 @click.option("--backend", type=click.Choice(["cpu"]), help="Partition backend (cpu: pandas + numpy).")
 @click.option("--overwrite", is_flag=True, help="Replace a previous run's outputs in the output directory.")
-@click.option("--id-field", help="Id column (default id; assigned from file:line if absent).")
+@click.option("--id-field", help="Id field, required in every record (default: id if present, else assigned file:line).")
 @click.option("--text-field", help="Text column (default text).")
 @click.option("--blocksize", help="Partition size for uncompressed JSONL (default 64MB).")
 @click.option("--files-per-partition", type=int, help="Whole files (compressed JSONL, Parquet) per partition.")
 @click.option("--output-format", type=click.Choice(["jsonl", "parquet"]), help="Default: the input's format.")
+@click.option("--on-error", type=click.Choice(["fail", "skip"]), help="Bad record: fail (default; names file, line, field) or skip (listed in OUT/rejected/).")
 @click.option("--ngram", type=click.Choice(["char", "word"]), help="Shingle unit (default char).")
 @click.option("--width", type=int, help="Characters or words per shingle (default 24).")
 @click.option("--num-bands", type=int, help="LSH bands (default: chosen for the threshold, 20 at 0.8).")
@@ -62,7 +63,7 @@ def dedup(inputs, out_dir, config_file, overwrite, progress, verbose, **flags):
     """Remove exact and near-duplicate documents from INPUT files, directories, globs or URLs."""
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     sections = {
-        "io": ("id_field", "text_field", "blocksize", "files_per_partition", "output_format"),
+        "io": ("id_field", "text_field", "blocksize", "files_per_partition", "output_format", "on_error"),
         "fuzzy": ("ngram", "width", "num_perm", "num_bands", "rows_per_band", "fp_weight", "fn_weight", "hash_bits", "seed",
                   "threshold", "verify", "lowercase", "collapse_whitespace", "strip_punctuation", "nfkc"),
         "cluster": ("n_workers", "threads_per_worker", "memory_limit", "local_directory", "scheduler_address", "scheduler_file"),
@@ -76,7 +77,7 @@ def dedup(inputs, out_dir, config_file, overwrite, progress, verbose, **flags):
     try:
         with use_backend(config.backend), connect(config.cluster):
             summary = run_dedup(list(inputs), out_dir, config, show_progress=show_progress, overwrite=overwrite)
-    except (FileNotFoundError, FileExistsError, ValueError) as err:
+    except (FileNotFoundError, FileExistsError, PermissionError, ValueError) as err:
         raise click.ClickException(str(err)) from None
     print_summary(summary, out_dir)
 
@@ -183,6 +184,8 @@ def print_summary(summary: dict, out_dir: str) -> None:
         table.add_row("fuzzy candidates / verified", f"{f['candidate_edges']:,} / {f['verified_edges']:,} edges")
         table.add_row("fuzzy duplicates removed", f"{f['removed']:,} ({f['groups']:,} groups)")
     table.add_row("documents kept", f"{counts['output']['kept']:,}")
+    if counts["output"].get("rejected"):
+        table.add_row("records rejected (OUT/rejected/)", f"{counts['output']['rejected']:,}")
     for stage, secs in seconds.items():
         table.add_row(f"time {stage}", f"{secs:.1f} s")
     table.add_row("peak RSS (all processes)", f"{summary['peak_rss_bytes']['total'] / 1e9:.2f} GB")

@@ -16,13 +16,19 @@ class _Section(BaseModel):
 
 
 class IOConfig(_Section):
-    """Where documents come from and how they are split and written."""
+    """Where documents come from and how they are split and written.
+
+    ``id_field`` left unset means "``id`` if the input has it, else ids are assigned"; set (even
+    to ``id``) it is required in every record. ``on_error``: what a record that cannot be read
+    does, ``fail`` (stop, naming file, line and field) or ``skip`` (list it in ``OUT/rejected/``).
+    """
 
     id_field: str = "id"
     text_field: str = "text"
     blocksize: str | int | None = "64MB"  # measured: 256MB blocks doubled peak memory on 2 workers
     files_per_partition: int = Field(1, ge=1)
     output_format: Literal["jsonl", "parquet"] | None = None  # None: same as the input
+    on_error: Literal["fail", "skip"] = "fail"
 
     @field_validator("blocksize")
     @classmethod
@@ -35,6 +41,11 @@ class IOConfig(_Section):
         if value is not None and value <= 0:
             raise ValueError("must be positive")
         return value
+
+    @property
+    def id_field_given(self) -> bool:
+        """Whether ``id_field`` was set (then every record must have it) rather than defaulted."""
+        return "id_field" in self.model_fields_set
 
 
 class FuzzyConfig(_Section):

@@ -26,9 +26,10 @@ from curate.config import RunConfig
 from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy, drop_keys, select_keys, write_keys
 from curate.dedup.groups import group_meta
 from curate.io import DOC, count_rows, read_documents, write_documents, write_table
-from curate.io.read import expand_paths
+from curate.io.read import expand_paths, source_names, split_rejected
+from curate.io.rejected import REJECTED_SCHEMA, reject_repeated_ids, rejected_rows, repeated_ids_error
 
-OUTPUTS = ("deduplicated", "duplicates.parquet", "removed.parquet", "summary.json")
+OUTPUTS = ("deduplicated", "rejected", "duplicates.parquet", "removed.parquet", "summary.json")
 
 
 class AccountingError(RuntimeError):
@@ -81,9 +82,10 @@ def dedup(inputs: list[str], out_dir: str, config: RunConfig, *, show_progress: 
     FileExistsError
         If ``out_dir`` holds a previous run's outputs and ``overwrite`` is False.
     AccountingError
-        If input documents != kept + removed, or a representative is not kept.
+        If input records != kept + removed + rejected, or a representative is not kept.
     ValueError
-        On bad input (see :func:`curate.io.read_documents`) or duplicate ids.
+        On bad input (see :func:`curate.io.read_documents`) or duplicate ids, unless
+        ``config.io.on_error`` is "skip": then such records are listed in ``out_dir/rejected/``.
     """
     out = Path(out_dir)
     stages = out / "_stages"
@@ -93,13 +95,18 @@ def dedup(inputs: list[str], out_dir: str, config: RunConfig, *, show_progress: 
     run = _Runner(stats, show_progress)
 
     docs = read_documents(
-        inputs, id_field=io.id_field, text_field=io.text_field, blocksize=io.blocksize, files_per_partition=io.files_per_partition
+        inputs,
+        id_field=io.id_field if io.id_field_given else None,
+        text_field=io.text_field,
+        blocksize=io.blocksize,
+        files_per_partition=io.files_per_partition,
+        on_error=io.on_error,
     )
     if keep.column and keep.column not in docs.columns:
         raise ValueError(f"keep policy {keep} names column {keep.column!r}, not in the input ({list(docs.columns)})")
     _prepare_output(out, overwrite)  # only once the input is known to be readable
 
-    exact_groups = _check_input_and_exact(docs, stages, config, keep, run, stats)
+    exact_groups, docs, rejected = _check_input_and_exact(docs, inputs, stages, config, keep, run, stats)
     fuzzy_groups = empty_groups(docs, io.id_field)
     if config.mode in ("fuzzy", "both"):
         write_keys(exact_groups._doc[exact_groups._doc != exact_groups._rep].to_numpy(), stages / "exact_removed.parquet")
@@ -110,11 +117,18 @@ def dedup(inputs: list[str], out_dir: str, config: RunConfig, *, show_progress: 
     write_keys(removed[DOC].to_numpy(), stages / "removed_keys.parquet")
     kept_docs = drop_keys(docs, str(stages / "removed_keys.parquet"))
     fmt = io.output_format or expand_paths(inputs)[2]
-    kept = run("write", kept=write_documents(kept_docs, str(out / "deduplicated.tmp"), fmt))["kept"]
-    stats.count("output", kept=kept, removed=len(removed))
-    check_accounting(stats.counts["input"]["documents"], kept, removed)
+    writes = {"kept": write_documents(kept_docs, str(out / "deduplicated.tmp"), fmt)}
+    if rejected is not None:
+        rows = rejected_rows(rejected, source_names(expand_paths(inputs)[1]))
+        writes["rejected"] = write_documents(rows, str(out / "rejected.tmp"), "parquet", REJECTED_SCHEMA)
+    written = run("write", **writes)
+    kept, n_rejected = written["kept"], written.get("rejected", 0)
+    stats.count("output", kept=kept, removed=len(removed), rejected=n_rejected)
+    check_accounting(stats.counts["input"]["documents"], kept, removed, n_rejected)
 
     os.replace(out / "deduplicated.tmp", out / "deduplicated")
+    if rejected is not None:
+        os.replace(out / "rejected.tmp", out / "rejected")
     write_table(duplicates, str(out / "duplicates.parquet"))
     write_table(removed.drop(columns=[DOC]), str(out / "removed.parquet"))
     summary = {
@@ -132,24 +146,36 @@ def dedup(inputs: list[str], out_dir: str, config: RunConfig, *, show_progress: 
     return summary
 
 
-def _check_input_and_exact(docs, stages: Path, config: RunConfig, keep: KeepPolicy, run, stats: Stats) -> pd.DataFrame:
-    """Count documents and empty texts, refuse repeated ids and, in one pass, find exact groups."""
+def _check_input_and_exact(everything, inputs, stages: Path, config: RunConfig, keep: KeepPolicy, run, stats: Stats):
+    """Count documents, empty texts and rejected records, refuse (or reject) repeated ids and, in one pass, find exact groups.
+
+    Returns the exact group table, the documents and the rejected records (None in fail mode).
+    """
     io = config.io
+    docs, rejected = split_rejected(everything)
     ids = docs[io.id_field].value_counts(split_out=docs.npartitions)
     todo = {"docs": count_rows(docs), "empty": (docs[io.text_field].str.len() == 0).sum(), "repeated_ids": ids[ids > 1]}
+    if rejected is not None:
+        todo["rejected"] = rejected["_kind"].value_counts()
     if config.mode in ("exact", "both"):
         exact = ExactDedup(text_field=io.text_field, id_field=io.id_field, keep=keep)
         todo["exact"] = exact(docs).to_parquet(stages / "exact", write_index=False, compute=False)
     done = run("read+exact", **todo)
     if len(done["repeated_ids"]):
-        examples = ", ".join(map(str, done["repeated_ids"].index[:5]))
-        raise ValueError(f"{len(done['repeated_ids'])} id(s) in field {io.id_field!r} appear more than once, e.g. {examples}")
-    stats.count("input", documents=done["docs"], empty=done["empty"], partitions=docs.npartitions)
+        if rejected is None:
+            raise repeated_ids_error(docs, done["repeated_ids"], io.id_field, inputs)
+        # Skipping: all but the first of each become rejected records, then the pass runs again.
+        names = source_names(expand_paths(inputs)[1])
+        everything = reject_repeated_ids(everything, done["repeated_ids"].index, io.id_field, names, str(stages / "repeated_ids.parquet"))
+        return _check_input_and_exact(everything, inputs, stages, config, keep, run, stats)
+    kinds = done.get("rejected", pd.Series(dtype="int64"))
+    stats.count("input", documents=done["docs"] + kinds.sum(), empty=done["empty"], partitions=docs.npartitions)
+    stats.count("rejected", **kinds.sort_index().to_dict())
     if config.mode == "fuzzy":
-        return empty_groups(docs, io.id_field)
+        return empty_groups(docs, io.id_field), docs, rejected
     groups = dd.read_parquet(stages / "exact").compute()
     stats.count("exact", groups=(groups._doc == groups._rep).sum(), removed=(groups._doc != groups._rep).sum())
-    return groups
+    return groups, docs, rejected
 
 
 def _fuzzy(docs: dd.DataFrame, stages: Path, config: RunConfig, keep: KeepPolicy, run, stats: Stats) -> pd.DataFrame:
@@ -238,12 +264,12 @@ def resolve(exact: pd.DataFrame, fuzzy: pd.DataFrame) -> tuple[pd.DataFrame, pd.
     return removed, duplicates
 
 
-def check_accounting(n_input: int, n_kept: int, removed: pd.DataFrame) -> None:
-    """Raise :class:`AccountingError` unless input = kept + removed and every representative is kept."""
+def check_accounting(n_input: int, n_kept: int, removed: pd.DataFrame, n_rejected: int = 0) -> None:
+    """Raise :class:`AccountingError` unless input = kept + removed + rejected and every representative is kept."""
     if removed[DOC].duplicated().any():
         raise AccountingError(f"{removed[DOC].duplicated().sum()} document(s) removed twice")
-    if n_input != n_kept + len(removed):
-        raise AccountingError(f"{n_input} input documents != {n_kept} kept + {len(removed)} removed")
+    if n_input != n_kept + len(removed) + n_rejected:
+        raise AccountingError(f"{n_input} input records != {n_kept} kept + {len(removed)} removed + {n_rejected} rejected")
     lost = set(removed["representative"].tolist()) & set(removed["id"].tolist())
     if lost:
         raise AccountingError(f"{len(lost)} representative(s) were removed themselves, e.g. {sorted(lost)[:3]}")
@@ -283,7 +309,7 @@ class _Runner:
 
 
 def _prepare_output(out: Path, overwrite: bool) -> None:
-    existing = [name for name in (*OUTPUTS, "_stages", "deduplicated.tmp") if (out / name).exists()]
+    existing = [name for name in (*OUTPUTS, "_stages", "deduplicated.tmp", "rejected.tmp") if (out / name).exists()]
     if existing and not overwrite:
         raise FileExistsError(f"{out} already holds {existing}; pass --overwrite to replace them")
     for name in existing:

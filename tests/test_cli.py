@@ -15,7 +15,7 @@ def test_cli_dedup_prints_summary_and_writes_outputs(tmp_path):
     assert result.exit_code == 0, result.output
     assert "documents kept" in result.output and "7" in result.output
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["counts"]["output"] == {"kept": 7, "removed": 5}
+    assert summary["counts"]["output"] == {"kept": 7, "removed": 5, "rejected": 0}
     assert summary["config"]["fuzzy"]["num_bands"] == 20 and summary["output_format"] == "parquet"
     assert sorted(p.name for p in out.iterdir()) == ["_stages", "deduplicated", "duplicates.parquet", "removed.parquet", "summary.json"]
 
