@@ -13,6 +13,7 @@ import json
 import os
 from dataclasses import dataclass
 
+import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
@@ -22,6 +23,8 @@ import pyarrow.parquet as pq
 from dask.utils import parse_bytes
 from fsspec.core import url_to_fs
 from fsspec.utils import infer_compression, read_block, seek_delimiter
+
+from curate.backend import from_arrow
 
 DOC = "_doc"
 _POSITION_BITS = 40
@@ -137,7 +140,8 @@ def read_documents(
     -------
     dask.dataframe.DataFrame
         Columns ``_doc`` (int64) then the input's columns in file order; pandas partitions
-        with Arrow-backed strings.
+        with Arrow-backed strings, or cudf partitions when ``dask.config``'s
+        ``dataframe.backend`` is ``cudf`` (``curate.backend.use_backend("gpu")``).
 
     Raises
     ------
@@ -162,7 +166,8 @@ def read_documents(
     # A field that is null throughout the sample may hold strings later on.
     schema = pa.schema([f.with_type(pa.string()) if pa.types.is_null(f.type) else f for f in meta_table.schema])
     meta_table = meta_table.cast(schema)
-    meta = _to_pandas(meta_table.slice(0, 0))
+    frame_backend = dask.config.get("dataframe.backend", "pandas")
+    meta = from_arrow(meta_table.slice(0, 0), frame_backend)
     return dd.from_map(
         _load_partition,
         sources,
@@ -172,6 +177,7 @@ def read_documents(
         id_field=id_field,
         text_field=text_field,
         assign_ids=assign_ids,
+        frame_backend=frame_backend,
         meta=meta,
         enforce_metadata=False,
         label="read-documents",
@@ -193,15 +199,9 @@ def _with_line_numbers(fs, sources: list[Source]) -> list[Source]:
     return out
 
 
-def _load_partition(src: Source, fs, names, schema, id_field, text_field, assign_ids) -> pd.DataFrame:
+def _load_partition(src: Source, fs, names, schema, id_field, text_field, assign_ids, frame_backend) -> pd.DataFrame:
     table = _read_source(src, fs, names, schema, id_field, text_field, assign_ids=assign_ids)
-    return _to_pandas(table)
-
-
-def _to_pandas(table: pa.Table) -> pd.DataFrame:
-    # Nested values (lists, structs) stay Arrow-typed: as object columns Dask would turn them
-    # into strings ("dataframe.convert-string"). Everything else gets pandas' own mapping.
-    return table.to_pandas(types_mapper=lambda t: pd.ArrowDtype(t) if pa.types.is_nested(t) else None)
+    return from_arrow(table, frame_backend)
 
 
 def _read_source(src: Source, fs, names, schema, id_field, text_field, sample=False, assign_ids=False) -> pa.Table:
