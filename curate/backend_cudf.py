@@ -62,7 +62,9 @@ def text_buffers_cudf(text: cudf.Series) -> tuple[cupy.ndarray, cupy.ndarray]:
     if column.size() == 0:
         return cupy.zeros(1, np.int64), cupy.zeros(0, np.uint8)
     offsets_child = column.children()[0]
-    offsets_dtype = np.int64 if offsets_child.type().id() == plc.TypeId.INT64 else np.int32
+    offsets_dtype = (
+        np.int64 if offsets_child.type().id() == plc.TypeId.INT64 else np.int32
+    )
     offsets = cupy.asarray(offsets_child.data()).view(offsets_dtype)
     offsets = offsets[column.offset() : column.offset() + column.size() + 1]
     data = cupy.asarray(column.data()).view(np.uint8)
@@ -105,13 +107,23 @@ def minhash_signatures_cudf(text: cudf.Series, seed, a, b, width, words):
 
 
 @band_buckets.register(cupy.ndarray)
-def band_buckets_cupy(signatures: cupy.ndarray, num_bands, rows_per_band) -> cupy.ndarray:
+def band_buckets_cupy(
+    signatures: cupy.ndarray, num_bands, rows_per_band
+) -> cupy.ndarray:
     """Bucket ids ``(n, num_bands)`` uint64 on the GPU; see :func:`curate.kernels.lsh.band_buckets`."""
     n_docs, n_hashes = signatures.shape
     if num_bands * rows_per_band > n_hashes:
-        raise ValueError(f"{num_bands} bands x {rows_per_band} rows need {num_bands * rows_per_band} hashes, have {n_hashes}")
-    sig_bytes = cupy.ascontiguousarray(signatures).view(cupy.uint8).reshape(n_docs, n_hashes * signatures.itemsize)
-    return cupy.asarray(band_buckets_cuda(sig_bytes, num_bands, rows_per_band * signatures.itemsize))
+        raise ValueError(
+            f"{num_bands} bands x {rows_per_band} rows need {num_bands * rows_per_band} hashes, have {n_hashes}"
+        )
+    sig_bytes = (
+        cupy.ascontiguousarray(signatures)
+        .view(cupy.uint8)
+        .reshape(n_docs, n_hashes * signatures.itemsize)
+    )
+    return cupy.asarray(
+        band_buckets_cuda(sig_bytes, num_bands, rows_per_band * signatures.itemsize)
+    )
 
 
 @jaccard.register(cudf.Series)
@@ -121,9 +133,10 @@ def jaccard_cudf(x: cudf.Series, y: cudf.Series, width, words) -> np.ndarray:
 
 
 @greedy_representatives.register(cudf.Series)
-def greedy_representatives_cudf(text: cudf.Series, group_starts, threshold, width, words) -> np.ndarray:
+def greedy_representatives_cudf(
+    text: cudf.Series, group_starts, threshold, width, words
+) -> np.ndarray:
     """Representative row per row, int64 ``(n,)`` numpy, computed on the host."""
-    return greedy_representatives_pandas(text.to_pandas(), group_starts, threshold, width, words)
-
-
-
+    return greedy_representatives_pandas(
+        text.to_pandas(), group_starts, threshold, width, words
+    )

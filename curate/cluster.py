@@ -89,13 +89,13 @@ def local_cuda_cluster_options(config: ClusterConfig) -> dict:
         "rmm_pool_size": _size(gpu.rmm_pool_size),
         "rmm_release_threshold": _size(gpu.rmm_release_threshold),
         "enable_cudf_spill": gpu.enable_cudf_spill,
-        "dashboard_address": None,
     }
     if gpu.device_memory_limit is not None:
         options["device_memory_limit"] = _size(gpu.device_memory_limit)
         if gpu.enable_cudf_spill:
             options["env"] = {"CUDF_SPILL_DEVICE_LIMIT": str(parse_bytes(gpu.device_memory_limit))}
-    return {key: value for key, value in options.items() if value is not None}
+    # None means "dask-cuda's default" and is left out; the dashboard is off, as on the CPU path.
+    return {key: value for key, value in options.items() if value is not None} | {"dashboard_address": None}
 
 
 def local_cuda_cluster(config: ClusterConfig):

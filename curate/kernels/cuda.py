@@ -29,16 +29,35 @@ _BLOCK_2D = (16, 16)
 def _device_function(cpu_function, namespace: dict):
     """``cpu_function``'s Python source compiled for CUDA, its globals overridden by ``namespace``."""
     src = cpu_function.py_func
-    clone = types.FunctionType(src.__code__, {**src.__globals__, **namespace}, src.__name__, src.__defaults__, src.__closure__)
+    clone = types.FunctionType(
+        src.__code__,
+        {**src.__globals__, **namespace},
+        src.__name__,
+        src.__defaults__,
+        src.__closure__,
+    )
     return cuda.jit(device=True)(clone)
 
 
 _DEVICE: dict = {}
 for _module, _names in (
     (murmur, ("_rotl32", "_rotl64", "_load", "_fmix64", "murmur3_32", "murmur3_64")),
-    (shingles, ("_is_continuation", "_is_space", "_next_char", "_skip_space", "_skip_word", "first_window", "next_window")),
+    (
+        shingles,
+        (
+            "_is_continuation",
+            "_is_space",
+            "_next_char",
+            "_skip_space",
+            "_skip_word",
+            "first_window",
+            "next_window",
+        ),
+    ),
 ):
-    for _name in _names:  # helpers first, so each function sees the GPU versions of its callees
+    for (
+        _name
+    ) in _names:  # helpers first, so each function sees the GPU versions of its callees
         _DEVICE[_name] = _device_function(getattr(_module, _name), _DEVICE)
 murmur3_32, murmur3_64 = _DEVICE["murmur3_32"], _DEVICE["murmur3_64"]
 first_window, next_window = _DEVICE["first_window"], _DEVICE["next_window"]
@@ -150,17 +169,29 @@ def minhash_cuda(offsets, data, seed: int, a, b, width: int, words: bool = False
     Scratch memory: 8 bytes per text byte of the batch (the shingle hashes of pass 1).
     """
     a, b = np.asarray(a), np.asarray(b)
-    if a.shape != b.shape or a.dtype != b.dtype or a.dtype not in (np.uint32, np.uint64):
-        raise ValueError(f"a and b must be equal-length uint32 or uint64 arrays, got {a.dtype}/{b.dtype}")
+    if (
+        a.shape != b.shape
+        or a.dtype != b.dtype
+        or a.dtype not in (np.uint32, np.uint64)
+    ):
+        raise ValueError(
+            f"a and b must be equal-length uint32 or uint64 arrays, got {a.dtype}/{b.dtype}"
+        )
     offsets, data = _to_device(offsets), _to_device(data)
     n_docs = offsets.shape[0] - 1
     wide = a.dtype == np.uint64
-    hashes = cuda.device_array(max(1, int(offsets[n_docs]) - int(offsets[0])), dtype=np.uint64)
+    hashes = cuda.device_array(
+        max(1, int(offsets[n_docs]) - int(offsets[0])), dtype=np.uint64
+    )
     counts = cuda.device_array(n_docs, dtype=np.int64)
     out = cuda.device_array((n_docs, len(a)), dtype=a.dtype)
     if n_docs == 0:
         return out, counts
-    _shingle_hash_kernel[_blocks(n_docs, _BLOCK_1D), _BLOCK_1D](offsets, data, np.uint64(seed), width, words, wide, hashes, counts)
+    _shingle_hash_kernel[_blocks(n_docs, _BLOCK_1D), _BLOCK_1D](
+        offsets, data, np.uint64(seed), width, words, wide, hashes, counts
+    )
     grid = (_blocks(n_docs, _BLOCK_2D[0]), _blocks(len(a), _BLOCK_2D[1]))
-    _min_reduce_kernel[grid, _BLOCK_2D](offsets, hashes, counts, cuda.to_device(a), cuda.to_device(b), wide, out)
+    _min_reduce_kernel[grid, _BLOCK_2D](
+        offsets, hashes, counts, cuda.to_device(a), cuda.to_device(b), wide, out
+    )
     return out, counts
