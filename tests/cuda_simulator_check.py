@@ -15,8 +15,8 @@ import numpy as np
 assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run with NUMBA_ENABLE_CUDASIM=1"
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from curate.kernels import cuda as gpu  # noqa: E402
-from curate.kernels import lsh, minhash  # noqa: E402
+from curate.kernels import cuda as gpu
+from curate.kernels import lsh, minhash
 
 FIXTURE = Path(__file__).parent / "data" / "docs.jsonl"
 EXTRA = [

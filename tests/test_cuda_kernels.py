@@ -26,6 +26,7 @@ def test_cuda_kernels_match_cpu_kernels_under_the_simulator():
         capture_output=True,
         text=True,
         timeout=900,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()

@@ -149,7 +149,7 @@ def test_backend_gpu_without_packages_says_how_to_install(tmp_path, monkeypatch)
 
 
 def test_backend_gpu_without_device_is_refused(monkeypatch):
-    monkeypatch.setattr(curate.backend, "missing_gpu_packages", lambda: [])
+    monkeypatch.setattr(curate.backend, "missing_gpu_packages", list)
     monkeypatch.setattr(curate.backend, "gpu_usable", lambda: False)
     with pytest.raises(ValueError, match="no usable CUDA device"):
         curate.backend.resolve_backend("gpu")
