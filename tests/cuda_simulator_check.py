@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 
-assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run with NUMBA_ENABLE_CUDASIM=1"
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from curate.kernels import cuda as gpu
@@ -36,6 +35,10 @@ def buffers(texts):
 
 
 def main():
+    # `--device` runs the same checks on a real GPU (tests/test_gpu.py).
+    assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or "--device" in sys.argv, (
+        "run with NUMBA_ENABLE_CUDASIM=1"
+    )
     texts = [
         json.loads(line)["text"] for line in FIXTURE.read_text().splitlines()
     ] + EXTRA
