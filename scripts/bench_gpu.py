@@ -21,26 +21,30 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from curate import backend  # noqa: E402
-from curate.kernels.minhash import permutations  # noqa: E402
+from curate import backend
+from curate.kernels.minhash import permutations
 
 
 def read_texts(shards: list[Path]) -> pd.Series:
-    return pd.concat([pd.read_json(s, lines=True, dtype=False)["text"] for s in shards], ignore_index=True).astype("str")
+    return pd.concat(
+        [pd.read_json(s, lines=True, dtype=False)["text"] for s in shards],
+        ignore_index=True,
+    ).astype("str")
 
 
 def minhash_rate(texts: pd.Series, on_gpu: bool, repeats: int = 3) -> dict:
     """Best of ``repeats`` timings of char-24-gram, 260-hash, 32-bit MinHash + banding, in GB/s."""
     a, b = permutations(260, 42, 32)
-    series = texts
-    sync = lambda: None  # noqa: E731
+    series, sync = texts, time.perf_counter  # on the CPU there is nothing to wait for
     if on_gpu:
         import cudf
         import cupy
 
         series = cudf.Series(texts)
         sync = cupy.cuda.runtime.deviceSynchronize
-    backend.band_buckets(backend.minhash_signatures(series.iloc[:64], 42, a, b, 24, False)[0], 20, 13)  # compile
+    backend.band_buckets(
+        backend.minhash_signatures(series.iloc[:64], 42, a, b, 24, False)[0], 20, 13
+    )  # compile
     sync()
     best = float("inf")
     for _ in range(repeats):
@@ -61,7 +65,10 @@ def edited_copies(shards: list[Path], copies: int, out: Path) -> Path:
         path = out / f"copy-{k:02d}.jsonl"
         if path.exists():
             continue
-        frame = pd.concat([pd.read_json(s, lines=True, dtype=False) for s in shards], ignore_index=True)
+        frame = pd.concat(
+            [pd.read_json(s, lines=True, dtype=False) for s in shards],
+            ignore_index=True,
+        )
         frame["id"] = frame["id"] + f"-copy{k}"
 
         def edit(text: str) -> str:
@@ -75,13 +82,33 @@ def edited_copies(shards: list[Path], copies: int, out: Path) -> Path:
     return out
 
 
-def end_to_end(inputs: list[Path], out: Path, backend_name: str, n_workers: int) -> dict:
+def end_to_end(
+    inputs: list[Path], out: Path, backend_name: str, n_workers: int
+) -> dict:
     """Wall time of ``curate dedup`` (a fresh process, cluster start included) and MB/s per worker."""
-    command = [sys.executable, "-m", "curate", "dedup", *map(str, inputs), "-o", str(out), "--overwrite", "--no-progress", "--backend", backend_name]
+    command = [
+        sys.executable,
+        "-m",
+        "curate",
+        "dedup",
+        *map(str, inputs),
+        "-o",
+        str(out),
+        "--overwrite",
+        "--no-progress",
+        "--backend",
+        backend_name,
+    ]
     if backend_name == "cpu":
         command += ["--n-workers", str(n_workers), "--threads-per-worker", "1"]
     start = time.perf_counter()
-    done = subprocess.run(command, cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        command,
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode:
         sys.exit(f"curate dedup failed:\n{done.stdout}\n{done.stderr}")
     seconds = time.perf_counter() - start
@@ -106,11 +133,22 @@ def _texts_of(path: Path):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=Path(__file__).resolve().parents[2] / "shared" / "data",
+    )
     parser.add_argument("--out", type=Path, default=Path("results/bench_gpu.json"))
     parser.add_argument("--work", type=Path, default=Path("/tmp/curate-bench-gpu"))
-    parser.add_argument("--shards", type=int, default=29, help="gutenberg shards (29 = all, 450 MB of text)")
-    parser.add_argument("--copies", type=int, default=4, help="edited copies in the larger corpus")
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=29,
+        help="gutenberg shards (29 = all, 450 MB of text)",
+    )
+    parser.add_argument(
+        "--copies", type=int, default=4, help="edited copies in the larger corpus"
+    )
     parser.add_argument("--backend", choices=["gpu", "cpu"], default="gpu")
     args = parser.parse_args()
     shards = sorted((args.data / "gutenberg").glob("part-*.jsonl.zst"))[: args.shards]
@@ -122,13 +160,21 @@ def main():
         import cupy
 
         n_workers = cupy.cuda.runtime.getDeviceCount()
-    results = {"backend": args.backend, "python": platform.python_version(), "workers": n_workers}
+    results = {
+        "backend": args.backend,
+        "python": platform.python_version(),
+        "workers": n_workers,
+    }
     results["minhash"] = minhash_rate(read_texts(shards[:2]), on_gpu)
     print("minhash", results["minhash"], flush=True)
-    results["gutenberg"] = end_to_end(shards, args.work / "out-gutenberg", args.backend, n_workers)
+    results["gutenberg"] = end_to_end(
+        shards, args.work / "out-gutenberg", args.backend, n_workers
+    )
     print("gutenberg", results["gutenberg"], flush=True)
     larger = edited_copies(shards, args.copies, args.work / "edited")
-    results["gutenberg_edited_copies"] = end_to_end([*shards, larger], args.work / "out-edited", args.backend, n_workers)
+    results["gutenberg_edited_copies"] = end_to_end(
+        [*shards, larger], args.work / "out-edited", args.backend, n_workers
+    )
     print("gutenberg + edited copies", results["gutenberg_edited_copies"], flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
