@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from curate.backend import use_backend
+from curate.backend import resolve_backend, use_backend
 from curate.cluster import connect
 from curate.config import DEFAULT_NUM_PERM, FuzzyConfig, load_config
 from curate.params import describe_bands, s_curve_plot
@@ -28,7 +28,7 @@ def main():
 @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False), help="YAML config (see configs/).")
 @click.option("--mode", type=click.Choice(["exact", "fuzzy", "both"]), help="Default both: exact, then fuzzy on what is left.")
 @click.option("--keep", help="first (default) | longest | max:COLUMN | min:COLUMN")
-@click.option("--backend", type=click.Choice(["cpu"]), help="Partition backend (cpu: pandas + numpy).")
+@click.option("--backend", type=click.Choice(["cpu", "gpu", "auto"]), help="cpu: pandas + numpy (default); gpu: cudf + cupy on a LocalCUDACluster; auto: gpu when a CUDA device is usable.")
 @click.option("--overwrite", is_flag=True, help="Replace a previous run's outputs in the output directory.")
 @click.option("--id-field", help="Id field, required in every record (default: id if present, else assigned file:line).")
 @click.option("--text-field", help="Text column (default text).")
@@ -57,6 +57,13 @@ def main():
 @click.option("--local-directory", help="Spill and shuffle scratch directory.")
 @click.option("--scheduler-address", help="Join a running scheduler, e.g. tcp://host:8786.")
 @click.option("--scheduler-file", help="Join the scheduler described by this file.")
+@click.option("--cuda-visible-devices", "devices", help="GPU backend: devices for the embedded cluster, e.g. 0,1 (default all).")
+@click.option("--rmm-async/--no-rmm-async", default=None, help="GPU: CUDA async memory resource (default on unless --rmm-pool-size).")
+@click.option("--rmm-pool-size", help="GPU: per-worker RMM pool, e.g. 40GB or 0.8 (needs --no-rmm-async).")
+@click.option("--rmm-release-threshold", help="GPU: with --rmm-async, release pool memory above this size.")
+@click.option("--enable-cudf-spill/--disable-cudf-spill", default=None, help="GPU: cuDF spills device buffers to host (default on).")
+@click.option("--device-memory-limit", help="GPU: device memory at which a worker spills, e.g. 20GB.")
+@click.option("--protocol", type=click.Choice(["tcp", "ucx", "ucxx"]), help="GPU: worker communication (ucx through distributed-ucxx).")
 @click.option("--progress/--no-progress", default=None, help="Progress bars (default: on a terminal).")
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
 def dedup(inputs, out_dir, config_file, overwrite, progress, verbose, **flags):
@@ -69,13 +76,17 @@ def dedup(inputs, out_dir, config_file, overwrite, progress, verbose, **flags):
         "cluster": ("n_workers", "threads_per_worker", "memory_limit", "local_directory", "scheduler_address", "scheduler_file"),
     }
     overrides = {name: {key: flags.pop(key) for key in keys} for name, keys in sections.items()}
+    gpu_keys = ("devices", "rmm_async", "rmm_pool_size", "rmm_release_threshold", "enable_cudf_spill", "device_memory_limit", "protocol")
+    overrides["cluster"]["gpu"] = {key: flags.pop(key) for key in gpu_keys}
     if overrides["fuzzy"]["hash_bits"] is not None:
         overrides["fuzzy"]["hash_bits"] = int(overrides["fuzzy"]["hash_bits"])
     overrides.update(flags)
     config = _validated(load_config, config_file, overrides)
     show_progress = sys.stderr.isatty() if progress is None else progress
     try:
-        with use_backend(config.backend), connect(config.cluster):
+        backend = resolve_backend(config.backend)
+        config = config.model_copy(update={"backend": backend})  # the summary names what ran ("auto" resolved)
+        with use_backend(backend), connect(config.cluster, backend):
             summary = run_dedup(list(inputs), out_dir, config, show_progress=show_progress, overwrite=overwrite)
     except (FileNotFoundError, FileExistsError, PermissionError, ValueError) as err:
         raise click.ClickException(str(err)) from None

@@ -112,8 +112,126 @@ class FuzzyConfig(_Section):
         return self.lowercase or self.collapse_whitespace or self.strip_punctuation or self.nfkc
 
 
+def is_fraction(value: str) -> bool:
+    """``"0.8"`` is a fraction of device memory; ``"20GB"`` or ``"20000000000"`` is bytes (dask-cuda's reading)."""
+    try:
+        return "." in value and float(value) >= 0
+    except ValueError:
+        return False
+
+
+def _check_size(value: str | None, field: str) -> None:
+    """Raise ValueError unless ``value`` is None, a byte size or a fraction in (0, 1]."""
+    if value is None:
+        return
+    if is_fraction(value):
+        if not 0 < float(value) <= 1:
+            raise ValueError(f"{field}: a fraction of device memory must be in (0, 1], got {value}")
+        return
+    try:
+        parse_bytes(value)
+    except ValueError:
+        raise ValueError(f"{field}: {value!r} is not a size (e.g. 20GB) or a fraction of device memory (e.g. 0.8)") from None
+
+
+# Options that dask-cuda 26.x no longer has, and what to use instead.
+_REMOVED_GPU_OPTIONS = {
+    "jit_unspill": "JIT-unspill was deprecated in dask-cuda 26.04 and removed in 26.06; use enable_cudf_spill",
+    "rmm_managed_memory": "curate does not support managed memory (it cannot be combined with the async allocator); "
+    "use rmm_async with enable_cudf_spill",
+}
+
+
+class GPUConfig(_Section):
+    """GPU workers of the embedded ``dask_cuda.LocalCUDACluster`` (backend ``gpu``).
+
+    Defaults follow the RAPIDS / dask-cuda best-practice pages for table (cuDF) workloads: the
+    CUDA async memory resource (``rmm_async``) and cuDF's own spilling (``enable_cudf_spill``),
+    which spills single buffers while a task runs, rather than dask-cuda's whole-task spilling.
+
+    Attributes
+    ----------
+    devices : str or None
+        ``CUDA_VISIBLE_DEVICES`` for the cluster, e.g. ``"0,1"``; one worker per device. None:
+        every visible GPU.
+    rmm_async : bool or None
+        RMM's ``CudaAsyncMemoryResource``. None (default): on, unless ``rmm_pool_size`` is given
+        (dask-cuda refuses a pool together with the async allocator).
+    rmm_pool_size : str or None
+        Per-worker RMM pool (bytes or a fraction of device memory); needs ``rmm_async`` off.
+    rmm_release_threshold : str or None
+        With ``rmm_async``, memory above this is returned to the device at synchronisation.
+    enable_cudf_spill : bool, default=True
+        cuDF spilling of device buffers to host memory.
+    device_memory_limit : str or None
+        Device memory at which a worker spills to host. With ``enable_cudf_spill`` it must be
+        bytes and also becomes cuDF's ``spill_device_limit`` (dask-cuda's own spilling does not
+        see cuDF buffers when cuDF spills). None: dask-cuda's default.
+    protocol : {"tcp", "ucx"}
+        Worker communication; ``ucx`` goes through distributed-ucxx (``"ucxx"`` is accepted as
+        its alias; UCX-Py's ``"ucx-old"`` was removed in RAPIDS 25.10).
+    """
+
+    devices: str | None = None
+    rmm_async: bool | None = None
+    rmm_pool_size: str | None = None
+    rmm_release_threshold: str | None = None
+    enable_cudf_spill: bool = True
+    device_memory_limit: str | None = None
+    protocol: Literal["tcp", "ucx"] = "tcp"
+
+    @field_validator("rmm_pool_size", "rmm_release_threshold", "device_memory_limit", "devices", mode="before")
+    @classmethod
+    def _as_text(cls, value):
+        # YAML reads 0.8 and 20000000000 as numbers and "0,1" may come as a list.
+        if isinstance(value, list):
+            return ",".join(map(str, value))
+        return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _translate(cls, data):
+        if not isinstance(data, dict):
+            return data
+        for key, why in _REMOVED_GPU_OPTIONS.items():
+            if key in data:
+                raise ValueError(f"{key}: {why}")
+        if data.get("protocol") == "ucxx":  # the same transport since dask-cuda 25.08
+            data = {**data, "protocol": "ucx"}
+        elif data.get("protocol") == "ucx-old":
+            raise ValueError("protocol: 'ucx-old' (UCX-Py) was removed in RAPIDS 25.10; use 'ucx' (distributed-ucxx)")
+        return data
+
+    @model_validator(mode="after")
+    def _combinations(self):
+        for field in ("rmm_pool_size", "rmm_release_threshold", "device_memory_limit"):
+            _check_size(getattr(self, field), field)
+        if self.rmm_pool_size is not None and self.rmm_async:
+            raise ValueError("rmm_pool_size: dask-cuda cannot combine an RMM pool with rmm_async; set rmm_async false or drop the pool")
+        if self.rmm_release_threshold is not None and not self.use_async:
+            raise ValueError("rmm_release_threshold only applies to the async allocator (rmm_async)")
+        if self.enable_cudf_spill and self.device_memory_limit is not None and is_fraction(self.device_memory_limit):
+            raise ValueError(
+                "device_memory_limit: with enable_cudf_spill give bytes (e.g. 20GB); it also sets cuDF's spill_device_limit"
+            )
+        if self.devices is not None and not all(d.strip().isdigit() or d.strip().startswith(("GPU-", "MIG-")) for d in self.devices.split(",")):
+            raise ValueError(f"devices: {self.devices!r} is not a CUDA_VISIBLE_DEVICES list such as '0,1'")
+        return self
+
+    @property
+    def use_async(self) -> bool:
+        """Whether the async allocator is used (``rmm_async``, resolved)."""
+        return self.rmm_pool_size is None if self.rmm_async is None else self.rmm_async
+
+
+
 class ClusterConfig(_Section):
-    """The Dask cluster: an embedded LocalCluster unless a scheduler is given."""
+    """The Dask cluster: an embedded LocalCluster (LocalCUDACluster for ``gpu``) unless a scheduler is given.
+
+    ``gpu`` settings configure the embedded GPU cluster only; a cluster that is joined
+    (``scheduler_file`` / ``scheduler_address``) has them set on its ``dask cuda worker`` command
+    lines (see docs/multi-node.md).
+    """
 
     n_workers: int | None = Field(None, ge=1)
     threads_per_worker: int | None = Field(None, ge=1)
@@ -121,11 +239,18 @@ class ClusterConfig(_Section):
     local_directory: str | None = None
     scheduler_address: str | None = None
     scheduler_file: str | None = None
+    gpu: GPUConfig = GPUConfig()
 
     @model_validator(mode="after")
     def _one_scheduler(self):
         if self.scheduler_address and self.scheduler_file:
             raise ValueError("give scheduler_address or scheduler_file, not both")
+        changed = [k for k, v in self.gpu if v != getattr(GPUConfig(), k)]
+        if (self.scheduler_address or self.scheduler_file) and changed:
+            raise ValueError(
+                f"gpu.{changed[0]} configures the embedded GPU cluster; "
+                "a joined cluster takes it on its `dask cuda worker` command line (see docs/multi-node.md)"
+            )
         return self
 
 
@@ -134,7 +259,7 @@ class RunConfig(_Section):
 
     mode: Literal["exact", "fuzzy", "both"] = "both"
     keep: str = "first"
-    backend: Literal["cpu"] = "cpu"
+    backend: Literal["cpu", "gpu", "auto"] = "cpu"
     io: IOConfig = IOConfig()
     fuzzy: FuzzyConfig = FuzzyConfig()
     cluster: ClusterConfig = ClusterConfig()
@@ -161,9 +286,17 @@ def load_config(path: str | Path | None = None, overrides: dict | None = None) -
     data: dict = {}
     if path is not None:
         data = yaml.safe_load(Path(path).read_text()) or {}
-    for key, value in (overrides or {}).items():
+    _merge(data, overrides or {})
+    return RunConfig.model_validate(data)
+
+
+def _merge(data: dict, overrides: dict) -> None:
+    """Update nested ``data`` in place with ``overrides``, skipping None values."""
+    for key, value in overrides.items():
         if isinstance(value, dict):
-            data.setdefault(key, {}).update({k: v for k, v in value.items() if v is not None})
+            section = data.setdefault(key, {})
+            if section is None:
+                section = data[key] = {}
+            _merge(section, value)
         elif value is not None:
             data[key] = value
-    return RunConfig.model_validate(data)

@@ -22,8 +22,16 @@ import dask.dataframe as dd
 import pandas as pd
 from distributed import get_client, progress
 
+from curate.backend import to_host
 from curate.config import RunConfig
-from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy, drop_keys, select_keys, write_keys
+from curate.dedup import (
+    ExactDedup,
+    FuzzyDedup,
+    KeepPolicy,
+    drop_keys,
+    select_keys,
+    write_keys,
+)
 from curate.dedup.groups import group_meta
 from curate.io import DOC, count_rows, read_documents, write_documents, write_table
 from curate.io.read import expand_paths, source_names, split_rejected
@@ -161,6 +169,7 @@ def _check_input_and_exact(everything, inputs, stages: Path, config: RunConfig, 
         exact = ExactDedup(text_field=io.text_field, id_field=io.id_field, keep=keep)
         todo["exact"] = exact(docs).to_parquet(stages / "exact", write_index=False, compute=False)
     done = run("read+exact", **todo)
+    done["repeated_ids"] = to_host(done["repeated_ids"])
     if len(done["repeated_ids"]):
         if rejected is None:
             raise repeated_ids_error(docs, done["repeated_ids"], io.id_field, inputs)
@@ -173,7 +182,7 @@ def _check_input_and_exact(everything, inputs, stages: Path, config: RunConfig, 
     stats.count("rejected", **kinds.sort_index().to_dict())
     if config.mode == "fuzzy":
         return empty_groups(docs, io.id_field), docs, rejected
-    groups = dd.read_parquet(stages / "exact").compute()
+    groups = to_host(dd.read_parquet(stages / "exact").compute())
     stats.count("exact", groups=(groups._doc == groups._rep).sum(), removed=(groups._doc != groups._rep).sum())
     return groups, docs, rejected
 
@@ -185,7 +194,7 @@ def _fuzzy(docs: dd.DataFrame, stages: Path, config: RunConfig, keep: KeepPolicy
     candidates = run.checkpoint("minhash+lsh", fuzzy.edges(fuzzy.buckets(docs)), stages / "candidates")
     # Only documents with a candidate edge are joined to edges, so only they are shuffled.
     with stats.timed("select"):
-        nodes = dd.concat([candidates.u, candidates.v]).drop_duplicates(split_out=candidates.npartitions).compute()
+        nodes = to_host(dd.concat([candidates.u, candidates.v]).drop_duplicates(split_out=candidates.npartitions).compute())
         write_keys(nodes.to_numpy(), stages / "candidate_nodes.parquet")
     columns = list(dict.fromkeys([DOC, io.id_field, io.text_field, *keep.columns()]))
     candidate_docs = select_keys(docs, str(stages / "candidate_nodes.parquet"))[columns]
@@ -202,7 +211,7 @@ def _fuzzy(docs: dd.DataFrame, stages: Path, config: RunConfig, keep: KeepPolicy
         nodes=count_rows(components),
         groups=groups,
     )
-    groups = done["groups"]
+    groups = to_host(done["groups"])
     stats.count(
         "fuzzy",
         candidate_edges=done["candidates"],
@@ -216,7 +225,7 @@ def _fuzzy(docs: dd.DataFrame, stages: Path, config: RunConfig, keep: KeepPolicy
 
 def empty_groups(docs: dd.DataFrame, id_field: str) -> pd.DataFrame:
     """An empty group table for ``docs``' id dtype."""
-    return group_meta(docs[id_field]._meta)
+    return to_host(group_meta(docs[id_field]._meta))
 
 
 def resolve(exact: pd.DataFrame, fuzzy: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Literal
 
+import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
@@ -32,6 +33,7 @@ from dask.utils import parse_bytes
 from fsspec.core import url_to_fs
 from fsspec.utils import infer_compression, read_block, seek_delimiter
 
+from curate.backend import from_arrow
 from curate.io.records import (
     Bad,
     Fields,
@@ -175,7 +177,8 @@ def read_documents(
     dask.dataframe.DataFrame
         Columns ``_doc`` (int64), the assigned ``id`` if any, then the input's fields in the order
         first seen (a field absent from a file is null there); with ``on_error="skip"`` also
-        :data:`REJECT_COLUMNS`. Pandas partitions with Arrow-backed strings.
+        :data:`REJECT_COLUMNS`. Pandas partitions with Arrow-backed strings, or cudf partitions
+        when ``dask.config``'s ``dataframe.backend`` is ``cudf`` (``curate.backend.use_backend("gpu")``).
 
     Raises
     ------
@@ -217,11 +220,14 @@ def read_documents(
     sources = plan_sources(fs, paths, fmt, blocksize, files_per_partition)
     if assign_ids or reader.skip:
         sources = _with_line_numbers(fs, sources)
+    # Workers do not see the client's dask.config: the backend travels with the tasks.
+    frame_backend = dask.config.get("dataframe.backend", "pandas")
     return dd.from_map(
         _load_partition,
         sources,
         reader=reader,
-        meta=_to_pandas(reader.output_schema().empty_table(), reader.keys()),
+        frame_backend=frame_backend,
+        meta=_frame(reader.output_schema().empty_table(), reader.keys(), frame_backend),
         enforce_metadata=False,
         label="read-documents",
     )
@@ -292,11 +298,13 @@ def _lines_before(fs, path: str, offset: int) -> int:
     return count
 
 
-def _load_partition(src: Source, reader: "_Reader") -> pd.DataFrame:
-    return _to_pandas(reader.read(src), reader.keys())
+def _load_partition(src: Source, reader: "_Reader", frame_backend: str):
+    return _frame(reader.read(src), reader.keys(), frame_backend)
 
 
-def _to_pandas(table: pa.Table, keys: tuple[str, ...]) -> pd.DataFrame:
+def _frame(table: pa.Table, keys: tuple[str, ...], frame_backend: str):
+    if frame_backend != "pandas":
+        return from_arrow(table, frame_backend)
     # Nested values (lists, structs) and bytes stay Arrow-typed: as object columns Dask would
     # turn them into strings ("dataframe.convert-string"). Integers and booleans too, so that a
     # field that is absent somewhere keeps its type (numpy's int64 has no null); the key columns,
@@ -309,7 +317,7 @@ def _to_pandas(table: pa.Table, keys: tuple[str, ...]) -> pd.DataFrame:
 
 
 def arrow_typed(dtype: pa.DataType) -> pd.ArrowDtype | None:
-    """The pandas dtype of an Arrow type in curate's frames (a ``types_mapper``; see ``_to_pandas``)."""
+    """The pandas dtype of an Arrow type in curate's frames (a ``types_mapper``; see ``_frame``)."""
     t = pa.types
     keep = t.is_nested(dtype) or t.is_integer(dtype) or t.is_boolean(dtype) or t.is_binary(dtype) or t.is_large_binary(dtype)
     return pd.ArrowDtype(dtype) if keep else None

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 
+from curate.backend import to_arrow, to_host
 from curate.io.read import DOC
 
 ROW_GROUP_ROWS = 1 << 20
@@ -49,9 +50,9 @@ def write_documents(docs: dd.DataFrame, path: str, fmt: str, schema: pa.Schema |
 def _write_part(part: pd.DataFrame, fs, root: str, fmt: str, schema, partition_info=None) -> int:
     with fs.open(f"{root}/part.{partition_info['number']}.{fmt}", "wb") as f:
         if fmt == "parquet":
-            pq.write_table(pa.Table.from_pandas(part, schema=schema, preserve_index=False).replace_schema_metadata(None), f)
+            pq.write_table(to_arrow(part, schema), f)
         else:
-            part.to_json(f, orient="records", lines=True, force_ascii=False)
+            to_host(part).to_json(f, orient="records", lines=True, force_ascii=False)
     return len(part)
 
 
