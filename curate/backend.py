@@ -5,10 +5,13 @@ Each backend-specific operation is a :class:`dask.utils.Dispatch` keyed on the p
 ``map_partitions`` and never branches on the backend. Creation of new collections follows
 ``dask.config``'s ``dataframe.backend``, as Dask's own readers do (see :func:`use_backend`).
 
-The pandas implementations are below, named ``<op>_pandas``.
+The pandas implementations are below, named ``<op>_pandas``; the cudf ones are in
+:mod:`curate.backend_cudf`, registered lazily (``register_lazy("cudf")``, as Dask registers its
+own cudf dispatches), so nothing imports cudf until a cudf partition reaches a dispatcher.
 """
 
 import hashlib
+import importlib.util
 
 import dask
 import numpy as np
@@ -21,7 +24,12 @@ from curate.kernels import jaccard as _jaccard
 from curate.kernels import lsh as _lsh
 from curate.kernels import minhash as _minhash
 
-BACKENDS = {"cpu": {"dataframe.backend": "pandas", "array.backend": "numpy"}}
+BACKENDS = {
+    "cpu": {"dataframe.backend": "pandas", "array.backend": "numpy"},
+    "gpu": {"dataframe.backend": "cudf", "array.backend": "cupy"},
+}
+GPU_PACKAGES = ("cudf", "dask_cudf", "dask_cuda", "cupy")
+GPU_INSTALL_HINT = "pip install 'curate[gpu-cu13]' (CUDA 13) or 'curate[gpu-cu12]' (CUDA 12)"
 
 text_buffers = Dispatch("text_buffers")
 md5_hex = Dispatch("md5_hex")
@@ -30,6 +38,58 @@ minhash_signatures = Dispatch("minhash_signatures")
 band_buckets = Dispatch("band_buckets")
 jaccard = Dispatch("jaccard")
 greedy_representatives = Dispatch("greedy_representatives")
+to_host = Dispatch("to_host")
+to_arrow = Dispatch("to_arrow")
+
+
+def _register_cudf():
+    import curate.backend_cudf  # noqa: F401  (registers the cudf and cupy implementations)
+
+
+for _dispatch in (text_buffers, md5_hex, normalize_text, minhash_signatures, jaccard, greedy_representatives, to_host, to_arrow):
+    _dispatch.register_lazy("cudf", _register_cudf)
+band_buckets.register_lazy("cupy", _register_cudf)
+
+
+def missing_gpu_packages() -> list[str]:
+    """The GPU packages (``GPU_PACKAGES``) that are not installed, found without importing them."""
+    return [name for name in GPU_PACKAGES if importlib.util.find_spec(name) is None]
+
+
+def gpu_usable() -> bool:
+    """Whether a CUDA device can be used: the driver answers and reports at least one device.
+
+    Decided by asking the device (through CuPy's runtime API), not by importing cudf, which
+    succeeds on machines without a GPU.
+    """
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except (ImportError, RuntimeError, OSError):  # no cupy, no driver, no device (CUDARuntimeError is a RuntimeError)
+        return False
+
+
+def resolve_backend(name: str) -> str:
+    """The backend a run uses: ``cpu``, ``gpu`` (checked) or, for ``auto``, gpu when usable.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is unknown, or ``gpu`` is asked for and its packages or a CUDA device are
+        missing; the message says how to install them.
+    """
+    if name == "auto":
+        return "gpu" if not missing_gpu_packages() and gpu_usable() else "cpu"
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; available: {sorted(BACKENDS)} or 'auto'")
+    if name == "gpu":
+        missing = missing_gpu_packages()
+        if missing:
+            raise ValueError(f"backend 'gpu' needs {', '.join(missing)}, not installed: {GPU_INSTALL_HINT}")
+        if not gpu_usable():
+            raise ValueError("backend 'gpu': no usable CUDA device (check nvidia-smi and CUDA_VISIBLE_DEVICES); use --backend cpu")
+    return name
 
 
 def use_backend(name: str):
@@ -37,7 +97,8 @@ def use_backend(name: str):
 
     Parameters
     ----------
-    name : {"cpu"}
+    name : {"cpu", "gpu"}
+        ``cpu``: pandas partitions, numpy arrays; ``gpu``: cudf partitions, cupy arrays.
 
     Raises
     ------
@@ -47,6 +108,37 @@ def use_backend(name: str):
     if name not in BACKENDS:
         raise ValueError(f"unknown backend {name!r}; available: {sorted(BACKENDS)}")
     return dask.config.set(BACKENDS[name])
+
+
+def from_arrow(table: pa.Table, frame_backend: str):
+    """A device partition from an Arrow table, for a ``frame_backend`` other than pandas (``cudf``).
+
+    Readers have no partition to dispatch on, so they pass ``dask.config``'s
+    ``dataframe.backend``, read when the graph is built (workers do not see the client's config).
+    Pandas partitions are built by the reader itself (:func:`curate.io.read.arrow_typed`).
+
+    Raises
+    ------
+    ValueError
+        For an unknown backend.
+    """
+    if frame_backend != "cudf":
+        raise ValueError(f"no Arrow conversion for dataframe backend {frame_backend!r}")
+    import cudf
+
+    return cudf.DataFrame.from_arrow(table)
+
+
+@to_host.register((pd.DataFrame, pd.Series, pd.Index))
+def to_host_pandas(frame):
+    """The frame itself: pandas already lives in host memory."""
+    return frame
+
+
+@to_arrow.register(pd.DataFrame)
+def to_arrow_pandas(frame: pd.DataFrame, schema: pa.Schema | None = None) -> pa.Table:
+    """Arrow table of a partition (with ``schema`` if given), without its index or pandas metadata."""
+    return pa.Table.from_pandas(frame, schema=schema, preserve_index=False).replace_schema_metadata(None)
 
 
 def _arrow_strings(text: pd.Series) -> pa.LargeStringArray:

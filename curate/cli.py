@@ -1,5 +1,6 @@
 """The ``curate`` command: parse flags, build the config, call the Python API."""
 
+import json
 import logging
 import sys
 
@@ -8,9 +9,10 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from curate.backend import use_backend
+from curate.backend import resolve_backend, use_backend
 from curate.cluster import connect
-from curate.config import load_config
+from curate.config import DEFAULT_NUM_PERM, FuzzyConfig, load_config
+from curate.params import describe_bands, s_curve_plot
 from curate.pipeline import dedup as run_dedup
 
 
@@ -26,18 +28,26 @@ def main():
 @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False), help="YAML config (see configs/).")
 @click.option("--mode", type=click.Choice(["exact", "fuzzy", "both"]), help="Default both: exact, then fuzzy on what is left.")
 @click.option("--keep", help="first (default) | longest | max:COLUMN | min:COLUMN")
-@click.option("--backend", type=click.Choice(["cpu"]), help="Partition backend (cpu: pandas + numpy).")
+@click.option("--backend", type=click.Choice(["cpu", "gpu", "auto"]), help="cpu: pandas + numpy (default); gpu: cudf + cupy on a LocalCUDACluster; auto: gpu when a CUDA device is usable.")
 @click.option("--overwrite", is_flag=True, help="Replace a previous run's outputs in the output directory.")
+<<<<<<< HEAD
 @click.option("--resume", is_flag=True, help="Reuse the finished stages of a killed or changed run in the output directory.")
 @click.option("--id-field", help="Id column (default id; assigned from file:line if absent).")
+=======
+@click.option("--id-field", help="Id field, required in every record (default: id if present, else assigned file:line).")
+>>>>>>> main
 @click.option("--text-field", help="Text column (default text).")
 @click.option("--blocksize", help="Partition size for uncompressed JSONL (default 64MB).")
 @click.option("--files-per-partition", type=int, help="Whole files (compressed JSONL, Parquet) per partition.")
 @click.option("--output-format", type=click.Choice(["jsonl", "parquet"]), help="Default: the input's format.")
+@click.option("--on-error", type=click.Choice(["fail", "skip"]), help="Bad record: fail (default; names file, line, field) or skip (listed in OUT/rejected/).")
 @click.option("--ngram", type=click.Choice(["char", "word"]), help="Shingle unit (default char).")
 @click.option("--width", type=int, help="Characters or words per shingle (default 24).")
-@click.option("--num-bands", type=int, help="LSH bands (default 20).")
-@click.option("--rows-per-band", type=int, help="Hashes per band (default 13).")
+@click.option("--num-bands", type=int, help="LSH bands (default: chosen for the threshold, 20 at 0.8).")
+@click.option("--rows-per-band", type=int, help="Hashes per band (default: chosen, 13 at 0.8).")
+@click.option("--num-perm", type=int, help="MinHash values to choose bands x rows within (default 260).")
+@click.option("--fp-weight", type=float, help="Weight of false positives when choosing bands (default 0.3).")
+@click.option("--fn-weight", type=float, help="Weight of false negatives when choosing bands (default 0.7).")
 @click.option("--hash-bits", type=click.Choice(["32", "64"]), help="MinHash variant (default 32).")
 @click.option("--seed", type=int, help="MinHash seed (default 42).")
 @click.option("--threshold", type=float, help="Jaccard similarity threshold (default 0.8).")
@@ -52,33 +62,133 @@ def main():
 @click.option("--local-directory", help="Spill and shuffle scratch directory.")
 @click.option("--scheduler-address", help="Join a running scheduler, e.g. tcp://host:8786.")
 @click.option("--scheduler-file", help="Join the scheduler described by this file.")
+@click.option("--cuda-visible-devices", "devices", help="GPU backend: devices for the embedded cluster, e.g. 0,1 (default all).")
+@click.option("--rmm-async/--no-rmm-async", default=None, help="GPU: CUDA async memory resource (default on unless --rmm-pool-size).")
+@click.option("--rmm-pool-size", help="GPU: per-worker RMM pool, e.g. 40GB or 0.8 (needs --no-rmm-async).")
+@click.option("--rmm-release-threshold", help="GPU: with --rmm-async, release pool memory above this size.")
+@click.option("--enable-cudf-spill/--disable-cudf-spill", default=None, help="GPU: cuDF spills device buffers to host (default on).")
+@click.option("--device-memory-limit", help="GPU: device memory at which a worker spills, e.g. 20GB.")
+@click.option("--protocol", type=click.Choice(["tcp", "ucx", "ucxx"]), help="GPU: worker communication (ucx through distributed-ucxx).")
 @click.option("--progress/--no-progress", default=None, help="Progress bars (default: on a terminal).")
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
 def dedup(inputs, out_dir, config_file, overwrite, resume, progress, verbose, **flags):
     """Remove exact and near-duplicate documents from INPUT files, directories, globs or URLs."""
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     sections = {
-        "io": ("id_field", "text_field", "blocksize", "files_per_partition", "output_format"),
-        "fuzzy": ("ngram", "width", "num_bands", "rows_per_band", "hash_bits", "seed", "threshold", "verify",
-                  "lowercase", "collapse_whitespace", "strip_punctuation", "nfkc"),
+        "io": ("id_field", "text_field", "blocksize", "files_per_partition", "output_format", "on_error"),
+        "fuzzy": ("ngram", "width", "num_perm", "num_bands", "rows_per_band", "fp_weight", "fn_weight", "hash_bits", "seed",
+                  "threshold", "verify", "lowercase", "collapse_whitespace", "strip_punctuation", "nfkc"),
         "cluster": ("n_workers", "threads_per_worker", "memory_limit", "local_directory", "scheduler_address", "scheduler_file"),
     }
     overrides = {name: {key: flags.pop(key) for key in keys} for name, keys in sections.items()}
+    gpu_keys = ("devices", "rmm_async", "rmm_pool_size", "rmm_release_threshold", "enable_cudf_spill", "device_memory_limit", "protocol")
+    overrides["cluster"]["gpu"] = {key: flags.pop(key) for key in gpu_keys}
     if overrides["fuzzy"]["hash_bits"] is not None:
         overrides["fuzzy"]["hash_bits"] = int(overrides["fuzzy"]["hash_bits"])
     overrides.update(flags)
-    try:
-        config = load_config(config_file, overrides)
-    except ValidationError as err:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
-        raise click.UsageError(f"invalid configuration: {problems}") from None
+    config = _validated(load_config, config_file, overrides)
     show_progress = sys.stderr.isatty() if progress is None else progress
     try:
+<<<<<<< HEAD
         with use_backend(config.backend), connect(config.cluster):
             summary = run_dedup(list(inputs), out_dir, config, show_progress=show_progress, overwrite=overwrite, resume=resume)
     except (FileNotFoundError, FileExistsError, ValueError) as err:
+=======
+        backend = resolve_backend(config.backend)
+        config = config.model_copy(update={"backend": backend})  # the summary names what ran ("auto" resolved)
+        with use_backend(backend), connect(config.cluster, backend):
+            summary = run_dedup(list(inputs), out_dir, config, show_progress=show_progress, overwrite=overwrite)
+    except (FileNotFoundError, FileExistsError, PermissionError, ValueError) as err:
+>>>>>>> main
         raise click.ClickException(str(err)) from None
     print_summary(summary, out_dir)
+
+
+def _validated(build, *args, **kwargs):
+    """``build(...)``, with a validation error turned into a usage error naming the fields."""
+    try:
+        return build(*args, **kwargs)
+    except ValidationError as err:
+        problems = "; ".join(
+            ": ".join(filter(None, [".".join(map(str, e["loc"])), e["msg"].removeprefix("Value error, ")])) for e in err.errors()
+        )
+        raise click.UsageError(f"invalid configuration: {problems}") from None
+
+
+def _bands_by_rows(ctx, param, values):
+    """Parse ``BxR`` (e.g. ``20x13``) into ``(bands, rows)``."""
+    pairs = []
+    for value in values:
+        b, _, r = value.lower().partition("x")
+        if not (b.isdigit() and r.isdigit() and int(b) > 0 and int(r) > 0):
+            raise click.BadParameter(f"{value!r} is not BANDSxROWS with positive integers (e.g. 20x13)")
+        pairs.append((int(b), int(r)))
+    return pairs
+
+
+@main.command()
+@click.option("--threshold", type=float, required=True, help="Jaccard similarity that makes two documents duplicates.")
+@click.option("--num-perm", type=int, help=f"MinHash values available (default {DEFAULT_NUM_PERM}).")
+@click.option("--fp-weight", type=float, help="Weight of the false-positive area (default 0.3).")
+@click.option("--fn-weight", type=float, help="Weight of the false-negative area (default 0.7).")
+@click.option("--compare", multiple=True, callback=_bands_by_rows, metavar="BxR", help="Also show this choice, e.g. 17x15 (repeatable).")
+@click.option("--plot", type=click.Path(dir_okay=False), help="Write the S-curve to this PNG file.")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON instead of tables.")
+def params(threshold, num_perm, fp_weight, fn_weight, compare, plot, as_json):
+    """Bands x rows that minimise the weighted false-positive + false-negative area (as datasketch).
+
+    These are the bands and rows `curate dedup` uses for the same --threshold, --num-perm,
+    --fp-weight and --fn-weight when --num-bands and --rows-per-band are not given.
+    """
+    given = {"threshold": threshold, "num_perm": num_perm, "fp_weight": fp_weight, "fn_weight": fn_weight}
+    config = _validated(FuzzyConfig, **{k: v for k, v in given.items() if v is not None})
+    request = {
+        "threshold": threshold,
+        "num_perm": num_perm or DEFAULT_NUM_PERM,
+        "fp_weight": config.fp_weight,
+        "fn_weight": config.fn_weight,
+    }
+    choices = [describe_bands(threshold, config.num_bands, config.rows_per_band)]
+    choices += [describe_bands(threshold, b, r) for b, r in compare]
+    if plot:
+        s_curve_plot(plot, config.num_bands, config.rows_per_band, threshold, compare=compare)
+    if as_json:
+        click.echo(json.dumps({**request, **choices[0], "compare": choices[1:]}, indent=2))
+    else:
+        print_params(request, choices)
+
+
+def print_params(request: dict, choices: list[dict]) -> None:
+    """Each choice's figures, then its candidate probability at a range of similarities."""
+    console = Console()
+    console.print(
+        f"threshold {request['threshold']}, {request['num_perm']} hashes available, "
+        f"weights FP {request['fp_weight']} / FN {request['fn_weight']}"
+    )
+    figures = Table(title="bands and rows")
+    figures.add_column("")
+    for k in range(len(choices)):
+        figures.add_column("chosen" if k == 0 else "compare", justify="right")
+    rows = [
+        ("bands x rows", lambda c: f"{c['num_bands']} x {c['rows_per_band']}"),
+        ("hashes used", lambda c: f"{c['hashes']}"),
+        ("false-positive area", lambda c: f"{c['false_positive_area']:.4f}"),
+        ("false-negative area", lambda c: f"{c['false_negative_area']:.4f}"),
+        ("similarity at P = 0.5", lambda c: f"{c['similarity_at_half']:.3f}"),
+        ("(1/b)^(1/r)", lambda c: f"{c['approximate_threshold']:.3f}"),
+    ]
+    for name, cell in rows:
+        figures.add_row(name, *(cell(c) for c in choices))
+    curve = Table(title="P(candidate) at similarity s")
+    curve.add_column("s", justify="right")
+    for c in choices:
+        curve.add_column(f"{c['num_bands']} x {c['rows_per_band']}", justify="right")
+    for k, point in enumerate(choices[0]["candidate_probability"]):
+        # small probabilities in scientific notation: at low similarity they set the candidate volume
+        cells = (c["candidate_probability"][k]["probability"] for c in choices)
+        curve.add_row(f"{point['similarity']:.2f}", *(f"{p:.4f}" if p == 0 or p >= 1e-3 else f"{p:.1e}" for p in cells))
+    console.print(figures)
+    console.print(curve)
 
 
 def print_summary(summary: dict, out_dir: str) -> None:
@@ -96,8 +206,13 @@ def print_summary(summary: dict, out_dir: str) -> None:
         table.add_row("fuzzy candidates / verified", f"{f['candidate_edges']:,} / {f['verified_edges']:,} edges")
         table.add_row("fuzzy duplicates removed", f"{f['removed']:,} ({f['groups']:,} groups)")
     table.add_row("documents kept", f"{counts['output']['kept']:,}")
+<<<<<<< HEAD
     if summary["reused_stages"]:
         table.add_row("stages reused", ", ".join(summary["reused_stages"]))
+=======
+    if counts["output"].get("rejected"):
+        table.add_row("records rejected (OUT/rejected/)", f"{counts['output']['rejected']:,}")
+>>>>>>> main
     for stage, secs in seconds.items():
         table.add_row(f"time {stage}", f"{secs:.1f} s")
     table.add_row("peak RSS (all processes)", f"{summary['peak_rss_bytes']['total'] / 1e9:.2f} GB")

@@ -7,20 +7,28 @@ import yaml
 from dask.utils import parse_bytes
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from curate.params import optimal_bands
 
+DEFAULT_NUM_PERM = 260  # MinHash values when neither num_perm nor the bands are given (20 x 13)
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class IOConfig(_Section):
-    """Where documents come from and how they are split and written."""
+    """Where documents come from and how they are split and written.
+
+    ``id_field`` left unset means "``id`` if the input has it, else ids are assigned"; set (even
+    to ``id``) it is required in every record. ``on_error``: what a record that cannot be read
+    does, ``fail`` (stop, naming file, line and field) or ``skip`` (list it in ``OUT/rejected/``).
+    """
 
     id_field: str = "id"
     text_field: str = "text"
     blocksize: str | int | None = "64MB"  # measured: 256MB blocks doubled peak memory on 2 workers
     files_per_partition: int = Field(1, ge=1)
     output_format: Literal["jsonl", "parquet"] | None = None  # None: same as the input
+    on_error: Literal["fail", "skip"] = "fail"
 
     @field_validator("blocksize")
     @classmethod
@@ -34,18 +42,36 @@ class IOConfig(_Section):
             raise ValueError("must be positive")
         return value
 
+    @property
+    def id_field_given(self) -> bool:
+        """Whether ``id_field`` was set (then every record must have it) rather than defaulted."""
+        return "id_field" in self.model_fields_set
+
 
 class FuzzyConfig(_Section):
     """MinHash + LSH parameters (defaults follow NeMo Curator: char 24-grams, 20 x 13 bands).
 
     ``threshold`` is the Jaccard similarity at or above which two documents are duplicates;
     verification (on by default) drops LSH candidates below it.
+
+    Bands and rows: give both ``num_bands`` and ``rows_per_band`` to use them (``num_perm``,
+    if given, must equal their product), or neither to have them chosen by
+    :func:`curate.params.optimal_bands` for ``threshold``, ``num_perm`` (default 260) and the
+    weights. The default weights (0.3 false positives, 0.7 false negatives: verification
+    removes false positives, a missed pair is lost) make that choice 20 x 13 at threshold 0.8.
+    After validation all three are set: ``num_perm == num_bands * rows_per_band`` (the
+    optimiser may use fewer than ``num_perm`` hashes), so a dumped config reloads unchanged.
     """
 
     ngram: Literal["char", "word"] = "char"
     width: int = Field(24, ge=1, description="characters or words per shingle")
-    num_bands: int = Field(20, ge=1)
-    rows_per_band: int = Field(13, ge=1)
+    num_perm: int | None = Field(None, ge=1, description="MinHash values per document; None: bands x rows, or 260")
+    num_bands: int | None = Field(None, ge=1, description="None (with rows_per_band None): chosen for the threshold")
+    rows_per_band: int | None = Field(None, ge=1)
+    # Verification removes false positives (they cost time), a missed pair is lost: so misses
+    # weigh more than datasketch's equal weights. 0.3 / 0.7 gives the tuned 20 x 13 at 0.8.
+    fp_weight: float = Field(0.3, ge=0.0, description="weight of the false-positive area")
+    fn_weight: float = Field(0.7, ge=0.0, description="weight of the false-negative area")
     hash_bits: Literal[32, 64] = 32
     seed: int = Field(42, ge=0, lt=2**32)
     threshold: float = Field(0.8, gt=0.0, le=1.0)
@@ -55,6 +81,25 @@ class FuzzyConfig(_Section):
     strip_punctuation: bool = False
     nfkc: bool = False
     local_components_max_edges: int = Field(2_000_000, ge=0)
+
+    @model_validator(mode="after")
+    def _choose_bands(self):
+        bands, rows = self.num_bands, self.rows_per_band
+        if (bands is None) != (rows is None):
+            raise ValueError("give both num_bands and rows_per_band, or neither to have them chosen for the threshold")
+        if bands is None:
+            try:
+                bands, rows = optimal_bands(self.threshold, self.num_perm or DEFAULT_NUM_PERM, self.fp_weight, self.fn_weight)
+            except ValueError as err:
+                raise ValueError(f"cannot choose num_bands and rows_per_band ({err}); give both") from None
+        elif self.num_perm not in (None, bands * rows):
+            raise ValueError(
+                f"num_perm {self.num_perm} differs from num_bands x rows_per_band = {bands} x {rows} = {bands * rows}; "
+                "give matching values or leave num_perm out"
+            )
+        # The model is frozen; resolving its own fields once, here, is the one exception.
+        self.__dict__.update(num_bands=bands, rows_per_band=rows, num_perm=bands * rows)
+        return self
 
     @property
     def num_hashes(self) -> int:
@@ -67,8 +112,126 @@ class FuzzyConfig(_Section):
         return self.lowercase or self.collapse_whitespace or self.strip_punctuation or self.nfkc
 
 
+def is_fraction(value: str) -> bool:
+    """``"0.8"`` is a fraction of device memory; ``"20GB"`` or ``"20000000000"`` is bytes (dask-cuda's reading)."""
+    try:
+        return "." in value and float(value) >= 0
+    except ValueError:
+        return False
+
+
+def _check_size(value: str | None, field: str) -> None:
+    """Raise ValueError unless ``value`` is None, a byte size or a fraction in (0, 1]."""
+    if value is None:
+        return
+    if is_fraction(value):
+        if not 0 < float(value) <= 1:
+            raise ValueError(f"{field}: a fraction of device memory must be in (0, 1], got {value}")
+        return
+    try:
+        parse_bytes(value)
+    except ValueError:
+        raise ValueError(f"{field}: {value!r} is not a size (e.g. 20GB) or a fraction of device memory (e.g. 0.8)") from None
+
+
+# Options that dask-cuda 26.x no longer has, and what to use instead.
+_REMOVED_GPU_OPTIONS = {
+    "jit_unspill": "JIT-unspill was deprecated in dask-cuda 26.04 and removed in 26.06; use enable_cudf_spill",
+    "rmm_managed_memory": "curate does not support managed memory (it cannot be combined with the async allocator); "
+    "use rmm_async with enable_cudf_spill",
+}
+
+
+class GPUConfig(_Section):
+    """GPU workers of the embedded ``dask_cuda.LocalCUDACluster`` (backend ``gpu``).
+
+    Defaults follow the RAPIDS / dask-cuda best-practice pages for table (cuDF) workloads: the
+    CUDA async memory resource (``rmm_async``) and cuDF's own spilling (``enable_cudf_spill``),
+    which spills single buffers while a task runs, rather than dask-cuda's whole-task spilling.
+
+    Attributes
+    ----------
+    devices : str or None
+        ``CUDA_VISIBLE_DEVICES`` for the cluster, e.g. ``"0,1"``; one worker per device. None:
+        every visible GPU.
+    rmm_async : bool or None
+        RMM's ``CudaAsyncMemoryResource``. None (default): on, unless ``rmm_pool_size`` is given
+        (dask-cuda refuses a pool together with the async allocator).
+    rmm_pool_size : str or None
+        Per-worker RMM pool (bytes or a fraction of device memory); needs ``rmm_async`` off.
+    rmm_release_threshold : str or None
+        With ``rmm_async``, memory above this is returned to the device at synchronisation.
+    enable_cudf_spill : bool, default=True
+        cuDF spilling of device buffers to host memory.
+    device_memory_limit : str or None
+        Device memory at which a worker spills to host. With ``enable_cudf_spill`` it must be
+        bytes and also becomes cuDF's ``spill_device_limit`` (dask-cuda's own spilling does not
+        see cuDF buffers when cuDF spills). None: dask-cuda's default.
+    protocol : {"tcp", "ucx"}
+        Worker communication; ``ucx`` goes through distributed-ucxx (``"ucxx"`` is accepted as
+        its alias; UCX-Py's ``"ucx-old"`` was removed in RAPIDS 25.10).
+    """
+
+    devices: str | None = None
+    rmm_async: bool | None = None
+    rmm_pool_size: str | None = None
+    rmm_release_threshold: str | None = None
+    enable_cudf_spill: bool = True
+    device_memory_limit: str | None = None
+    protocol: Literal["tcp", "ucx"] = "tcp"
+
+    @field_validator("rmm_pool_size", "rmm_release_threshold", "device_memory_limit", "devices", mode="before")
+    @classmethod
+    def _as_text(cls, value):
+        # YAML reads 0.8 and 20000000000 as numbers and "0,1" may come as a list.
+        if isinstance(value, list):
+            return ",".join(map(str, value))
+        return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _translate(cls, data):
+        if not isinstance(data, dict):
+            return data
+        for key, why in _REMOVED_GPU_OPTIONS.items():
+            if key in data:
+                raise ValueError(f"{key}: {why}")
+        if data.get("protocol") == "ucxx":  # the same transport since dask-cuda 25.08
+            data = {**data, "protocol": "ucx"}
+        elif data.get("protocol") == "ucx-old":
+            raise ValueError("protocol: 'ucx-old' (UCX-Py) was removed in RAPIDS 25.10; use 'ucx' (distributed-ucxx)")
+        return data
+
+    @model_validator(mode="after")
+    def _combinations(self):
+        for field in ("rmm_pool_size", "rmm_release_threshold", "device_memory_limit"):
+            _check_size(getattr(self, field), field)
+        if self.rmm_pool_size is not None and self.rmm_async:
+            raise ValueError("rmm_pool_size: dask-cuda cannot combine an RMM pool with rmm_async; set rmm_async false or drop the pool")
+        if self.rmm_release_threshold is not None and not self.use_async:
+            raise ValueError("rmm_release_threshold only applies to the async allocator (rmm_async)")
+        if self.enable_cudf_spill and self.device_memory_limit is not None and is_fraction(self.device_memory_limit):
+            raise ValueError(
+                "device_memory_limit: with enable_cudf_spill give bytes (e.g. 20GB); it also sets cuDF's spill_device_limit"
+            )
+        if self.devices is not None and not all(d.strip().isdigit() or d.strip().startswith(("GPU-", "MIG-")) for d in self.devices.split(",")):
+            raise ValueError(f"devices: {self.devices!r} is not a CUDA_VISIBLE_DEVICES list such as '0,1'")
+        return self
+
+    @property
+    def use_async(self) -> bool:
+        """Whether the async allocator is used (``rmm_async``, resolved)."""
+        return self.rmm_pool_size is None if self.rmm_async is None else self.rmm_async
+
+
+
 class ClusterConfig(_Section):
-    """The Dask cluster: an embedded LocalCluster unless a scheduler is given."""
+    """The Dask cluster: an embedded LocalCluster (LocalCUDACluster for ``gpu``) unless a scheduler is given.
+
+    ``gpu`` settings configure the embedded GPU cluster only; a cluster that is joined
+    (``scheduler_file`` / ``scheduler_address``) has them set on its ``dask cuda worker`` command
+    lines (see docs/multi-node.md).
+    """
 
     n_workers: int | None = Field(None, ge=1)
     threads_per_worker: int | None = Field(None, ge=1)
@@ -76,11 +239,18 @@ class ClusterConfig(_Section):
     local_directory: str | None = None
     scheduler_address: str | None = None
     scheduler_file: str | None = None
+    gpu: GPUConfig = GPUConfig()
 
     @model_validator(mode="after")
     def _one_scheduler(self):
         if self.scheduler_address and self.scheduler_file:
             raise ValueError("give scheduler_address or scheduler_file, not both")
+        changed = [k for k, v in self.gpu if v != getattr(GPUConfig(), k)]
+        if (self.scheduler_address or self.scheduler_file) and changed:
+            raise ValueError(
+                f"gpu.{changed[0]} configures the embedded GPU cluster; "
+                "a joined cluster takes it on its `dask cuda worker` command line (see docs/multi-node.md)"
+            )
         return self
 
 
@@ -89,7 +259,7 @@ class RunConfig(_Section):
 
     mode: Literal["exact", "fuzzy", "both"] = "both"
     keep: str = "first"
-    backend: Literal["cpu"] = "cpu"
+    backend: Literal["cpu", "gpu", "auto"] = "cpu"
     io: IOConfig = IOConfig()
     fuzzy: FuzzyConfig = FuzzyConfig()
     cluster: ClusterConfig = ClusterConfig()
@@ -116,9 +286,17 @@ def load_config(path: str | Path | None = None, overrides: dict | None = None) -
     data: dict = {}
     if path is not None:
         data = yaml.safe_load(Path(path).read_text()) or {}
-    for key, value in (overrides or {}).items():
+    _merge(data, overrides or {})
+    return RunConfig.model_validate(data)
+
+
+def _merge(data: dict, overrides: dict) -> None:
+    """Update nested ``data`` in place with ``overrides``, skipping None values."""
+    for key, value in overrides.items():
         if isinstance(value, dict):
-            data.setdefault(key, {}).update({k: v for k, v in value.items() if v is not None})
+            section = data.setdefault(key, {})
+            if section is None:
+                section = data[key] = {}
+            _merge(section, value)
         elif value is not None:
             data[key] = value
-    return RunConfig.model_validate(data)

@@ -2,8 +2,10 @@
 
 Stage results go to ``OUT/_stages/<stage>/`` (Parquet, see :mod:`curate.stages`) and are read
 back, so each stage starts from data on disk rather than from a growing task graph, and a
-resumed run starts from the last finished stage. The final outputs are written under
-temporary names and renamed, ``summary.json`` last: its presence means the run is complete.
+resumed run starts from the last finished stage. Everything per document stays in Dask
+partitions: the client collects counts, never lists of documents. The final outputs are
+written under temporary names and renamed, ``summary.json`` last: its presence means the run
+is complete.
 """
 
 import json
@@ -24,15 +26,18 @@ import pandas as pd
 from distributed import get_client, progress
 
 from curate import __version__
+from curate.backend import to_host
 from curate.config import RunConfig
 from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy, drop_keys, select_keys, write_keys
 from curate.dedup.groups import group_meta
+from curate.dedup.removal import sort_by_doc
 from curate.io import DOC, count_rows, read_documents, write_documents, write_table
-from curate.io.read import expand_paths
+from curate.io.read import expand_paths, source_names, split_rejected
+from curate.io.rejected import REJECTED_SCHEMA, mark_repeated_ids, reject_repeated_ids, rejected_rows, repeated_ids_error
 from curate.stages import StageStore, input_fingerprint, stage_key
 
 # summary.json first: when replacing a run, a reader must never take the old summary for new outputs.
-OUTPUTS = ("summary.json", "deduplicated", "duplicates.parquet", "removed.parquet")
+OUTPUTS = ("summary.json", "deduplicated", "rejected", "duplicates.parquet", "removed.parquet")
 
 
 class AccountingError(RuntimeError):
@@ -91,47 +96,57 @@ def dedup(
     FileExistsError
         If ``out_dir`` holds a previous run's outputs and neither ``overwrite`` nor ``resume`` is set.
     AccountingError
-        If input documents != kept + removed, or a representative is not kept.
+        If input records != kept + removed + rejected, or a representative is not kept.
     ValueError
-        On bad input (see :func:`curate.io.read_documents`) or duplicate ids.
+        On bad input (see :func:`curate.io.read_documents`) or duplicate ids, unless
+        ``config.io.on_error`` is "skip": then such records are listed in ``out_dir/rejected/``.
     """
     if overwrite and resume:
         raise ValueError("give overwrite or resume, not both")
     out = Path(out_dir)
-    stages = out / "_stages"
     stats = Stats()
     started = time.perf_counter()
     io, keep = config.io, KeepPolicy.parse(config.keep)
 
-    docs = read_documents(
-        inputs, id_field=io.id_field, text_field=io.text_field, blocksize=io.blocksize, files_per_partition=io.files_per_partition
+    everything = read_documents(
+        inputs,
+        id_field=io.id_field if io.id_field_given else None,
+        text_field=io.text_field,
+        blocksize=io.blocksize,
+        files_per_partition=io.files_per_partition,
+        on_error=io.on_error,
     )
-    if keep.column and keep.column not in docs.columns:
-        raise ValueError(f"keep policy {keep} names column {keep.column!r}, not in the input ({list(docs.columns)})")
+    if keep.column and keep.column not in everything.columns:
+        raise ValueError(f"keep policy {keep} names column {keep.column!r}, not in the input ({list(everything.columns)})")
     _prepare_output(out, overwrite, resume)  # only once the input is known to be readable
-    run = _Runner(stats, show_progress, StageStore(stages, resume))
+    run = _Runner(stats, show_progress, StageStore(out / "_stages", resume))
     # Everything a stage computes follows from this key's parts (output_format only affects the last write).
-    source = stage_key("input", {"files": input_fingerprint(inputs), "io": io.model_dump(exclude={"output_format"}), "curate": __version__})
-
-    key = stage_key("exact", {"mode": config.mode, "keep": str(keep)}, (source,))
-    exact_groups = _check_input_and_exact(docs, key, config, keep, run, stats)
+    key = stage_key("input", {"files": input_fingerprint(inputs), "io": io.model_dump(exclude={"output_format"}), "curate": __version__})
+    key = stage_key("exact", {"mode": config.mode, "keep": str(keep)}, (key,))
+    exact_groups, docs, rejected = _check_input_and_exact(everything, inputs, key, config, keep, run, stats)
     fuzzy_groups = dd.from_pandas(empty_groups(docs, io.id_field), npartitions=1)
     if config.mode in ("fuzzy", "both"):
         key = stage_key("exact_removed", {}, (key,))
-        exact_removed = run.key_file("exact_removed", key, exact_groups._doc[exact_groups._doc != exact_groups._rep])
-        fuzzy_docs = drop_keys(docs, exact_removed)
-        fuzzy_groups, key = _fuzzy(fuzzy_docs, key, config, keep, run, stats)
+        exact_removed = run.key_file("exact_removed", key, exact_groups[exact_groups._doc != exact_groups._rep][[DOC]])
+        fuzzy_groups, key = _fuzzy(drop_keys(docs, exact_removed), key, config, keep, run, stats)
 
     resolved = resolve(exact_groups, fuzzy_groups)
-    removed = run.checkpoint("removed", stage_key("removed", {}, (key,)), lambda: resolved[0])
-    run.checkpoint("duplicates", stage_key("duplicates", {}, (key,)), lambda: resolved[1])
+    removed = run.checkpoint("removed", stage_key("removed", {}, (key,)), lambda: sort_by_doc(resolved[0]))
+    run.checkpoint("duplicates", stage_key("duplicates", {}, (key,)), lambda: sort_by_doc(resolved[1], by=[DOC, "kind"]))
     kept_docs = drop_keys(docs, str(run.store.path("removed")))
     fmt = io.output_format or expand_paths(inputs)[2]
-    kept = run("write", kept=write_documents(kept_docs, str(out / "deduplicated.tmp"), fmt))["kept"]
-    n_removed = check_accounting(stats.counts["input"]["documents"], kept, removed)
-    stats.count("output", kept=kept, removed=n_removed)
+    writes = {"kept": write_documents(kept_docs, str(out / "deduplicated.tmp"), fmt)}
+    if rejected is not None:
+        rows = rejected_rows(rejected, source_names(expand_paths(inputs)[1]))
+        writes["rejected"] = write_documents(rows, str(out / "rejected.tmp"), "parquet", REJECTED_SCHEMA)
+    written = run("write", **writes)
+    kept, n_rejected = int(written["kept"]), int(written.get("rejected", 0))
+    n_removed = check_accounting(stats.counts["input"]["documents"], kept, removed, n_rejected)
+    stats.count("output", kept=kept, removed=n_removed, rejected=n_rejected)
 
     os.replace(out / "deduplicated.tmp", out / "deduplicated")
+    if rejected is not None:
+        os.replace(out / "rejected.tmp", out / "rejected")
     write_table(str(run.store.path("duplicates")), str(out / "duplicates.parquet"), ["id", "group", "kind", "kept"])
     write_table(str(run.store.path("removed")), str(out / "removed.parquet"), ["id", "kind", "representative"])
     summary = {
@@ -151,21 +166,40 @@ def dedup(
     return summary
 
 
-def _check_input_and_exact(docs, key: str, config: RunConfig, keep: KeepPolicy, run, stats: Stats) -> dd.DataFrame:
-    """Count documents and empty texts, refuse repeated ids and, in one pass, find exact groups (lazy table)."""
+def _check_input_and_exact(everything, inputs, key: str, config: RunConfig, keep: KeepPolicy, run, stats: Stats):
+    """Count documents, empty texts and rejected records, refuse (or reject) repeated ids and, in
+    one pass, find exact groups.
+
+    Returns the exact group table (lazy), the documents and the rejected records (None in fail mode).
+    """
     io, exact = config.io, config.mode in ("exact", "both")
+    # Named by the key, so that a resumed run marks the same records its exact stage left out.
+    repeated_ids = str(run.store.root / f"repeated_ids-{key[:16]}.parquet")
+    if Path(repeated_ids).exists() and run.store.finished("exact", key) is not None:
+        everything = mark_repeated_ids(everything, repeated_ids, io.id_field)
 
     def compute(path: Path) -> dict:
+        nonlocal everything
+        docs, rejected = split_rejected(everything)
         ids = docs[io.id_field].value_counts(split_out=docs.npartitions)
-        todo = {"documents": count_rows(docs), "empty": (docs[io.text_field].str.len() == 0).sum(), "repeated_ids": ids[ids > 1]}
+        todo = {"docs": count_rows(docs), "empty": (docs[io.text_field].str.len() == 0).sum(), "repeated_ids": ids[ids > 1]}
+        if rejected is not None:
+            todo["rejected"] = rejected["_kind"].value_counts()
         if exact:
             groups = ExactDedup(text_field=io.text_field, id_field=io.id_field, keep=keep)(docs)
             todo["exact"] = groups.to_parquet(path, write_index=False, compute=False)
         done = run("read+exact", **todo)
+        done["repeated_ids"] = to_host(done["repeated_ids"])  # ids seen twice: bad input, not every id
         if len(done["repeated_ids"]):
-            examples = ", ".join(map(str, done["repeated_ids"].index[:5]))
-            raise ValueError(f"{len(done['repeated_ids'])} id(s) in field {io.id_field!r} appear more than once, e.g. {examples}")
-        counts = {"documents": int(done["documents"]), "empty": int(done["empty"]), "partitions": docs.npartitions}
+            if rejected is None:
+                raise repeated_ids_error(docs, done["repeated_ids"], io.id_field, inputs)
+            # Skipping: all but the first of each become rejected records, then the pass runs again.
+            names = source_names(expand_paths(inputs)[1])
+            everything = reject_repeated_ids(everything, done["repeated_ids"].index, io.id_field, names, repeated_ids)
+            return compute(path)
+        kinds = to_host(done.get("rejected", pd.Series(dtype="int64")))
+        counts = {"documents": int(done["docs"] + kinds.sum()), "empty": int(done["empty"]), "partitions": docs.npartitions}
+        counts["rejected"] = {str(k): int(v) for k, v in kinds.sort_index().items()}
         if exact:  # from the files just written: a second pass over two int64 columns, not over the texts
             groups = dd.read_parquet(path, columns=[DOC, "_rep"])
             done = run("read+exact", groups=(groups._doc == groups._rep).sum(), removed=(groups._doc != groups._rep).sum())
@@ -174,10 +208,12 @@ def _check_input_and_exact(docs, key: str, config: RunConfig, keep: KeepPolicy, 
 
     counts = run.stage("exact", key, compute)
     stats.count("input", documents=counts["documents"], empty=counts["empty"], partitions=counts["partitions"])
+    stats.count("rejected", **counts["rejected"])
+    docs, rejected = split_rejected(everything)
     if not exact:
-        return dd.from_pandas(empty_groups(docs, io.id_field), npartitions=1)
+        return dd.from_pandas(empty_groups(docs, io.id_field), npartitions=1), docs, rejected
     stats.count("exact", groups=counts["exact_groups"], removed=counts["exact_removed"])
-    return dd.read_parquet(run.store.path("exact"))
+    return dd.read_parquet(run.store.path("exact")), docs, rejected
 
 
 def _fuzzy(docs: dd.DataFrame, exact_key: str, config: RunConfig, keep: KeepPolicy, run, stats: Stats) -> tuple[dd.DataFrame, str]:
@@ -188,13 +224,12 @@ def _fuzzy(docs: dd.DataFrame, exact_key: str, config: RunConfig, keep: KeepPoli
     signature = fc.model_dump(exclude={"threshold", "verify", "local_components_max_edges", "num_perm", "fp_weight", "fn_weight"})
     key = stage_key("candidates", signature, (exact_key,))
     candidates = run.checkpoint("minhash+lsh", key, lambda: fuzzy.edges(fuzzy.buckets(docs)))
-
     # Only documents with a candidate edge are joined to edges, so only they are shuffled.
     key = stage_key("candidate_nodes", {}, (key,))
-    nodes_path = run.key_file("candidate_nodes", key, dd.concat([candidates.u, candidates.v]))
+    nodes = run.key_file("candidate_nodes", key, dd.concat([candidates[["u"]].rename(columns={"u": DOC}), candidates[["v"]].rename(columns={"v": DOC})]))
     columns = list(dict.fromkeys([DOC, io.id_field, io.text_field, *keep.columns()]))
     key = stage_key("select", {"columns": columns}, (key,))
-    candidate_docs = run.checkpoint("select", key, lambda: select_keys(docs, nodes_path)[columns])
+    candidate_docs = run.checkpoint("select", key, lambda: select_keys(docs, nodes)[columns])
     key = stage_key("verify", {"threshold": fc.threshold, "verify": fc.verify}, (key,))
     edges = run.checkpoint("verify", key, lambda: fuzzy.verify(candidates, candidate_docs))
     # fuzzy.components computes (the edge count picks the local or distributed path): timed as its stage.
@@ -216,7 +251,7 @@ def _fuzzy(docs: dd.DataFrame, exact_key: str, config: RunConfig, keep: KeepPoli
 
 def empty_groups(docs: dd.DataFrame, id_field: str) -> pd.DataFrame:
     """An empty group table for ``docs``' id dtype."""
-    return group_meta(docs[id_field]._meta)
+    return to_host(group_meta(docs[id_field]._meta))
 
 
 def resolve(exact: dd.DataFrame, fuzzy: dd.DataFrame) -> tuple[dd.DataFrame, dd.DataFrame]:
@@ -263,8 +298,8 @@ def _removed_rows(groups: dd.DataFrame, kind: str, representative: str) -> dd.Da
     ]
 
 
-def check_accounting(n_input: int, n_kept: int, removed: dd.DataFrame) -> int:
-    """Raise :class:`AccountingError` unless input = kept + removed and every representative is kept.
+def check_accounting(n_input: int, n_kept: int, removed: dd.DataFrame, n_rejected: int = 0) -> int:
+    """Raise :class:`AccountingError` unless input = kept + removed + rejected and every representative is kept.
 
     ``removed`` is the removed table of :func:`resolve` (sorted by ``_doc``); it is read once
     more for the checks, never collected. Returns the number of removed documents.
@@ -275,8 +310,8 @@ def check_accounting(n_input: int, n_kept: int, removed: dd.DataFrame) -> int:
     n_removed, twice, n_lost = dask.compute(count_rows(removed), twice, count_rows(lost))
     if twice:
         raise AccountingError(f"{twice} document(s) removed twice")
-    if n_input != n_kept + n_removed:
-        raise AccountingError(f"{n_input} input documents != {n_kept} kept + {n_removed} removed")
+    if n_input != n_kept + n_removed + n_rejected:
+        raise AccountingError(f"{n_input} input records != {n_kept} kept + {n_removed} removed + {n_rejected} rejected")
     if n_lost:
         examples = sorted(lost.id.compute().tolist())[:3]
         raise AccountingError(f"{n_lost} representative(s) were removed themselves, e.g. {examples}")
@@ -338,9 +373,9 @@ class _Runner:
         self.stage(name, key, compute)
         return dd.read_parquet(self.store.path(name))
 
-    def key_file(self, name: str, key: str, keys: dd.Series) -> str:
-        """Stage ``name`` holding ``keys`` sorted (:func:`curate.dedup.write_keys`) unless finished
-        with ``key``; returns its folder (for :func:`curate.dedup.drop_keys`/``select_keys``)."""
+    def key_file(self, name: str, key: str, keys: dd.DataFrame) -> str:
+        """Stage ``name`` holding the ``_doc`` column of ``keys`` sorted (:func:`curate.dedup.write_keys`)
+        unless finished with ``key``; returns its folder (for :func:`curate.dedup.drop_keys`/``select_keys``)."""
 
         def compute(path: Path) -> dict:
             self(name, written=write_keys(keys, str(path)))
@@ -351,7 +386,7 @@ class _Runner:
 
 
 def _prepare_output(out: Path, overwrite: bool, resume: bool) -> None:
-    names = (*OUTPUTS, "deduplicated.tmp") + (() if resume else ("_stages",))
+    names = (*OUTPUTS, "deduplicated.tmp", "rejected.tmp") + (() if resume else ("_stages",))
     existing = [name for name in names if (out / name).exists()]
     if existing and not (overwrite or resume):
         raise FileExistsError(f"{out} already holds {existing}; pass --resume to reuse its finished stages or --overwrite to replace them")

@@ -1,6 +1,6 @@
 """End-to-end scaling: wall time and peak memory of ``curate dedup`` on growing corpus slices.
 
-Usage (matplotlib from ``pip install '.[bench]'``):
+Usage:
 
     python scripts/bench_scaling.py [--corpus ../shared/data/gutenberg] [--sizes 25,50,100,200,450]
                                     [--plot docs/img/scaling.png]

@@ -1,5 +1,6 @@
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from curate.cli import main
@@ -14,7 +15,7 @@ def test_cli_dedup_prints_summary_and_writes_outputs(tmp_path):
     assert result.exit_code == 0, result.output
     assert "documents kept" in result.output and "7" in result.output
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["counts"]["output"] == {"kept": 7, "removed": 5}
+    assert summary["counts"]["output"] == {"kept": 7, "removed": 5, "rejected": 0}
     assert summary["config"]["fuzzy"]["num_bands"] == 20 and summary["output_format"] == "parquet"
     assert sorted(p.name for p in out.iterdir()) == ["_stages", "deduplicated", "duplicates.parquet", "removed.parquet", "summary.json"]
 
@@ -26,8 +27,60 @@ def test_cli_config_file_and_bad_values(tmp_path):
     assert result.exit_code == 0, result.output
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert summary["config"]["mode"] == "exact" and summary["config"]["fuzzy"]["threshold"] == 0.9
+    fuzzy = summary["config"]["fuzzy"]  # bands and rows chosen for 0.9, as `curate params` shows
+    assert (fuzzy["num_bands"], fuzzy["rows_per_band"], fuzzy["num_perm"]) == (11, 23, 253)
     assert summary["counts"]["output"]["removed"] == 3
     bad = CliRunner().invoke(main, ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(tmp_path / "p"), "--threshold", "1.5"])
     assert bad.exit_code == 2 and "threshold" in bad.output
     missing = CliRunner().invoke(main, ["dedup", str(tmp_path / "none.jsonl"), "-o", str(tmp_path / "q")])
     assert missing.exit_code == 1 and "matches no JSONL or Parquet file" in missing.output
+
+
+def test_cli_dedup_band_flags_are_checked_before_running(tmp_path):
+    docs = str(FIXTURES / "docs.jsonl")
+    mismatch = CliRunner().invoke(main, ["dedup", docs, "-o", str(tmp_path / "a"), "--num-bands", "20", "--rows-per-band", "13", "--num-perm", "128"])
+    assert mismatch.exit_code == 2 and "fuzzy: num_perm 128 differs from num_bands x rows_per_band = 20 x 13 = 260" in mismatch.output
+    half = CliRunner().invoke(main, ["dedup", docs, "-o", str(tmp_path / "b"), "--num-bands", "20"])
+    assert half.exit_code == 2 and "give both num_bands and rows_per_band" in half.output
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_cli_params_table():
+    result = CliRunner().invoke(main, ["params", "--threshold", "0.8"])
+    assert result.exit_code == 0, result.output
+    assert "threshold 0.8, 260 hashes available, weights FP 0.3 / FN 0.7" in result.output
+    lines = result.output.splitlines()
+    for name, value in [("bands x rows", "20 x 13"), ("hashes used", "260"), ("false-positive area", "0.0490"),
+                        ("false-negative area", "0.0107"), ("similarity at P = 0.5", "0.771"), ("(1/b)^(1/r)", "0.794"),
+                        ("0.30", "3.2e-06"), ("0.80", "0.6773"), ("0.90", "0.9972")]:  # fmt: skip
+        assert any(name in line and value in line for line in lines), (name, result.output)
+
+
+def test_cli_params_json_compare_and_plot(tmp_path):
+    plot = tmp_path / "s.png"
+    args = ["params", "--threshold", "0.7", "--num-perm", "128", "--fp-weight", "0.5", "--fn-weight", "0.5", "--compare", "20x6", "--json", "--plot", str(plot)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert {k: data[k] for k in ("threshold", "num_perm", "fp_weight", "fn_weight", "num_bands", "rows_per_band", "hashes")} == {
+        "threshold": 0.7, "num_perm": 128, "fp_weight": 0.5, "fn_weight": 0.5, "num_bands": 14, "rows_per_band": 9, "hashes": 126
+    }  # fmt: skip
+    assert data["false_positive_area"] == pytest.approx(0.0346379298, abs=1e-10)  # closed form (test_params)
+    assert data["candidate_probability"][4] == {"similarity": 0.7, "probability": pytest.approx(1 - (1 - 0.7**9) ** 14, rel=1e-15)}
+    assert [(c["num_bands"], c["rows_per_band"], c["hashes"]) for c in data["compare"]] == [(20, 6, 120)]
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--threshold", "1.0"], "threshold must be strictly between 0 and 1"),
+        (["--threshold", "0.8", "--num-perm", "0"], "num_perm: Input should be greater than or equal to 1"),
+        (["--threshold", "0.8", "--fp-weight", "0", "--fn-weight", "0"], "not both zero"),
+        (["--threshold", "0.8", "--compare", "20y13"], "'20y13' is not BANDSxROWS"),
+        ([], "Missing option '--threshold'"),
+    ],
+)
+def test_cli_params_bad_arguments(args, message):
+    result = CliRunner().invoke(main, ["params", *args])
+    assert result.exit_code == 2 and message in result.output, result.output

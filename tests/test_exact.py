@@ -1,8 +1,18 @@
+import dask
 import pandas as pd
+import pytest
 
 from curate.dedup import ExactDedup, KeepPolicy
 from curate.io import read_documents
 from tests.conftest import FIXTURES
+
+
+@pytest.fixture(autouse=True)
+def task_shuffle():
+    # These compute with the sync scheduler; with a distributed client alive (the session
+    # fixture, once another test file used it) Dask would pick P2P shuffles, which need workers.
+    with dask.config.set({"dataframe.shuffle.method": "tasks"}):
+        yield
 
 
 def test_digest_collision_never_merges_different_texts(monkeypatch):

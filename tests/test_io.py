@@ -61,7 +61,7 @@ def test_bad_json_names_file_and_line(tmp_path):
     with pytest.raises(ValueError, match=r"bad.jsonl:2: invalid JSON"):
         read_documents(str(path)).compute()
     path.write_text('{"id": 1, "text": "a"}\n[1, 2]\n')
-    with pytest.raises(ValueError, match=r"bad.jsonl:2: expected a JSON object, got list"):
+    with pytest.raises(ValueError, match=r"bad.jsonl:2: expected a JSON object, got an array"):
         read_documents(str(path)).compute()
 
 

@@ -38,7 +38,7 @@ def test_fixture_end_to_end(client, tmp_path, fixture_docs):
     assert counts["input"] == {"documents": 12, "empty": 2, "partitions": 1}
     assert counts["exact"] == {"groups": 2, "removed": 3}
     assert counts["fuzzy"]["removed"] == 2 and counts["fuzzy"]["groups"] == 2
-    assert counts["output"] == {"kept": 7, "removed": 5}
+    assert counts["output"] == {"kept": 7, "removed": 5, "rejected": 0}
     assert summary["counts"] == counts
 
 
@@ -84,7 +84,7 @@ def test_accounting_errors():
     removed = pd.DataFrame({"_doc": [1, 2], "id": ["b", "c"], "kind": "exact", "representative": ["a", "b"]})
     with pytest.raises(AccountingError, match="removed themselves"):
         check_accounting(3, 1, removed)
-    with pytest.raises(AccountingError, match="4 input documents != 1 kept"):
+    with pytest.raises(AccountingError, match="4 input records != 1 kept \+ 1 removed \+ 0 rejected"):
         check_accounting(4, 1, removed.iloc[:1])
 
 
@@ -107,7 +107,7 @@ def test_list_columns_ride_along(client, tmp_path, fixture_docs, output_format):
     records = [{**d, "tags": [d["source"], "x"]} for d in fixture_docs]
     path = write_jsonl(tmp_path / "tags.jsonl", records)
     out, summary = run(tmp_path, [path], io={"output_format": output_format})
-    assert summary["counts"]["output"] == {"kept": 7, "removed": 5}
+    assert summary["counts"]["output"] == {"kept": 7, "removed": 5, "rejected": 0}
     if output_format == "parquet":
         kept = pd.read_parquet(out / "deduplicated")
         assert [list(t) for t in kept.tags] == [[d["source"], "x"] for d in records if d["id"] in set(kept.id)]

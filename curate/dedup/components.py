@@ -11,6 +11,8 @@ import pandas as pd
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components as _csgraph_components
 
+from curate.backend import to_host
+
 __all__ = ["connected_components", "components_local", "components_distributed"]
 
 _EDGE_META = pd.DataFrame({"u": pd.Series(dtype="int64"), "v": pd.Series(dtype="int64")})
@@ -68,6 +70,8 @@ def connected_components(edges: dd.DataFrame, *, local_max_edges: int = 2_000_00
        "Connected Components in MapReduce and Beyond", SoCC 2014.
     """
     _check_edges(edges)
+    # The edge list is small next to the corpus; both paths run on host (pandas) partitions.
+    edges = edges[["u", "v"]].map_partitions(to_host, meta=_EDGE_META)
     if local_max_edges < 0:
         raise ValueError(f"local_max_edges must be >= 0, got {local_max_edges}")
     if len(edges) > local_max_edges:

@@ -1,8 +1,6 @@
 """Buckets to candidate edges: a star from each bucket's smallest document to the others."""
 
 import dask.dataframe as dd
-import numpy as np
-import pandas as pd
 
 from curate.dedup.minhash import BUCKET
 from curate.io.read import DOC
@@ -25,12 +23,12 @@ def bucket_edges(buckets: dd.DataFrame) -> dd.DataFrame:
     dask.dataframe.DataFrame
         Unique edges ``u < v`` (int64).
     """
-    meta = pd.DataFrame({"u": np.array([], np.int64), "v": np.array([], np.int64)})
+    meta = {"u": "int64", "v": "int64"}  # a description: Dask builds it in the partitions' backend
     edges = buckets.shuffle(BUCKET).map_partitions(_stars, meta=meta)
     return edges.shuffle("u").map_partitions(lambda part: part.drop_duplicates(), meta=meta)
 
 
 def _stars(part):
     anchor = part.groupby(BUCKET, sort=False)[DOC].transform("min")
-    member = (part[DOC] != anchor).to_numpy()
-    return type(part)({"u": anchor.to_numpy()[member], "v": part[DOC].to_numpy()[member]})
+    member = (part[DOC] != anchor).values
+    return type(part)({"u": anchor.values[member], "v": part[DOC].values[member]})

@@ -3,7 +3,7 @@
 import dask.dataframe as dd
 import pandas as pd
 
-from curate.backend import md5_hex
+from curate.backend import md5_hex, to_host
 from curate.dedup.groups import group_frame, group_meta
 from curate.dedup.keep import KeepPolicy
 from curate.io.read import DOC
@@ -55,8 +55,10 @@ class ExactDedup:
         """
         cols = list(dict.fromkeys([DOC, self.id_field, self.text_field, *self.keep.columns()]))
         hashed = docs[cols].map_partitions(_add_md5, self.text_field, meta={**docs[cols]._meta.dtypes.to_dict(), _MD5: "str"})
+        # Groups are small next to the corpus: they are formed on the host (pandas) whatever the
+        # backend, after the digest and the shuffle ran where the documents are.
         return hashed.shuffle(_MD5).map_partitions(
-            _exact_groups, self.text_field, self.id_field, self.keep, meta=group_meta(docs[self.id_field]._meta)
+            _exact_groups, self.text_field, self.id_field, self.keep, meta=to_host(group_meta(docs[self.id_field]._meta))
         )
 
 
@@ -65,7 +67,7 @@ def _add_md5(part: pd.DataFrame, text_field: str) -> pd.DataFrame:
 
 
 def _exact_groups(part: pd.DataFrame, text_field: str, id_field: str, keep: KeepPolicy) -> pd.DataFrame:
-    part = keep.sort(part[part[_MD5].duplicated(keep=False)], [_MD5], text_field)
+    part = keep.sort(to_host(part[part[_MD5].duplicated(keep=False)]), [_MD5], text_field)
     # Group on the text itself inside each digest group: byte equality, not digest equality.
     first = part.groupby([_MD5, text_field], sort=False)[[DOC, id_field]].transform("first")
     size = part.groupby([_MD5, text_field], sort=False)[DOC].transform("size")

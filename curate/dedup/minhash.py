@@ -47,13 +47,13 @@ def lsh_buckets(docs: dd.DataFrame, text_field: str, config: FuzzyConfig) -> dd.
         Columns ``_bucket`` (uint64) and ``_doc`` (int64); ``num_bands`` rows per document.
     """
     a, b = permutations(config.num_hashes, config.seed, config.hash_bits)
-    meta = pd.DataFrame({BUCKET: np.array([], np.uint64), DOC: np.array([], np.int64)})
+    meta = {BUCKET: "uint64", DOC: "int64"}  # a description: Dask builds it in the partitions' backend
     return docs[[DOC, text_field]].map_partitions(_partition_buckets, text_field, config, a, b, meta=meta)
 
 
 def _partition_buckets(part, text_field, config, a, b):
     text = prepare_text(part[text_field], config)
-    keys = part[DOC].to_numpy()
+    keys = part[DOC].values  # numpy for pandas, cupy for cudf: stays where the signatures are
     buckets, owners = [], []
     for start in range(0, len(part), _CHUNK_DOCS):
         chunk = slice(start, start + _CHUNK_DOCS)

@@ -6,28 +6,63 @@ that overlap its own key range (Parquet statistics), so no process holds the who
 documents are never shuffled, and the output keeps the input's order.
 """
 
+import dask
 import dask.dataframe as dd
 import numpy as np
 import pyarrow.parquet as pq
 
+from curate.backend import to_host
 from curate.io.read import DOC
 
 _ROW_GROUP = 1 << 16
+_SORTED_ROWS = 4_000_000  # rows per sorted partition: a few hundred MB of group table at most
 
 
-def write_keys(keys: dd.Series, path: str):
-    """Lazily write ``_doc`` keys (int64, any order, repeats dropped) sorted into the folder ``path``.
+def sort_by_doc(frame: dd.DataFrame, by: list[str] | None = None, rows_per_partition: int = _SORTED_ROWS) -> dd.DataFrame:
+    """``frame`` range-partitioned on ``_doc`` and sorted by ``by`` (default ``[_doc]``) in each partition.
 
-    Sorting range-partitions the keys (equal keys land in one partition), so repeats are
-    dropped partition by partition and file ``part.i`` holds smaller keys than ``part.i+1``.
+    Dask's own ``sort_values`` hangs here when its input is a ``concat`` (dask 2026.7), so the
+    divisions are chosen as it would: one pass computes quantiles of ``_doc`` per partition
+    (33 values each, a few KB in all), the client merges them into about
+    ``len / rows_per_partition`` ranges, and ``set_index`` moves each row to its range.
+    Equal keys land in one partition. ``frame`` is computed twice (once for the quantiles), so
+    give it a cheap input, such as a stage read back from disk.
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+        Same columns, ``_doc`` first; partition ``i`` holds smaller keys than ``i + 1``.
+    """
+    by = by or [DOC]
+    samples = dask.compute(*[dask.delayed(_quantiles)(part) for part in frame[DOC].to_delayed()])
+    samples = [(n, q) for n, q in samples if n]
+    if not samples:
+        return frame
+    total = sum(n for n, _ in samples)
+    points = np.concatenate([q for _, q in samples])
+    parts = max(1, min(total // rows_per_partition, len(points) - 1))
+    divisions = np.unique(np.quantile(points, np.linspace(0, 1, parts + 1), method="nearest"))
+    divisions = [int(d) for d in (divisions if len(divisions) > 1 else np.repeat(divisions, 2))]
+    ordered = frame.set_index(DOC, divisions=divisions).reset_index()
+    return ordered.map_partitions(lambda part: part.sort_values(by, kind="stable", ignore_index=True), meta=ordered._meta)
+
+
+def _quantiles(keys) -> tuple[int, np.ndarray]:
+    keys = to_host(keys).to_numpy()
+    # Both ends are included, so the divisions cover every key.
+    return len(keys), (np.quantile(keys, np.linspace(0, 1, 33), method="nearest") if len(keys) else keys)
+
+
+def write_keys(keys: dd.DataFrame, path: str):
+    """Lazily write the ``_doc`` keys of ``keys`` (int64, any order, repeats dropped) sorted into the folder ``path``.
 
     Returns
     -------
     dask collection
         The write; compute it (with other work, to share reads).
     """
-    ordered = keys.rename(DOC).to_frame().sort_values(DOC)
-    unique = ordered.map_partitions(lambda part: part.drop_duplicates(), meta=ordered._meta)
+    ordered = sort_by_doc(keys[[DOC]])
+    unique = ordered.map_partitions(lambda part: part.drop_duplicates(ignore_index=True), meta=ordered._meta)
     return unique.to_parquet(path, write_index=False, row_group_size=_ROW_GROUP, compute=False)
 
 

@@ -11,7 +11,7 @@ verification, the whole component is one group (NeMo Curator's behaviour).
 import dask.dataframe as dd
 import numpy as np
 
-from curate.backend import greedy_representatives
+from curate.backend import greedy_representatives, to_host
 from curate.config import FuzzyConfig
 from curate.dedup.groups import group_frame, group_meta
 from curate.dedup.keep import KeepPolicy
@@ -45,13 +45,14 @@ def component_groups(
     """
     cols = [DOC, id_field, *keep.columns()] + ([text_field] if config.verify or keep.rule == "longest" else [])
     members = components.rename(columns={"node": DOC}).merge(docs[list(dict.fromkeys(cols))], on=DOC)
+    # Components hold candidate documents only, so they are split on the host whatever the backend.
     return members.shuffle(COMPONENT).map_partitions(
-        _split, text_field, id_field, keep, config, meta=group_meta(docs[id_field]._meta)
+        _split, text_field, id_field, keep, config, meta=to_host(group_meta(docs[id_field]._meta))
     )
 
 
 def _split(part, text_field, id_field, keep, config):
-    part = keep.sort(part, [COMPONENT], text_field)
+    part = keep.sort(to_host(part), [COMPONENT], text_field)
     component = part[COMPONENT].to_numpy()
     starts = np.flatnonzero(np.r_[True, component[1:] != component[:-1]])
     group_starts = np.append(starts, len(part)).astype(np.int64)

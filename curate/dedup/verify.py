@@ -1,8 +1,6 @@
 """Verification: keep only candidate edges whose true Jaccard similarity reaches the threshold."""
 
 import dask.dataframe as dd
-import numpy as np
-import pandas as pd
 
 from curate.backend import jaccard
 from curate.config import FuzzyConfig
@@ -36,7 +34,7 @@ def verify_edges(edges: dd.DataFrame, docs: dd.DataFrame, text_field: str, confi
     text = docs[[DOC, text_field]]
     pairs = edges.merge(text.rename(columns={DOC: "u", text_field: "_text_u"}), on="u")
     pairs = pairs.merge(text.rename(columns={DOC: "v", text_field: "_text_v"}), on="v")
-    meta = pd.DataFrame({"u": np.array([], np.int64), "v": np.array([], np.int64), JACCARD: np.array([], np.float64)})
+    meta = {"u": "int64", "v": "int64", JACCARD: "float64"}  # built in the partitions' backend
     scored = pairs.map_partitions(_score, config, meta=meta)
     return scored[scored[JACCARD] >= config.threshold]
 

@@ -7,27 +7,54 @@ does not depend on how the input is split into partitions, so results do not eit
 
 Uncompressed JSONL is split into partitions of about ``blocksize`` bytes at line ends;
 compressed JSONL and Parquet files are read whole, ``files_per_partition`` to a partition.
+
+The input's fields and their types are taken from the start of every file (the first MiB of
+each JSONL file, each Parquet file's schema), so files may differ in their fields. A record
+that cannot be read (see :mod:`curate.io.records`) stops the read with its file, line and field
+(``on_error="fail"``), or is kept as a *rejected* row (``on_error="skip"``; see
+:func:`split_rejected`).
 """
 
 import json
 import os
-from dataclasses import dataclass
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Literal
 
+import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.json as pajson
 import pyarrow.parquet as pq
+import zstandard
 from dask.utils import parse_bytes
 from fsspec.core import url_to_fs
 from fsspec.utils import infer_compression, read_block, seek_delimiter
 
+from curate.backend import from_arrow
+from curate.io.records import (
+    Bad,
+    Fields,
+    Mismatch,
+    conform,
+    parse_records,
+    record_lines,
+)
+
 DOC = "_doc"
-_POSITION_BITS = 40
+# Columns of a skip-mode read: the record's line (JSONL, 1-based) or row (Parquet, 0-based), and,
+# for a rejected record, what is wrong (kind, field, reason) and the record itself (bytes).
+REJECT_COLUMNS = ("_line", "_kind", "_field", "_reason", "_record")
+_REJECT_TYPES = (pa.int64(), pa.string(), pa.string(), pa.string(), pa.binary())
+POSITION_BITS = 40  # _doc = file_index << POSITION_BITS | position
 _JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 _COMPRESSED = {".gz": "gzip", ".zst": "zstd"}
-_WHITESPACE = np.array([9, 10, 11, 12, 13, 32], dtype=np.uint8)
+_BOM = b"\xef\xbb\xbf"
+_SAMPLE_BYTES = 1 << 20  # of each JSONL file, to find its fields and their types
+_CHUNK = 1 << 20
+_DECODERS = {"gzip": lambda: zlib.decompressobj(zlib.MAX_WBITS | 16), "zstd": lambda: zstandard.ZstdDecompressor().decompressobj()}
 
 
 @dataclass(frozen=True)
@@ -39,7 +66,7 @@ class Source:
     fmt: str  # "jsonl" or "parquet"
     offset: int = 0
     length: int | None = None  # None: whole file(s)
-    first_line: int = 1  # line number of the block's first line (ids assigned from it)
+    first_line: int | None = 1  # line number of the block's first line; None: not counted
 
 
 def expand_paths(inputs: list[str] | str) -> tuple[object, list[str], str]:
@@ -78,11 +105,18 @@ def expand_paths(inputs: list[str] | str) -> tuple[object, list[str], str]:
     return fs, [fs.unstrip_protocol(p) if "://" in inputs[0] else p for p in paths], formats.pop()
 
 
+def source_names(paths: list[str]) -> tuple[str, ...]:
+    """How files are named in ids, messages and ``rejected/``: relative to their common folder (URLs whole)."""
+    if "://" in paths[0]:
+        return tuple(paths)
+    root = os.path.commonpath([os.path.dirname(p) for p in paths])
+    return tuple(os.path.relpath(p, root) for p in paths)
+
+
 def _format_of(path: str) -> str | None:
     name = path.lower()
     for suffix in _COMPRESSED:
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
+        name = name.removesuffix(suffix)
     if name.endswith(_JSONL_SUFFIXES):
         return "jsonl"
     if name.endswith(".parquet") and not path.lower().endswith(tuple(_COMPRESSED)):
@@ -98,7 +132,7 @@ def plan_sources(fs, paths: list[str], fmt: str, blocksize: int | None, files_pe
         size = fs.size(path)
         splittable = fmt == "jsonl" and infer_compression(path) is None and blocksize
         if splittable and size > blocksize:
-            sources.extend(Source((path,), (index,), fmt, off, blocksize) for off in range(0, size, blocksize))
+            sources.extend(Source((path,), (index,), fmt, off, blocksize, None if off else 1) for off in range(0, size, blocksize))
         else:
             whole.append((path, index))
     for i in range(0, len(whole), files_per_partition):
@@ -110,10 +144,11 @@ def plan_sources(fs, paths: list[str], fmt: str, blocksize: int | None, files_pe
 def read_documents(
     inputs,
     *,
-    id_field: str = "id",
+    id_field: str | None = None,
     text_field: str = "text",
     blocksize: int | str | None = "64MB",
     files_per_partition: int = 1,
+    on_error: Literal["fail", "skip"] = "fail",
 ) -> dd.DataFrame:
     """Read documents into a Dask DataFrame with ``_doc``, the id and text fields and all other fields.
 
@@ -122,60 +157,118 @@ def read_documents(
     inputs : str or list of str
         Files, directories (searched recursively for ``.jsonl[.gz|.zst]`` / ``.parquet``), globs
         or fsspec URLs (``s3://...``).
-    id_field : str, default="id"
-        Column holding unique document ids (int or string). If the input has no such column,
-        ids ``"<file name>:<line>"`` (JSONL, 1-based line) or ``"<file name>:<row>"``
-        (Parquet, 0-based row) are assigned.
+    id_field : str or None, default=None
+        Field holding unique document ids (int or string); every record must have it. None:
+        ``id`` if any file has it (then every record must), else ids ``"<file>:<line>"`` (JSONL,
+        1-based line) or ``"<file>:<row>"`` (Parquet, 0-based row) are assigned in column ``id``.
+        Ids that are integers in one file and strings in another are all read as strings.
     text_field : str, default="text"
-        Column holding the document text (string; null is read as empty).
+        Field holding the document text: a string, or null (read as empty).
     blocksize : int or str or None, default="64MB"
         Target partition size for uncompressed JSONL; None reads whole files.
     files_per_partition : int, default=1
         Whole files (compressed JSONL, Parquet) per partition.
+    on_error : {"fail", "skip"}, default="fail"
+        What a record that cannot be read does: "fail" raises ``ValueError`` naming its file,
+        line (or row) and field; "skip" keeps it as a rejected row (see :func:`split_rejected`).
 
     Returns
     -------
     dask.dataframe.DataFrame
-        Columns ``_doc`` (int64) then the input's columns in file order; pandas partitions
-        with Arrow-backed strings.
+        Columns ``_doc`` (int64), the assigned ``id`` if any, then the input's fields in the order
+        first seen (a field absent from a file is null there); with ``on_error="skip"`` also
+        :data:`REJECT_COLUMNS`. Pandas partitions with Arrow-backed strings, or cudf partitions
+        when ``dask.config``'s ``dataframe.backend`` is ``cudf`` (``curate.backend.use_backend("gpu")``).
 
     Raises
     ------
     FileNotFoundError
         If an input matches no file.
+    PermissionError
+        If a file cannot be read (raised here, before any partition is read).
     ValueError
-        If a record is not a JSON object, the text field is missing or not a string, or a file's
-        columns differ from the first file's; the message names the file and line.
+        If no file has the text field (or the given id field); when computed, with
+        ``on_error="fail"``, at the first record that cannot be read, naming its file, line (or
+        row) and field, e.g. ``a.jsonl:12: field 'text': expected a string, got a number``.
+
+    Notes
+    -----
+    A field whose types differ between files is widened where Arrow can (``int64`` and
+    ``double`` to ``double``; an id to ``string``); otherwise the first type seen holds and
+    records that do not fit it are bad records. A field that first appears after the first MiB
+    of every file is not known, so records with it are bad records too.
     """
     if files_per_partition < 1:
         raise ValueError(f"files_per_partition must be >= 1, got {files_per_partition}")
+    if on_error not in ("fail", "skip"):
+        raise ValueError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
     blocksize = parse_bytes(blocksize) if isinstance(blocksize, str) else blocksize
     fs, paths, fmt = expand_paths(inputs)
+    names = source_names(paths)
+    id_name = id_field or "id"
+    with ThreadPoolExecutor(min(16, len(paths))) as pool:  # remote stores: overlap the requests
+        found = list(pool.map(lambda path: _file_schema(fs, path, fmt, text_field, id_name), paths))
+    schema = _unify(found, text_field, id_name)
+    if text_field not in schema.names:
+        if schema.names:
+            raise ValueError(f"no text field {text_field!r} in any input file (fields: {schema.names})")
+        schema = pa.schema([(text_field, pa.string())])  # no records at all
+    if id_field is not None and id_field not in schema.names:
+        raise ValueError(f"no id field {id_field!r} in any input file (fields: {schema.names})")
+    assign_ids = id_name not in schema.names
+    reader = _Reader(fs, names, schema, Fields(text_field, None if assign_ids else id_name), assign_ids, on_error == "skip")
     sources = plan_sources(fs, paths, fmt, blocksize, files_per_partition)
-    root = os.path.commonpath([os.path.dirname(p) for p in paths]) if "://" not in paths[0] else None
-    names = tuple(os.path.relpath(p, root) if root is not None else p for p in paths)
-    meta_table = _read_source(sources[0], fs, names, None, id_field, text_field, sample=True, assign_ids=None)
-    assign_ids = id_field not in meta_table.column_names
-    if assign_ids:
+    if assign_ids or reader.skip:
         sources = _with_line_numbers(fs, sources)
-    meta_table = _read_source(sources[0], fs, names, None, id_field, text_field, sample=True, assign_ids=assign_ids)
-    # A field that is null throughout the sample may hold strings later on.
-    schema = pa.schema([f.with_type(pa.string()) if pa.types.is_null(f.type) else f for f in meta_table.schema])
-    meta_table = meta_table.cast(schema)
-    meta = _to_pandas(meta_table.slice(0, 0))
+    # Workers do not see the client's dask.config: the backend travels with the tasks.
+    frame_backend = dask.config.get("dataframe.backend", "pandas")
     return dd.from_map(
         _load_partition,
         sources,
-        fs=fs,
-        names=names,
-        schema=schema,
-        id_field=id_field,
-        text_field=text_field,
-        assign_ids=assign_ids,
-        meta=meta,
+        reader=reader,
+        frame_backend=frame_backend,
+        meta=_frame(reader.output_schema().empty_table(), reader.keys(), frame_backend),
         enforce_metadata=False,
         label="read-documents",
     )
+
+
+def split_rejected(docs: dd.DataFrame) -> tuple[dd.DataFrame, dd.DataFrame | None]:
+    """Split a skip-mode read into good documents and rejected records (one pass over the input).
+
+    Parameters
+    ----------
+    docs : dask.dataframe.DataFrame
+        From :func:`read_documents`.
+
+    Returns
+    -------
+    good : dask.dataframe.DataFrame
+        The documents, without :data:`REJECT_COLUMNS`.
+    rejected : dask.dataframe.DataFrame or None
+        ``_doc`` and :data:`REJECT_COLUMNS` of the rejected records, in input order; None for a
+        fail-mode read (which has no such columns).
+    """
+    if "_kind" not in docs.columns:
+        return docs, None
+    bad = docs["_kind"].notnull()
+    return docs[~bad].drop(columns=list(REJECT_COLUMNS)), docs[bad][[DOC, *REJECT_COLUMNS]]
+
+
+def locate(inputs, keys) -> list[str]:
+    """``"<file>:<line>"`` (JSONL) or ``"<file>:<row>"`` (Parquet) of documents by ``_doc`` key.
+
+    Reads each JSONL file up to the record (decompressing if needed), so use it for a few keys
+    (error messages), not for many.
+    """
+    fs, paths, fmt = expand_paths(inputs)
+    names = source_names(paths)
+    out = []
+    for key in map(int, keys):
+        index, position = key >> POSITION_BITS, key & ((1 << POSITION_BITS) - 1)
+        where = position if fmt == "parquet" else _lines_before(fs, paths[index], position) + 1
+        out.append(f"{names[index]}:{where}")
+    return out
 
 
 def _with_line_numbers(fs, sources: list[Source]) -> list[Source]:
@@ -187,54 +280,228 @@ def _with_line_numbers(fs, sources: list[Source]) -> list[Source]:
             continue
         if src.paths[0] != last_path:
             lines, last_path = 1, src.paths[0]
-        out.append(Source(src.paths, src.file_indices, src.fmt, src.offset, src.length, lines))
+        out.append(replace(src, first_line=lines))
         with fs.open(src.paths[0], "rb") as f:
             lines += read_block(f, src.offset, src.length, delimiter=b"\n").count(b"\n")
     return out
 
 
-def _load_partition(src: Source, fs, names, schema, id_field, text_field, assign_ids) -> pd.DataFrame:
-    table = _read_source(src, fs, names, schema, id_field, text_field, assign_ids=assign_ids)
-    return _to_pandas(table)
+def _lines_before(fs, path: str, offset: int) -> int:
+    """Line ends in the (decompressed) file before byte ``offset``."""
+    count, seen = 0, 0
+    with fs.open(path, "rb") as f:
+        for chunk in _chunks(f, infer_compression(path)):
+            count += chunk[: offset - seen].count(b"\n")
+            seen += len(chunk)
+            if seen >= offset:
+                break
+    return count
 
 
-def _to_pandas(table: pa.Table) -> pd.DataFrame:
-    # Nested values (lists, structs) stay Arrow-typed: as object columns Dask would turn them
-    # into strings ("dataframe.convert-string"). Everything else gets pandas' own mapping.
-    return table.to_pandas(types_mapper=lambda t: pd.ArrowDtype(t) if pa.types.is_nested(t) else None)
+def _load_partition(src: Source, reader: "_Reader", frame_backend: str):
+    return _frame(reader.read(src), reader.keys(), frame_backend)
 
 
-def _read_source(src: Source, fs, names, schema, id_field, text_field, sample=False, assign_ids=False) -> pa.Table:
-    tables = []
-    for path, index in zip(src.paths, src.file_indices):
-        if src.fmt == "parquet":
-            with fs.open(path, "rb") as f:
-                table = pq.ParquetFile(f).read_row_group(0) if sample else pq.read_table(f)
-            position = np.arange(table.num_rows, dtype=np.int64)
-            ids = [f"{names[index]}:{row}" for row in range(table.num_rows)] if assign_ids else None
-        else:
-            table, position, lines = _read_jsonl(src, path, fs, names[index], sample)
-            if table.num_rows == 0 and schema is not None:
-                tables.append(schema.empty_table())
-                continue
-            ids = [f"{names[index]}:{line}" for line in lines] if assign_ids else None
-        table = _check_columns(table, path, id_field, text_field, assign_ids)
-        if ids is not None:
-            table = table.add_column(0, id_field, pa.array(ids, pa.string()))
-        doc = (np.int64(index) << _POSITION_BITS) | position
-        table = table.add_column(0, DOC, pa.array(doc, pa.int64()))
-        if schema is not None:
-            table = _conform(table, schema, path)
-        tables.append(table)
-        if sample:
-            break
-    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+def _frame(table: pa.Table, keys: tuple[str, ...], frame_backend: str):
+    if frame_backend != "pandas":
+        return from_arrow(table, frame_backend)
+    # Nested values (lists, structs) and bytes stay Arrow-typed: as object columns Dask would
+    # turn them into strings ("dataframe.convert-string"). Integers and booleans too, so that a
+    # field that is absent somewhere keeps its type (numpy's int64 has no null); the key columns,
+    # never null, stay numpy. Everything else gets pandas' own mapping.
+    frame = table.to_pandas(types_mapper=arrow_typed)
+    for name in keys:
+        if name in frame.columns and isinstance(frame[name].dtype, pd.ArrowDtype):
+            frame[name] = frame[name].to_numpy()
+    return frame
 
 
-def _read_jsonl(src: Source, path: str, fs, name: str, sample: bool):
-    """Parse one JSONL file or block; return (table, byte offset per record, line per record)."""
-    start = 0
-    with fs.open(path, "rb", compression="infer") as f:
+def arrow_typed(dtype: pa.DataType) -> pd.ArrowDtype | None:
+    """The pandas dtype of an Arrow type in curate's frames (a ``types_mapper``; see ``_frame``)."""
+    t = pa.types
+    keep = t.is_nested(dtype) or t.is_integer(dtype) or t.is_boolean(dtype) or t.is_binary(dtype) or t.is_large_binary(dtype)
+    return pd.ArrowDtype(dtype) if keep else None
+
+
+class _Broken(Exception):
+    """A compressed stream that ends early or is corrupt: ``what`` happened, and the decoder's ``detail``."""
+
+    def __init__(self, what: str, detail):
+        super().__init__(f"{what} ({detail})")
+        self.what, self.detail = what, detail
+
+
+def _chunks(f, codec: str | None):
+    """Decompressed chunks of an open file; raises :class:`_Broken` where the stream breaks.
+
+    Decoder objects rather than file wrappers: ``gzip.GzipFile`` drops the data decoded in the
+    read that hits a cut, and zstandard's stream reader stops at one without a word.
+    """
+    if codec is None:
+        yield from iter(lambda: f.read(_CHUNK), b"")
+        return
+    if codec not in _DECODERS:
+        raise ValueError(f"{codec}: unsupported compression")
+    decoder, fed = _DECODERS[codec](), False
+    try:
+        for data in iter(lambda: f.read(_CHUNK), b""):
+            while data:  # a file may hold several members (gzip) or frames (zstd)
+                yield decoder.decompress(data)
+                fed = True
+                if not decoder.eof:
+                    break
+                data, decoder, fed = decoder.unused_data, _DECODERS[codec](), False
+    except (zlib.error, zstandard.ZstdError) as err:
+        raise _Broken(f"corrupt {codec} stream", err) from None
+    if fed and not decoder.eof:
+        raise _Broken(f"truncated {codec} stream", "it ends inside a compressed block")
+
+
+def _file_schema(fs, path: str, fmt: str, text_field: str, id_field: str) -> pa.Schema | None:
+    """A file's fields and types (from the first MiB of JSONL); None for a file without records."""
+    with fs.open(path, "rb") as f:
+        if fmt == "parquet":
+            schema = pq.read_schema(f).remove_metadata()
+            return schema if len(schema) else None
+        raw = bytearray()
+        try:
+            for chunk in _chunks(f, infer_compression(path)):
+                raw += chunk
+                if len(raw) >= _SAMPLE_BYTES and b"\n" in chunk:
+                    break
+        except _Broken:
+            pass  # reported with its line when the file is read
+    raw = bytes(raw).removeprefix(_BOM)
+    if b"\n" in raw:
+        raw = raw[: raw.rindex(b"\n") + 1]
+    starts, ends, keep = record_lines(raw)
+    pieces, _ = parse_records(raw, starts[keep], ends[keep], None, Fields(None, None))  # bad lines: reported later
+    return _unify([table.schema for _, table in pieces], text_field, id_field) if pieces else None
+
+
+def _unify(schemas: list, text_field: str, id_field: str) -> pa.Schema:
+    """One schema for all files: fields in the order first seen, the text a string, nulls strings.
+
+    Where a field's types differ, numbers are widened (``int64`` and ``double`` to ``double``)
+    and an id that is an integer in one place and a string in another becomes a string. Types
+    that cannot be reconciled keep the first one seen: records that do not fit it are bad
+    records, reported with their file and line when read.
+    """
+    types: dict[str, pa.DataType] = {}
+    for schema in schemas:
+        for field in schema or ():
+            seen = types.get(field.name)
+            if seen is None or pa.types.is_null(seen):
+                types[field.name] = field.type
+            elif seen != field.type and not pa.types.is_null(field.type):
+                types[field.name] = _widen(field, seen, id_field)
+    return pa.schema([(n, pa.string() if n == text_field or pa.types.is_null(t) else t) for n, t in types.items()])
+
+
+def _widen(field: pa.Field, seen: pa.DataType, id_field: str) -> pa.DataType:
+    if field.name == id_field:
+        return pa.string()
+    try:
+        return pa.unify_schemas([pa.schema([field.with_type(seen)]), pa.schema([field])], promote_options="permissive").field(0).type
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return seen
+
+
+@dataclass(frozen=True)
+class _Reader:
+    """Everything a partition read needs (shipped to the workers)."""
+
+    fs: object
+    names: tuple[str, ...]
+    schema: pa.Schema  # the records' fields (without _doc and an assigned id)
+    fields: Fields
+    assign_ids: bool
+    skip: bool
+
+    def output_schema(self) -> pa.Schema:
+        """``_doc``, an assigned id, the record fields and, skipping, the reject columns."""
+        schema = pa.schema([(DOC, pa.int64())] + ([("id", pa.string())] if self.assign_ids else []) + list(self.schema))
+        if self.skip:
+            schema = pa.schema(list(schema) + list(zip(REJECT_COLUMNS, _REJECT_TYPES)))
+        return schema
+
+    def keys(self) -> tuple[str, ...]:
+        """Columns that are never null: ``_doc``, the id, ``_line``."""
+        return (DOC, self.fields.id or "id", "_line")
+
+    def read(self, src: Source) -> pa.Table:
+        """The documents (and, skipping, rejected records) of one source, in input order."""
+        read_file = self._parquet if src.fmt == "parquet" else self._jsonl
+        tables = [read_file(src, path, index) for path, index in zip(src.paths, src.file_indices)]
+        return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+    def _jsonl(self, src: Source, path: str, index: int) -> pa.Table:
+        raw, start, broken = _read_bytes(self.fs, src, path)
+        tail = b""
+        if broken is not None:  # the cut line and whatever followed it are lost: one rejected record
+            cut = raw.rfind(b"\n") + 1
+            raw, tail = raw[:cut], raw[cut:]
+        starts, ends, keep = record_lines(raw)
+        line_index = np.flatnonzero(keep)
+        starts, ends = starts[keep], ends[keep]
+        pieces, bad = parse_records(raw, starts, ends, self.schema, self.fields)
+        positions = start + starts
+        records = [raw[starts[b.index] : ends[b.index]].removesuffix(b"\r") for b in bad]
+        if broken is not None:  # whole files only, so lines are counted from 1
+            reason = f"{broken.what} after line {len(keep)} ({broken.detail})"
+            bad.append(Bad(len(starts), "truncated", None, reason))
+            positions, line_index = np.append(positions, start + len(raw)), np.append(line_index, len(keep))
+            records.append(tail)
+        first_line = src.first_line
+        if bad and first_line is None:  # only where a record is rejected or stops the run
+            first_line = _lines_before(self.fs, path, start) + 1
+        return self._assemble(pieces, bad, records, positions, (first_line or 1) + line_index, index)
+
+    def _parquet(self, src: Source, path: str, index: int) -> pa.Table:
+        with self.fs.open(path, "rb") as f:
+            table = pq.read_table(f)
+        problems = _row_problems(table, self.fields)
+        rows = np.arange(table.num_rows, dtype=np.int64)
+        good = np.setdiff1d(rows, list(problems))
+        try:
+            pieces = [(good, conform(table.take(good), self.schema, self.fields))]
+        except Mismatch as err:  # a column of another type than in other files: every row
+            pieces, problems = [], dict.fromkeys(rows.tolist(), (err.kind, err.field, err.reason)) | problems
+        bad = [Bad(row, *problems[row]) for row in sorted(problems)]
+        records = _row_json(table.take([b.index for b in bad])) if bad else []
+        return self._assemble(pieces, bad, records, rows, rows, index)
+
+    def _assemble(self, pieces, bad: list[Bad], records: list[bytes], positions, lines, index: int) -> pa.Table:
+        """The file's good records as documents, and its bad ones raised or as rejected rows."""
+        if bad and not self.skip:
+            first = bad[0]
+            field = f"field {first.field!r}: " if first.field else ""
+            raise ValueError(f"{self.names[index]}:{lines[first.index]}: {field}{first.reason}")
+        rows = np.concatenate([i for i, _ in pieces]) if pieces else np.zeros(0, np.int64)
+        table = pa.concat_tables([t for _, t in pieces]) if pieces else self.schema.empty_table()
+        if self.assign_ids:
+            table = table.add_column(0, "id", pa.array([f"{self.names[index]}:{line}" for line in lines[rows]], pa.string()))
+        key = (np.int64(index) << POSITION_BITS) | np.asarray(positions, dtype=np.int64)
+        table = table.add_column(0, DOC, pa.array(key[rows], pa.int64()))
+        if not self.skip:
+            return table
+        extra = [pa.array(lines[rows], pa.int64())] + [pa.nulls(len(rows), t) for t in _REJECT_TYPES[1:]]
+        table = pa.table(table.columns + extra, schema=self.output_schema())
+        if not bad:
+            return table
+        at = np.array([b.index for b in bad], dtype=np.int64)
+        columns = {DOC: pa.array(key[at], pa.int64()), "_line": pa.array(lines[at], pa.int64())}
+        columns |= {"_kind": [b.kind for b in bad], "_field": [b.field for b in bad], "_reason": [b.reason for b in bad]}
+        columns["_record"] = pa.array(records, pa.binary())
+        rejected = pa.table([columns.get(f.name, _placeholder(f.type, len(bad))) for f in table.schema], schema=table.schema)
+        both = pa.concat_tables([table, rejected])
+        return both.take(np.argsort(both[DOC].to_numpy(), kind="stable"))
+
+
+def _read_bytes(fs, src: Source, path: str) -> tuple[bytes, int, _Broken | None]:
+    """The source's bytes (a BOM at the file start dropped), their offset, and why the stream broke."""
+    start, broken = 0, None
+    with fs.open(path, "rb") as f:
         if src.length is not None:
             if src.offset:  # the block begins after the first line end at or after its offset
                 f.seek(src.offset)
@@ -242,70 +509,68 @@ def _read_jsonl(src: Source, path: str, fs, name: str, sample: bool):
                 start = f.tell()
             raw = read_block(f, src.offset, src.length, delimiter=b"\n")
         else:
-            raw = f.read(1 << 20) if sample else f.read()
-    if sample and src.length is None and b"\n" in raw:
-        raw = raw[: raw.rindex(b"\n") + 1]
-    buf = np.frombuffer(raw, dtype=np.uint8)
-    ends = np.flatnonzero(buf == 10)
-    starts = np.concatenate([[0], ends + 1])
-    if len(starts) and starts[-1] >= len(raw):
-        starts = starts[:-1]
-    ends = np.append(ends, len(raw))[: len(starts)]
-    # pyarrow skips blank lines; find them too, so records map to their lines.
-    # Records start with "{", so only lines starting with whitespace need a closer look.
-    keep = np.ones(len(starts), dtype=bool)
-    for i in np.flatnonzero((ends == starts) | np.isin(buf[np.minimum(starts, len(buf) - 1)], _WHITESPACE)):
-        keep[i] = bool(raw[starts[i] : ends[i]].strip())
-    line_numbers = src.first_line + np.flatnonzero(keep)
-    if not keep.any():  # a block inside one long line, or a file of blank lines
-        return pa.table({}), np.zeros(0, np.int64), line_numbers
-    try:
-        table = pajson.read_json(
-            pa.py_buffer(raw),
-            read_options=pajson.ReadOptions(block_size=min(max(len(raw), 1 << 20), (1 << 31) - 1)),
-            parse_options=pajson.ParseOptions(newlines_in_values=False),
-        )
-    except pa.ArrowInvalid as err:
-        _raise_bad_line(raw, starts, ends, line_numbers, keep, name, err)
-    if table.num_rows != keep.sum():
-        _raise_bad_line(raw, starts, ends, line_numbers, keep, name, "record count mismatch")
-    return table, start + starts[keep].astype(np.int64), line_numbers
+            data = bytearray()
+            try:
+                for chunk in _chunks(f, infer_compression(path)):
+                    data += chunk  # what came before a break is kept
+            except _Broken as err:
+                broken = err
+            raw = bytes(data)
+    if start == 0 and raw.startswith(_BOM):
+        raw, start = raw[len(_BOM) :], len(_BOM)
+    return raw, start, broken
 
 
-def _raise_bad_line(raw, starts, ends, line_numbers, keep, name, err):
-    for (s, e), line in zip(zip(starts[keep], ends[keep]), line_numbers):
+def _row_problems(table: pa.Table, fields: Fields) -> dict[int, tuple[str, str | None, str]]:
+    """Parquet rows that cannot be documents: row -> (kind, field, reason), the first problem only."""
+    problems: dict[int, tuple[str, str | None, str]] = {}
+    everything = range(table.num_rows)
+    if fields.text not in table.column_names:
+        problems.update(dict.fromkeys(everything, ("missing-field", fields.text, "missing")))
+    else:
+        text = table[fields.text]
+        if pa.types.is_dictionary(text.type):
+            text = text.cast(text.type.value_type)
+        if not (pa.types.is_string(text.type) or pa.types.is_large_string(text.type) or pa.types.is_null(text.type)):
+            for row in np.flatnonzero(text.is_valid().to_numpy(zero_copy_only=False)):
+                problems.setdefault(int(row), ("wrong-type", fields.text, f"expected a string, got {text.type}"))
+    if fields.id is not None:
+        if fields.id not in table.column_names:
+            for row in everything:
+                problems.setdefault(row, ("missing-field", fields.id, "missing"))
+        else:
+            for row in np.flatnonzero(table[fields.id].is_null().to_numpy(zero_copy_only=False)):
+                problems.setdefault(int(row), ("missing-field", fields.id, "null"))
+    for name in table.column_names:  # Parquet readers do not check UTF-8; pandas would fail on it
+        column = table[name]
+        if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+            continue
         try:
-            record = json.loads(raw[s:e])
-        except ValueError as exc:
-            raise ValueError(f"{name}:{line}: invalid JSON: {exc}") from None
-        if not isinstance(record, dict):
-            raise ValueError(f"{name}:{line}: expected a JSON object, got {type(record).__name__}")
-    raise ValueError(f"{name}: could not parse JSONL ({err})")
+            column.validate(full=True)
+        except pa.ArrowInvalid:
+            for row, value in enumerate(column.cast(pa.large_binary()).to_pylist()):
+                try:
+                    value is None or value.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    problems.setdefault(row, ("invalid-utf8", name, f"invalid UTF-8 (byte 0x{value[err.start]:02x} at byte {err.start})"))
+    return problems
 
 
-def _check_columns(table: pa.Table, path, id_field, text_field, assign_ids) -> pa.Table:
-    if text_field not in table.column_names:
-        raise ValueError(f"{path}: no text field {text_field!r} (fields: {table.column_names})")
-    text = table[text_field]
-    if pa.types.is_null(text.type):
-        text = pa.chunked_array([pa.nulls(len(text), pa.string())])
-    if not (pa.types.is_string(text.type) or pa.types.is_large_string(text.type)):
-        raise ValueError(f"{path}: text field {text_field!r} has type {text.type}, expected string")
-    table = table.set_column(table.column_names.index(text_field), text_field, text.cast(pa.string()).fill_null(""))
-    if assign_ids is False:  # None: still finding out whether the input has ids
-        if id_field not in table.column_names:
-            raise ValueError(f"{path}: no id field {id_field!r} while other files have it")
-        if table[id_field].null_count:
-            raise ValueError(f"{path}: {table[id_field].null_count} record(s) without an id in field {id_field!r}")
-    return table
+def _row_json(table: pa.Table) -> list[bytes]:
+    """Rows as JSON objects (UTF-8); bytes of strings that are not valid UTF-8 written as ``\\xNN``."""
+    columns = {}
+    for name in table.column_names:
+        column = table[name]
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            columns[name] = [None if v is None else v.decode("utf-8", "backslashreplace") for v in column.cast(pa.large_binary()).to_pylist()]
+        else:
+            columns[name] = column.to_pylist()
+    return [json.dumps(dict(zip(columns, values)), ensure_ascii=False, default=str).encode() for values in zip(*columns.values())]
 
 
-def _conform(table: pa.Table, schema: pa.Schema, path) -> pa.Table:
-    if set(table.column_names) != set(schema.names):
-        extra = sorted(set(table.column_names) - set(schema.names))
-        missing = sorted(set(schema.names) - set(table.column_names))
-        raise ValueError(f"{path}: fields differ from the first file's (extra: {extra}, missing: {missing})")
-    try:
-        return table.select(schema.names).cast(schema)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError) as err:
-        raise ValueError(f"{path}: field types differ from the first file's ({err})") from None
+def _placeholder(dtype: pa.DataType, n: int) -> pa.Array:
+    # Rejected rows carry no document; zeros keep integer and boolean columns non-null, so pandas
+    # keeps their dtypes (a null would turn int64 into float64).
+    if pa.types.is_integer(dtype) or pa.types.is_floating(dtype) or pa.types.is_boolean(dtype):
+        return pa.array(np.zeros(n, dtype=np.int8)).cast(dtype)
+    return pa.nulls(n, dtype)

@@ -7,15 +7,15 @@ import dask.dataframe as dd
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-
 from fsspec.core import url_to_fs
 
+from curate.backend import to_arrow, to_host
 from curate.io.read import DOC
 
 ROW_GROUP_ROWS = 1 << 20
 
 
-def write_documents(docs: dd.DataFrame, path: str, fmt: str) -> dd.Scalar:
+def write_documents(docs: dd.DataFrame, path: str, fmt: str, schema: pa.Schema | None = None) -> dd.Scalar:
     """Lazily write a document frame (without ``_doc``) as ``part.N.parquet`` / ``part.N.jsonl``.
 
     Parameters
@@ -26,6 +26,9 @@ def write_documents(docs: dd.DataFrame, path: str, fmt: str) -> dd.Scalar:
     fmt : {"parquet", "jsonl"}
         Parquet files carry a plain Arrow schema (no pandas metadata, which pandas cannot read
         back for nested Arrow columns); JSONL is UTF-8, one object per line.
+    schema : pyarrow.Schema, optional
+        Parquet: the files' schema (else inferred per part, which for an empty part of object
+        columns is null-typed).
 
     Returns
     -------
@@ -42,15 +45,15 @@ def write_documents(docs: dd.DataFrame, path: str, fmt: str) -> dd.Scalar:
     fs, root = url_to_fs(path)
     fs.makedirs(root, exist_ok=True)
     docs = docs.drop(columns=[DOC]) if DOC in docs.columns else docs
-    return docs.map_partitions(_write_part, fs, root, fmt, meta=(None, "int64")).sum()
+    return docs.map_partitions(_write_part, fs, root, fmt, schema, meta=(None, "int64")).sum()
 
 
-def _write_part(part: pd.DataFrame, fs, root: str, fmt: str, partition_info=None) -> int:
+def _write_part(part: pd.DataFrame, fs, root: str, fmt: str, schema, partition_info=None) -> int:
     with fs.open(f"{root}/part.{partition_info['number']}.{fmt}", "wb") as f:
         if fmt == "parquet":
-            pq.write_table(pa.Table.from_pandas(part, preserve_index=False).replace_schema_metadata(None), f)
+            pq.write_table(to_arrow(part, schema), f)
         else:
-            part.to_json(f, orient="records", lines=True, force_ascii=False)
+            to_host(part).to_json(f, orient="records", lines=True, force_ascii=False)
     return len(part)
 
 

@@ -1,0 +1,184 @@
+"""GPU benchmark: MinHash throughput (GB/s) and end-to-end dedup throughput (MB/s per GPU).
+
+    python scripts/bench_gpu.py --data ../shared/data --out results/bench_gpu.json
+
+Corpora: the gutenberg set, and a larger one made by repeating gutenberg ``--copies`` times with
+edits (every copy replaces about 1% of the words of each book, so the copies are near
+duplicates). Figures are text bytes (UTF-8) per second of wall time; the end-to-end figure is
+divided by the number of workers. ``--backend cpu`` runs the same measurements on the CPU path
+(used to check the script without a GPU).
+"""
+
+import argparse
+import json
+import platform
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from curate import backend
+from curate.kernels.minhash import permutations
+
+
+def read_texts(shards: list[Path]) -> pd.Series:
+    return pd.concat(
+        [pd.read_json(s, lines=True, dtype=False)["text"] for s in shards],
+        ignore_index=True,
+    ).astype("str")
+
+
+def minhash_rate(texts: pd.Series, on_gpu: bool, repeats: int = 3) -> dict:
+    """Best of ``repeats`` timings of char-24-gram, 260-hash, 32-bit MinHash + banding, in GB/s."""
+    a, b = permutations(260, 42, 32)
+    series, sync = texts, time.perf_counter  # on the CPU there is nothing to wait for
+    if on_gpu:
+        import cudf
+        import cupy
+
+        series = cudf.Series(texts)
+        sync = cupy.cuda.runtime.deviceSynchronize
+    backend.band_buckets(
+        backend.minhash_signatures(series.iloc[:64], 42, a, b, 24, False)[0], 20, 13
+    )  # compile
+    sync()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        signatures, _ = backend.minhash_signatures(series, 42, a, b, 24, False)
+        backend.band_buckets(signatures, 20, 13)
+        sync()
+        best = min(best, time.perf_counter() - start)
+    n_bytes = int(texts.map(lambda t: len(t.encode("utf-8"))).sum())
+    return {"bytes": n_bytes, "seconds": best, "GB_per_s": n_bytes / best / 1e9}
+
+
+def edited_copies(shards: list[Path], copies: int, out: Path) -> Path:
+    """``copies`` edited copies of the shards' books as JSONL under ``out`` (about 1% of words replaced)."""
+    out.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(0)
+    for k in range(copies):
+        path = out / f"copy-{k:02d}.jsonl"
+        if path.exists():
+            continue
+        frame = pd.concat(
+            [pd.read_json(s, lines=True, dtype=False) for s in shards],
+            ignore_index=True,
+        )
+        frame["id"] = frame["id"] + f"-copy{k}"
+
+        def edit(text: str) -> str:
+            words = text.split(" ")
+            for i in rng.sample(range(len(words)), len(words) // 100):
+                words[i] = "edited"
+            return " ".join(words)
+
+        frame["text"] = frame["text"].map(edit)
+        frame.to_json(path, orient="records", lines=True, force_ascii=False)
+    return out
+
+
+def end_to_end(
+    inputs: list[Path], out: Path, backend_name: str, n_workers: int
+) -> dict:
+    """Wall time of ``curate dedup`` (a fresh process, cluster start included) and MB/s per worker."""
+    command = [
+        sys.executable,
+        "-m",
+        "curate",
+        "dedup",
+        *map(str, inputs),
+        "-o",
+        str(out),
+        "--overwrite",
+        "--no-progress",
+        "--backend",
+        backend_name,
+    ]
+    if backend_name == "cpu":
+        command += ["--n-workers", str(n_workers), "--threads-per-worker", "1"]
+    start = time.perf_counter()
+    done = subprocess.run(
+        command,
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode:
+        sys.exit(f"curate dedup failed:\n{done.stdout}\n{done.stderr}")
+    seconds = time.perf_counter() - start
+    summary = json.loads((out / "summary.json").read_text())
+    text_bytes = sum(len(t.encode("utf-8")) for p in inputs for t in _texts_of(p))
+    return {
+        "documents": summary["counts"]["input"]["documents"],
+        "removed": summary["counts"]["output"]["removed"],
+        "text_bytes": text_bytes,
+        "seconds": seconds,
+        "stage_seconds": summary["seconds"],
+        "workers": n_workers,
+        "MB_per_s_per_worker": text_bytes / seconds / 1e6 / n_workers,
+    }
+
+
+def _texts_of(path: Path):
+    files = sorted(path.glob("*.json*")) if path.is_dir() else [path]
+    for f in files:
+        yield from pd.read_json(f, lines=True, dtype=False)["text"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=Path(__file__).resolve().parents[2] / "shared" / "data",
+    )
+    parser.add_argument("--out", type=Path, default=Path("results/bench_gpu.json"))
+    parser.add_argument("--work", type=Path, default=Path("/tmp/curate-bench-gpu"))
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=29,
+        help="gutenberg shards (29 = all, 450 MB of text)",
+    )
+    parser.add_argument(
+        "--copies", type=int, default=4, help="edited copies in the larger corpus"
+    )
+    parser.add_argument("--backend", choices=["gpu", "cpu"], default="gpu")
+    args = parser.parse_args()
+    shards = sorted((args.data / "gutenberg").glob("part-*.jsonl.zst"))[: args.shards]
+    if not shards:
+        sys.exit(f"no gutenberg shards under {args.data}")
+    on_gpu = args.backend == "gpu"
+    n_workers = 2
+    if on_gpu:
+        import cupy
+
+        n_workers = cupy.cuda.runtime.getDeviceCount()
+    results = {
+        "backend": args.backend,
+        "python": platform.python_version(),
+        "workers": n_workers,
+    }
+    results["minhash"] = minhash_rate(read_texts(shards[:2]), on_gpu)
+    print("minhash", results["minhash"], flush=True)
+    results["gutenberg"] = end_to_end(
+        shards, args.work / "out-gutenberg", args.backend, n_workers
+    )
+    print("gutenberg", results["gutenberg"], flush=True)
+    larger = edited_copies(shards, args.copies, args.work / "edited")
+    results["gutenberg_edited_copies"] = end_to_end(
+        [*shards, larger], args.work / "out-edited", args.backend, n_workers
+    )
+    print("gutenberg + edited copies", results["gutenberg_edited_copies"], flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

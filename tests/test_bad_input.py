@@ -1,0 +1,419 @@
+"""Bad input, case by case: the exact behaviour with --on-error fail (the default) and skip.
+
+Each test builds its fixture in ``tmp_path``. Fail mode: the message names file, line and field.
+Skip mode: the exact rejected rows (line, kind, field, reason, record bytes) and the documents kept.
+"""
+
+import gzip
+import json
+import os
+import zlib
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import zstandard
+from click.testing import CliRunner
+
+from curate.cli import main
+from curate.config import IOConfig, load_config
+from curate.io import read_documents, write_documents
+from curate.io.read import split_rejected
+from curate.pipeline import dedup
+
+
+def jsonl(path, *lines, end=b"\n"):
+    """Write lines (str or bytes) joined by ``end``, with ``end`` after the last one too."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = [line.encode() if isinstance(line, str) else line for line in lines]
+    path.write_bytes(b"".join(line + end for line in data))
+    return path
+
+
+def doc_lines(n, *, words=20):
+    return [json.dumps({"id": i, "text": f"document {i} " * words}) for i in range(n)]
+
+
+def read(path, **kwargs) -> pd.DataFrame:
+    """Fail-mode read, computed, without ``_doc``."""
+    return read_documents(str(path), **kwargs).compute().drop(columns="_doc").reset_index(drop=True)
+
+
+def read_skip(path, **kwargs):
+    """Skip-mode read: (documents without ``_doc``, rejected rows as (line, kind, field, reason, record))."""
+    good, rejected = split_rejected(read_documents(str(path), on_error="skip", **kwargs))
+    rows = rejected.compute()
+    rows = list(zip(rows._line, rows._kind, rows._field.astype(object).where(rows._field.notna(), None), rows._reason, rows._record))
+    return good.compute().drop(columns="_doc").reset_index(drop=True), rows
+
+
+def fail_message(path, **kwargs) -> str:
+    with pytest.raises(ValueError) as err:
+        read_documents(str(path), **kwargs).compute()
+    return str(err.value)
+
+
+def run(tmp_path, inputs, **overrides):
+    out = tmp_path / "out"
+    return out, dedup([str(i) for i in inputs], str(out), load_config(None, overrides))
+
+
+def test_malformed_line_in_a_large_shard(tmp_path):
+    lines = doc_lines(3000)
+    lines[1500] = '{"id": 1500, "text": "cut'
+    path = jsonl(tmp_path / "shard.jsonl", *lines)
+    reason = "invalid JSON: Unterminated string starting at: line 1 column 22 (char 21)"
+    for blocksize in (None, "16KB"):  # the fast parse fails in one block of the split file only
+        assert fail_message(path, blocksize=blocksize) == f"shard.jsonl:1501: {reason}"
+        good, rejected = read_skip(path, blocksize=blocksize)
+        assert rejected == [(1501, "invalid-json", None, reason, lines[1500].encode())]
+        assert good.id.tolist() == [i for i in range(3000) if i != 1500]
+        assert good.text.tolist() == [json.loads(line)["text"] for i, line in enumerate(lines) if i != 1500]
+
+
+def test_rejected_records_do_not_depend_on_partitioning(tmp_path):
+    lines = ['{"id": 1, "text": "a"}', '{"id": 2.0, "text": "b"}', "x", '{"id": 3, "text": 5}', '{"id": 4, "text": "d"}', "[]"]
+    path = jsonl(tmp_path / "x.jsonl", *lines)
+    whole_good, whole_rejected = read_skip(path, blocksize=None)
+    assert [r[:2] for r in whole_rejected] == [(3, "invalid-json"), (4, "wrong-type"), (6, "not-an-object")]
+    assert whole_good.text.tolist() == ["a", "b", "d"]
+    for blocksize in (1, 30, 60):  # 1: every line is a block of its own
+        good, rejected = read_skip(path, blocksize=blocksize)
+        assert rejected == whole_rejected
+        pd.testing.assert_frame_equal(good, whole_good)
+
+
+def test_valid_json_that_is_not_an_object(tmp_path):
+    path = jsonl(tmp_path / "x.jsonl", '{"id": 1, "text": "a"}', "[1, 2]", "42", '"text"', "null", "true", '{"id": 7, "text": "g"}')
+    assert fail_message(path) == "x.jsonl:2: expected a JSON object, got an array"
+    good, rejected = read_skip(path)
+    assert good.id.tolist() == [1, 7]
+    assert [(line, kind, reason) for line, kind, _, reason, _ in rejected] == [
+        (2, "not-an-object", "expected a JSON object, got an array"),
+        (3, "not-an-object", "expected a JSON object, got a number"),
+        (4, "not-an-object", "expected a JSON object, got a string"),
+        (5, "not-an-object", "expected a JSON object, got null"),
+        (6, "not-an-object", "expected a JSON object, got a boolean"),
+    ]
+
+
+def test_missing_text_field(tmp_path):
+    path = jsonl(tmp_path / "x.jsonl", '{"id": 1, "text": "a"}', '{"id": 2, "body": "b"}', '{"id": 3, "text": null}')
+    assert fail_message(path) == "x.jsonl:2: field 'text': missing"
+    good, rejected = read_skip(path)
+    assert rejected == [(2, "missing-field", "text", "missing", b'{"id": 2, "body": "b"}')]
+    assert good.to_dict("list") == {"id": [1, 3], "text": ["a", ""], "body": [None, None]}
+    nowhere = jsonl(tmp_path / "body.jsonl", '{"id": 1, "body": "b"}')
+    for on_error in ("fail", "skip"):  # no file has it: a wrong --text-field, stopped before reading
+        with pytest.raises(ValueError, match=r"^no text field 'text' in any input file \(fields: \['id', 'body'\]\)$"):
+            read_documents(str(nowhere), on_error=on_error)
+
+
+def test_null_text_reads_as_empty(tmp_path):
+    path = jsonl(tmp_path / "x.jsonl", '{"id": 1, "text": null}', '{"id": 2, "text": "b"}', '{"id": 3, "text": null}')
+    assert read(path).to_dict("list") == {"id": [1, 2, 3], "text": ["", "b", ""]}
+    good, rejected = read_skip(path)
+    assert rejected == [] and good.text.tolist() == ["", "b", ""]
+
+
+def test_text_of_another_type(tmp_path):
+    lines = ['{"id": 1, "text": 5}', '{"id": 2, "text": ["x"]}', '{"id": 3, "text": {"a": 1}}', '{"id": 4, "text": true}', '{"id": 5, "text": "e"}']
+    path = jsonl(tmp_path / "x.jsonl", *lines)
+    assert fail_message(path) == "x.jsonl:1: field 'text': expected a string, got a number"
+    good, rejected = read_skip(path)
+    assert good.to_dict("list") == {"id": [5], "text": ["e"]}
+    kinds = ["a number", "an array", "an object", "a boolean"]
+    assert rejected == [(i + 1, "wrong-type", "text", f"expected a string, got {k}", lines[i].encode()) for i, k in enumerate(kinds)]
+    numbers = jsonl(tmp_path / "n.jsonl", '{"id": 1, "text": 5}', '{"id": 2, "text": 6}')  # pyarrow alone reads these fine
+    assert fail_message(numbers) == "n.jsonl:1: field 'text': expected a string, got a number"
+
+
+def test_other_fields_of_another_type_and_bad_escapes(tmp_path):
+    path = jsonl(
+        tmp_path / "x.jsonl",
+        '{"id": 1, "text": "a", "score": 1}',
+        '{"id": 2, "text": "b", "score": "high"}',
+        '{"id": 3, "text": "c", "score": 2.5}',
+        '{"id": 4, "text": "\\ud800"}',  # a lone surrogate: Python's json takes it, Arrow does not
+    )
+    convert = "cannot convert string to double (Failed to parse string: 'high' as a scalar of type double)"
+    assert fail_message(path) == f"x.jsonl:2: field 'score': {convert}"
+    good, rejected = read_skip(path)
+    assert good.to_dict("list") == {"id": [1, 3], "text": ["a", "c"], "score": [1.0, 2.5]}
+    assert [r[:4] for r in rejected] == [
+        (2, "wrong-type", "score", convert),
+        (4, "invalid-json", None, "invalid JSON: The surrogate pair in string is invalid"),
+    ]
+
+
+def test_field_first_seen_after_the_sample_and_null_ids(tmp_path):
+    lines = doc_lines(6000)  # about 1.5 MiB: the fields are taken from the first MiB
+    lines[5000] = '{"id": 5000, "text": "late", "late": 1}'
+    lines[5001] = '{"id": null, "text": "no id"}'
+    path = jsonl(tmp_path / "x.jsonl", *lines)
+    unknown = "not among the input's fields (those found at the start of each file)"
+    assert fail_message(path, blocksize="256KB") == f"x.jsonl:5001: field 'late': {unknown}"
+    good, rejected = read_skip(path, blocksize="256KB")
+    assert [r[:4] for r in rejected] == [
+        (5001, "unknown-field", "late", unknown),
+        (5002, "missing-field", "id", "null"),
+    ]
+    assert good.id.tolist() == [i for i in range(6000) if i not in (5000, 5001)]
+
+
+def test_invalid_utf8_is_rejected_never_replaced(tmp_path):
+    bad_line = b'{"id": 2, "text": "b\xff\xfec"}'
+    path = jsonl(tmp_path / "x.jsonl", b'{"id": 1, "text": "a"}', bad_line, b'{"id": 3, "text": "c"}')
+    assert fail_message(path) == "x.jsonl:2: invalid UTF-8 (byte 0xff at column 21)"
+    good, rejected = read_skip(path)
+    assert rejected == [(2, "invalid-utf8", None, "invalid UTF-8 (byte 0xff at column 21)", bad_line)]  # the bytes as read
+    assert good.to_dict("list") == {"id": [1, 3], "text": ["a", "c"]}
+    # Parquet does not check UTF-8 either; the record is the row as JSON with the bad bytes escaped.
+    text = pa.array([b"ok", b"b\xff"], pa.binary()).view(pa.string())
+    pq.write_table(pa.table({"id": [1, 2], "text": text}), tmp_path / "p.parquet")
+    assert fail_message(tmp_path / "p.parquet") == "p.parquet:1: field 'text': invalid UTF-8 (byte 0xff at byte 1)"
+    good, rejected = read_skip(tmp_path / "p.parquet")
+    assert rejected == [(1, "invalid-utf8", "text", "invalid UTF-8 (byte 0xff at byte 1)", b'{"id": 2, "text": "b\\\\xff"}')]
+    assert good.to_dict("list") == {"id": [1], "text": ["ok"]}
+
+
+def test_utf8_bom_at_file_start(tmp_path):
+    path = jsonl(tmp_path / "bom.jsonl", b'\xef\xbb\xbf{"id": 1, "text": "a"}', b'{"id": 2, "text": "b"}')
+    docs = read_documents(str(path)).compute()
+    assert docs.to_dict("list") == {"_doc": [3, 26], "id": [1, 2], "text": ["a", "b"]}  # offsets count the BOM
+    noid = jsonl(tmp_path / "noid.jsonl", b'\xef\xbb\xbf{"text": "a"}', b"[]")
+    assert read_skip(noid)[1] == [(2, "not-an-object", None, "expected a JSON object, got an array", b"[]")]
+    assert read_skip(noid)[0].to_dict("list") == {"id": ["noid.jsonl:1"], "text": ["a"]}
+
+
+def test_crlf_line_ends(tmp_path):
+    # A JSON string cannot hold a raw CR, so "\r\n" is only ever the line end: no "\r" reaches the text.
+    path = jsonl(tmp_path / "crlf.jsonl", '{"text": "a"}', '{"text": "b\\r\\nc"}', "{bad", '{"text": "d"}', end=b"\r\n")
+    for blocksize in (None, 20):
+        good, rejected = read_skip(path, blocksize=blocksize)
+        assert good.to_dict("list") == {"id": ["crlf.jsonl:1", "crlf.jsonl:2", "crlf.jsonl:4"], "text": ["a", "b\r\nc", "d"]}
+        assert [(line, kind, record) for line, kind, _, _, record in rejected] == [(3, "invalid-json", b"{bad")]
+
+
+def test_final_line_without_newline(tmp_path):
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"id": 1, "text": "a"}\n{"id": 2, "text": "b"}')
+    for blocksize in (None, 16):
+        assert read(path, blocksize=blocksize).to_dict("list") == {"id": [1, 2], "text": ["a", "b"]}
+    path.write_text('{"id": 1, "text": "a"}\n{"id": 2, "text": "b')
+    assert fail_message(path) == "x.jsonl:2: invalid JSON: Unterminated string starting at: line 1 column 19 (char 18)"
+
+
+def test_empty_file(tmp_path):
+    (tmp_path / "a.jsonl").write_bytes(b"")
+    alone = read_documents(str(tmp_path / "a.jsonl")).compute()
+    assert len(alone) == 0 and list(alone.columns) == ["_doc", "id", "text"]
+    jsonl(tmp_path / "b.jsonl", '{"id": 1, "text": "b"}')
+    both = read_documents(str(tmp_path)).compute()  # the empty file sorts first and gives nothing
+    assert both.to_dict("list") == {"_doc": [1 << 40], "id": [1], "text": ["b"]}
+
+
+def test_empty_and_whitespace_only_documents(tmp_path):
+    path = jsonl(tmp_path / "ws.jsonl", '{"text": ""}', "", '{"text": " "}', "   ", '{"text": "\\n\\t "}')
+    # blank lines are not records (assigned ids skip them); empty and blank texts are documents, as they are
+    assert read(path).to_dict("list") == {"id": ["ws.jsonl:1", "ws.jsonl:3", "ws.jsonl:5"], "text": ["", " ", "\n\t "]}
+
+
+def test_one_document_of_50_mb(tmp_path):
+    path = jsonl(tmp_path / "big.jsonl", json.dumps({"id": 1, "text": "x" * 50_000_000}), '{"id": 2, "text": "y"}')
+    for blocksize in ("64MB", "16MB"):  # 16MB: three blocks start inside the long line
+        docs = read(path, blocksize=blocksize)
+        assert docs.id.tolist() == [1, 2] and docs.text.str.len().tolist() == [50_000_000, 1]
+
+
+def test_duplicate_ids_within_and_across_files(client, tmp_path):
+    jsonl(tmp_path / "in" / "a.jsonl", '{"id": 1, "text": "one"}', '{"id": 7, "text": "seven"}', '{"id": 1, "text": "one again"}')
+    jsonl(tmp_path / "in" / "b.jsonl", '{"id": 7, "text": "seven again"}', '{"id": 9, "text": "nine"}')
+    with pytest.raises(ValueError) as err:
+        run(tmp_path / "fail", [tmp_path / "in"])
+    assert str(err.value) == "2 id(s) in field 'id' appear more than once, e.g. 1 (a.jsonl:1, a.jsonl:3), 7 (a.jsonl:2, b.jsonl:1)"
+    out, summary = run(tmp_path / "skip", [tmp_path / "in"], io={"on_error": "skip"})
+    rejected = pd.read_parquet(out / "rejected")
+    assert rejected.drop(columns="record").to_dict("records") == [
+        {"source": "a.jsonl", "line": 3, "field": "id", "kind": "duplicate-id", "reason": "duplicate id 1: first at a.jsonl:1"},
+        {"source": "b.jsonl", "line": 1, "field": "id", "kind": "duplicate-id", "reason": "duplicate id 7: first at a.jsonl:2"},
+    ]
+    assert [json.loads(r) for r in rejected.record] == [{"id": 1, "text": "one again"}, {"id": 7, "text": "seven again"}]
+    kept = [json.loads(line) for f in sorted((out / "deduplicated").glob("*.jsonl")) for line in f.read_text().splitlines()]
+    assert [d["id"] for d in kept] == [1, 7, 9]
+    assert summary["counts"]["input"]["documents"] == 5 and summary["counts"]["rejected"] == {"duplicate-id": 2}
+    assert summary["counts"]["output"] == {"kept": 3, "removed": 0, "rejected": 2}
+
+
+def test_missing_id_field(tmp_path):
+    noid = jsonl(tmp_path / "noid" / "a.jsonl", '{"text": "a"}', '{"text": "b"}')
+    assert read(noid).id.tolist() == ["a.jsonl:1", "a.jsonl:2"]  # not given: assigned
+    with pytest.raises(ValueError, match=r"^no id field 'id' in any input file \(fields: \['text'\]\)$"):
+        read_documents(str(noid), id_field="id")  # given: required
+    jsonl(tmp_path / "some" / "a.jsonl", '{"doc_id": "x1", "text": "a"}')
+    jsonl(tmp_path / "some" / "b.jsonl", '{"text": "b"}', '{"doc_id": "x3", "text": "c"}')
+    assert fail_message(tmp_path / "some", id_field="doc_id") == "b.jsonl:1: field 'doc_id': missing"
+    good, rejected = read_skip(tmp_path / "some", id_field="doc_id")
+    assert good.doc_id.tolist() == ["x1", "x3"] and rejected == [(1, "missing-field", "doc_id", "missing", b'{"text": "b"}')]
+    # The config knows whether the field was given, even as "id" (configs/default.yaml leaves it unset).
+    assert not IOConfig().id_field_given and IOConfig(id_field="id").id_field_given
+    assert load_config(None, {"io": {"id_field": "doc_id"}}).io.id_field_given
+
+
+def test_mixed_schemas_across_files(tmp_path):
+    jsonl(tmp_path / "j" / "a.jsonl", '{"id": 1, "text": "a", "x": 1}')
+    jsonl(tmp_path / "j" / "b.jsonl", '{"id": "b2", "text": "b", "y": "q"}')
+    docs = read_documents(str(tmp_path / "j"))
+    frame = docs.compute().drop(columns="_doc")
+    # extra fields are kept, absent ones null; integer ids in one file and strings in another are strings
+    assert frame.astype(object).where(frame.notna(), None).to_dict("list") == {"id": ["1", "b2"], "text": ["a", "b"], "x": [1, None], "y": [None, "q"]}
+    assert str(frame.x.dtype) == "int64[pyarrow]"  # integers stay integers where a file lacks them
+    write_documents(docs, str(tmp_path / "out"), "jsonl").compute()
+    written = [json.loads(line) for f in sorted((tmp_path / "out").glob("*.jsonl")) for line in f.read_text().splitlines()]
+    assert written == [{"id": "1", "text": "a", "x": 1, "y": None}, {"id": "b2", "text": "b", "x": None, "y": "q"}]
+    (tmp_path / "p").mkdir()
+    pq.write_table(pa.table({"id": [1, 2], "text": ["a", "b"]}), tmp_path / "p" / "a.parquet")
+    pq.write_table(pa.table({"id": ["x"], "text": ["c"], "score": [0.5]}), tmp_path / "p" / "b.parquet")
+    frame = read(tmp_path / "p")
+    assert frame[["id", "text"]].to_dict("list") == {"id": ["1", "2", "x"], "text": ["a", "b", "c"]}
+    assert frame.score.isna().tolist() == [True, True, False] and frame.score[2] == 0.5
+
+
+def test_parquet_large_string_and_dictionary_text(tmp_path):
+    texts = ["a", "b", None, "a"]
+    frames = []
+    for name, array in [("plain", pa.array(texts)), ("large", pa.array(texts, pa.large_string())), ("dict", pa.array(texts).dictionary_encode())]:
+        pq.write_table(pa.table({"id": [1, 2, 3, 4], "text": array}), tmp_path / f"{name}.parquet")
+        frames.append(read(tmp_path / f"{name}.parquet"))
+    assert frames[0].to_dict("list") == {"id": [1, 2, 3, 4], "text": ["a", "b", "", "a"]}
+    for frame in frames[1:]:
+        pd.testing.assert_frame_equal(frame, frames[0])
+
+
+def _cut_after(codec: str, head: bytes, rest: bytes) -> bytes:
+    """A compressed stream holding all of ``head`` (flushed) and then the first half of ``rest``'s."""
+    if codec == "gzip":
+        compressor = zlib.compressobj(wbits=zlib.MAX_WBITS | 16)
+        flushed = compressor.compress(head) + compressor.flush(zlib.Z_FULL_FLUSH)
+    else:
+        compressor = zstandard.ZstdCompressor().compressobj()
+        flushed = compressor.compress(head) + compressor.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+    tail = compressor.compress(rest) + compressor.flush()
+    return flushed + tail[: len(tail) // 2]
+
+
+@pytest.mark.parametrize("codec, suffix", [("gzip", ".gz"), ("zstd", ".zst")])
+def test_truncated_compressed_shard(tmp_path, codec, suffix):
+    lines = doc_lines(4000)
+    head, rest = "".join(line + "\n" for line in lines[:1000]).encode(), "".join(line + "\n" for line in lines[1000:]).encode()
+    path = tmp_path / f"x.jsonl{suffix}"
+    path.write_bytes(_cut_after(codec, head, rest))
+    good, rejected = read_skip(path)
+    n = len(good)  # everything before the cut is kept, the rest is one rejected record
+    assert n >= 1000 and good.id.tolist() == list(range(n)) and n < 4000
+    assert len(rejected) == 1
+    line, kind, field, reason, record = rejected[0]
+    assert (line, kind, field) == (n + 1, "truncated", None)
+    assert reason == f"truncated {codec} stream after line {n} (it ends inside a compressed block)"
+    assert lines[n].encode().startswith(record) and record != lines[n].encode()  # the cut line, as far as it goes
+    assert fail_message(path) == f"x.jsonl{suffix}:{n + 1}: {reason}"
+    path.write_bytes(_cut_after(codec, head, b""))  # cut exactly after a flushed line: nothing of the next
+    assert read_skip(path)[1] == [(1001, "truncated", None, f"truncated {codec} stream after line 1000 (it ends inside a compressed block)", b"")]
+    whole = gzip.compress(head) if codec == "gzip" else zstandard.ZstdCompressor().compress(head)
+    path.write_bytes(whole + whole)  # several members / frames are one stream, not a cut
+    assert read(path).id.tolist() == list(range(1000)) * 2
+
+
+def test_corrupt_compressed_shard(tmp_path):
+    head = "".join(line + "\n" for line in doc_lines(10)).encode()
+    flushed = zlib.compressobj(wbits=zlib.MAX_WBITS | 16)
+    data = flushed.compress(head) + flushed.flush(zlib.Z_FULL_FLUSH) + b"\xff" * 64  # not deflate
+    (tmp_path / "x.jsonl.gz").write_bytes(data)
+    # zlib drops what it decoded in the call that meets the damage: here the whole (small) file,
+    # so it is all one rejected record; nothing is lost silently.
+    reason = "corrupt gzip stream after line 0 (Error -3 while decompressing data: invalid block type)"
+    good, rejected = read_skip(tmp_path / "x.jsonl.gz")
+    assert len(good) == 0 and rejected == [(1, "truncated", None, reason, b"")]
+    assert fail_message(tmp_path / "x.jsonl.gz") == f"x.jsonl.gz:1: {reason}"
+
+
+def test_missing_and_unreadable_paths(tmp_path, monkeypatch):
+    with pytest.raises(FileNotFoundError, match=r"^input '.*nope\.jsonl' matches no JSONL or Parquet file$"):
+        read_documents(str(tmp_path / "nope.jsonl"))
+    path = jsonl(tmp_path / "in" / "a.jsonl", '{"id": 1, "text": "a"}')
+    if os.geteuid() != 0:  # root reads anything: simulate the refusal below instead
+        path.chmod(0)
+        with pytest.raises(PermissionError, match="a.jsonl"):
+            read_documents(str(tmp_path / "in"))
+        path.chmod(0o644)
+    from fsspec.implementations.local import LocalFileSystem
+
+    real_open = LocalFileSystem._open
+
+    def refuse(self, name, *args, **kwargs):
+        if name.endswith("a.jsonl"):
+            raise PermissionError(13, "Permission denied", name)
+        return real_open(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(LocalFileSystem, "_open", refuse)
+    with pytest.raises(PermissionError, match=r"Permission denied: '.*a\.jsonl'"):
+        read_documents(str(tmp_path / "in"))  # when the graph is built, before any partition is read
+    result = CliRunner().invoke(main, ["dedup", str(tmp_path / "in"), "-o", str(tmp_path / "out"), "--n-workers", "1"])
+    assert result.exit_code == 1 and "Permission denied" in result.output and "a.jsonl" in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_output_directory_with_a_previous_run(client, tmp_path):
+    jsonl(tmp_path / "in" / "a.jsonl", '{"id": 1, "text": "a"}', "oops", '{"id": 2, "text": "b"}')
+    out, _ = run(tmp_path, [tmp_path / "in"], io={"on_error": "skip"})
+    assert len(pd.read_parquet(out / "rejected")) == 1
+    with pytest.raises(FileExistsError, match="already holds .*'rejected'.*; pass --overwrite"):
+        run(tmp_path, [tmp_path / "in"], io={"on_error": "skip"})
+    jsonl(tmp_path / "in" / "a.jsonl", '{"id": 1, "text": "a"}')
+    out = tmp_path / "out"
+    dedup([str(tmp_path / "in")], str(out), load_config(None, {}), overwrite=True)
+    assert not (out / "rejected").exists()  # a fail-mode run leaves no stale rejected/ behind
+
+
+def test_cli_skip_end_to_end(tmp_path):
+    """A folder of bad files through the CLI: accounting holds and rejected/ lists exactly the bad records."""
+    story = "the quick brown fox jumps over the lazy dog and keeps running far away"
+    jsonl(
+        tmp_path / "in" / "a.jsonl",
+        json.dumps({"id": "a1", "text": story}),
+        '{"id": "a2", "text": "broken',
+        "[1, 2]",
+        '{"id": "a4", "text": 5}',
+        json.dumps({"id": "a5", "text": story}),  # exact copy of a1: removed, not rejected
+        '{"id": "a6"}',
+    )
+    (tmp_path / "in" / "b.jsonl").write_bytes(
+        b'\xef\xbb\xbf{"id": "b1", "text": "b\xffad"}\r\n{"id": "a1", "text": "same id as a1"}\r\n{"id": "b3", "text": "fine"}'
+    )
+    (tmp_path / "in" / "c.jsonl").write_bytes(b"")
+    head = "".join(json.dumps({"id": f"d{i}", "text": f"zipped {i}"}) + "\n" for i in range(3)).encode()
+    (tmp_path / "in" / "d.jsonl.gz").write_bytes(_cut_after("gzip", head, b""))  # cut right after line 3
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["dedup", str(tmp_path / "in"), "-o", str(out), "--on-error", "skip", "--n-workers", "1", "--files-per-partition", "2"])
+    assert result.exit_code == 0, result.output
+    assert "records rejected" in result.output
+    counts = json.loads((out / "summary.json").read_text())["counts"]
+    assert counts["output"] == {"kept": 5, "removed": 1, "rejected": 7}
+    assert counts["input"]["documents"] == 13 == sum(counts["output"].values())
+    kinds = ["duplicate-id", "invalid-json", "invalid-utf8", "missing-field", "not-an-object", "truncated", "wrong-type"]
+    assert counts["rejected"] == dict.fromkeys(kinds, 1)
+    rejected = pd.read_parquet(out / "rejected").sort_values(["source", "line"])
+    assert list(zip(rejected.source, rejected.line, rejected.kind, rejected.field.astype(object).where(rejected.field.notna(), None))) == [
+        ("a.jsonl", 2, "invalid-json", None),
+        ("a.jsonl", 3, "not-an-object", None),
+        ("a.jsonl", 4, "wrong-type", "text"),
+        ("a.jsonl", 6, "missing-field", "text"),
+        ("b.jsonl", 1, "invalid-utf8", None),
+        ("b.jsonl", 2, "duplicate-id", "id"),
+        ("d.jsonl.gz", 4, "truncated", None),
+    ]
+    kept = [json.loads(line) for f in sorted((out / "deduplicated").glob("*.jsonl")) for line in f.read_text().splitlines()]
+    assert [d["id"] for d in kept] == ["a1", "b3", "d0", "d1", "d2"]
+    assert not any("\ufffd" in d["text"] for d in kept)  # invalid UTF-8 is never replaced in kept output
+    assert rejected[rejected.kind == "invalid-utf8"].record.tolist() == [b'{"id": "b1", "text": "b\xffad"}']

@@ -1,0 +1,153 @@
+"""Joining a cluster started from the command line, as under SLURM (see scripts/slurm/)."""
+
+import contextlib
+import gzip
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+from click.testing import CliRunner
+from distributed import Client
+
+from curate.cli import main
+from tests.conftest import FIXTURES, SHARED
+
+REPO = Path(__file__).resolve().parents[1]
+DASK = Path(sys.executable).parent / "dask"
+
+
+def corpus_slice(tmp_path: Path, n_lines: int = 1500) -> Path:
+    """The first ``n_lines`` Reuters records (exact and near duplicates, empty texts), else the fixture."""
+    shard = SHARED / "reuters" / "part-00000.jsonl.gz"
+    if not shard.exists():
+        return FIXTURES / "docs.jsonl"
+    path = tmp_path / "reuters-slice.jsonl"
+    with gzip.open(shard, "rt", encoding="utf-8") as src:
+        path.write_text("".join(itertools.islice(src, n_lines)), encoding="utf-8")
+    return path
+
+
+def _start(args: list[str], log: Path) -> subprocess.Popen:
+    # A session of its own, so that stopping it also stops the worker process a nanny spawns.
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    return subprocess.Popen(
+        args,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=REPO,
+        start_new_session=True,
+    )
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@contextlib.contextmanager
+def cli_cluster(tmp_path: Path, n_workers: int = 2):
+    """``dask scheduler --scheduler-file F`` and ``n_workers`` ``dask worker --scheduler-file F``
+    processes; yields ``F`` once every worker has joined, and stops them all on exit."""
+    scheduler_file = tmp_path / "scheduler.json"
+    procs = [
+        _start(
+            [
+                str(DASK),
+                "scheduler",
+                "--scheduler-file",
+                str(scheduler_file),
+                "--port",
+                "0",
+                "--no-dashboard",
+            ],
+            tmp_path / "scheduler.log",
+        )
+    ]
+    try:
+        deadline = time.monotonic() + 60
+        while not scheduler_file.exists():
+            if procs[0].poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"scheduler did not start: {(tmp_path / 'scheduler.log').read_text()}"
+                )
+            time.sleep(0.2)
+        for i in range(n_workers):
+            args = [
+                "worker",
+                "--scheduler-file",
+                str(scheduler_file),
+                "--nworkers",
+                "1",
+                "--nthreads",
+                "1",
+                "--no-dashboard",
+                "--memory-limit",
+                "2GB",
+                "--local-directory",
+                str(tmp_path / f"worker-{i}"),
+            ]
+            procs.append(_start([str(DASK), *args], tmp_path / f"worker-{i}.log"))
+        with Client(scheduler_file=str(scheduler_file), timeout=60) as client:
+            client.wait_for_workers(n_workers, timeout=120)
+        yield scheduler_file
+    finally:
+        for proc in reversed(procs):
+            _stop(proc)
+
+
+def test_scheduler_file_run_matches_embedded_cluster(tmp_path):
+    data = corpus_slice(tmp_path)
+    common = ["dedup", str(data), "--output-format", "parquet", "--no-progress"]
+    embedded = CliRunner().invoke(
+        main,
+        [
+            *common,
+            "-o",
+            str(tmp_path / "embedded"),
+            "--n-workers",
+            "2",
+            "--threads-per-worker",
+            "1",
+        ],
+    )
+    assert embedded.exit_code == 0, embedded.output
+    with cli_cluster(tmp_path) as scheduler_file:
+        joined = CliRunner().invoke(
+            main,
+            [
+                *common,
+                "-o",
+                str(tmp_path / "joined"),
+                "--scheduler-file",
+                str(scheduler_file),
+            ],
+        )
+        assert joined.exit_code == 0, joined.output
+    removed = (tmp_path / "embedded" / "removed.parquet").read_bytes()
+    assert (tmp_path / "joined" / "removed.parquet").read_bytes() == removed
+    assert (tmp_path / "joined" / "duplicates.parquet").read_bytes() == (
+        tmp_path / "embedded" / "duplicates.parquet"
+    ).read_bytes()
+    frame = pd.read_parquet(tmp_path / "joined" / "removed.parquet")
+    texts = pd.read_json(data, lines=True, dtype=False)["text"]
+    assert (
+        frame.kind == "exact"
+    ).sum() == texts.duplicated().sum()  # 124 of the 1500 Reuters records
+    if data.name.startswith("reuters"):
+        assert (
+            frame.kind == "fuzzy"
+        ).sum() == 12  # measured on the CPU path, embedded cluster

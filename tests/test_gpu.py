@@ -1,0 +1,205 @@
+"""GPU parity: every per-partition operation and whole runs give the CPU path's values.
+
+Skipped unless cudf, dask-cudf, dask-cuda and a usable CUDA device are present (decided by
+asking the device, not by importing cudf). Run with ``pytest -m gpu`` (scripts/gpu_check.sh).
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from curate import backend
+from curate.cli import main
+from curate.kernels.minhash import permutations
+from tests.conftest import FIXTURES, shared_corpus
+from tests.cuda_simulator_check import EXTRA
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(
+        bool(backend.missing_gpu_packages()) or not backend.gpu_usable(),
+        reason="needs cudf, dask-cudf, dask-cuda and a usable CUDA device",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def texts() -> pd.Series:
+    """Real text: 2,000 20news posts when the shared data is there, else the fixture; plus non-ASCII."""
+    try:
+        shard = shared_corpus("20news") / "part-00000.jsonl.gz"
+        real = pd.read_json(shard, lines=True, nrows=2000, dtype=False)["text"].tolist()
+    except pytest.skip.Exception:
+        real = [
+            json.loads(line)["text"]
+            for line in (FIXTURES / "docs.jsonl").read_text().splitlines()
+        ]
+    return pd.Series(real + EXTRA + [None], dtype="str")
+
+
+def on_gpu(series: pd.Series):
+    import cudf
+
+    return cudf.Series(series)
+
+
+def host(array):
+    import cupy
+
+    return cupy.asnumpy(array) if isinstance(array, cupy.ndarray) else np.asarray(array)
+
+
+def test_md5(texts):
+    assert (
+        backend.md5_hex(on_gpu(texts)).to_pandas().tolist()
+        == backend.md5_hex(texts).tolist()
+    )
+
+
+def test_text_buffers(texts):
+    offsets, data = backend.text_buffers(on_gpu(texts.iloc[5:50]))
+    cpu_offsets, cpu_data = backend.text_buffers(texts.iloc[5:50])
+    offsets = host(offsets)
+    assert np.array_equal(np.diff(offsets), np.diff(cpu_offsets))
+    assert (
+        host(data)[offsets[0] : offsets[-1]].tobytes()
+        == cpu_data[cpu_offsets[0] : cpu_offsets[-1]].tobytes()
+    )
+
+
+@pytest.mark.parametrize("bits", [32, 64])
+@pytest.mark.parametrize(
+    ("width", "words"), [(24, False), (5, False), (2, False), (1, False), (3, True)]
+)
+def test_minhash_and_bands(texts, bits, width, words):
+    a, b = permutations(260, 42, bits)
+    signatures, counts = backend.minhash_signatures(
+        on_gpu(texts), 42, a, b, width, words
+    )
+    cpu_signatures, cpu_counts = backend.minhash_signatures(
+        texts, 42, a, b, width, words
+    )
+    assert np.array_equal(host(counts), cpu_counts)
+    assert np.array_equal(host(signatures), cpu_signatures)
+    buckets = backend.band_buckets(signatures, 20, 13)
+    assert np.array_equal(host(buckets), backend.band_buckets(cpu_signatures, 20, 13))
+
+
+def test_normalize_jaccard_greedy(texts):
+    options = {"lowercase": True, "whitespace": True, "punctuation": True, "nfkc": True}
+    normalised = backend.normalize_text(on_gpu(texts), **options)
+    assert (
+        normalised.to_pandas().tolist()
+        == backend.normalize_text(texts, **options).tolist()
+    )
+    x, y = texts.iloc[:-1], texts.iloc[1:].reset_index(drop=True)
+    for words, width in ((False, 24), (True, 3)):
+        assert np.array_equal(
+            backend.jaccard(on_gpu(x), on_gpu(y), width, words),
+            backend.jaccard(x, y, width, words),
+        )
+    starts = np.array([0, 10, 40, len(texts)], np.int64)
+    assert np.array_equal(
+        backend.greedy_representatives(on_gpu(texts), starts, 0.1, 5, False),
+        backend.greedy_representatives(texts, starts, 0.1, 5, False),
+    )
+
+
+def test_numba_cuda_kernels_on_the_device():
+    check = Path(__file__).with_name("cuda_simulator_check.py")
+    result = subprocess.run(
+        [sys.executable, str(check), "--device"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0 and result.stdout.splitlines()[-1] == "ok", (
+        result.stdout + result.stderr
+    )
+
+
+def dedup(inputs, out: Path, *flags) -> bytes:
+    result = CliRunner().invoke(
+        main, ["dedup", *map(str, inputs), "-o", str(out), "--no-progress", *flags]
+    )
+    assert result.exit_code == 0, result.output
+    return (out / "removed.parquet").read_bytes()
+
+
+def gutenberg_slice(n_shards: int) -> list[Path]:
+    return sorted(shared_corpus("gutenberg").glob("part-*.jsonl.zst"))[:n_shards]
+
+
+@pytest.mark.parametrize("corpus", ["20news", "gutenberg"])
+def test_whole_run_matches_cpu(tmp_path, corpus):
+    inputs = [shared_corpus("20news")] if corpus == "20news" else gutenberg_slice(2)
+    cpu = dedup(
+        inputs,
+        tmp_path / "cpu",
+        "--backend",
+        "cpu",
+        "--n-workers",
+        "2",
+        "--threads-per-worker",
+        "1",
+    )
+    assert dedup(inputs, tmp_path / "gpu", "--backend", "gpu") == cpu
+
+
+def test_spilling_cluster_with_device_limit_below_the_data(tmp_path):
+    # About 64 MB of text (4 gutenberg shards) through workers allowed 32 MB of device memory.
+    inputs = gutenberg_slice(4)
+    cpu = dedup(
+        inputs,
+        tmp_path / "cpu",
+        "--backend",
+        "cpu",
+        "--n-workers",
+        "2",
+        "--threads-per-worker",
+        "1",
+    )
+    flags = [
+        "--rmm-async",
+        "--enable-cudf-spill",
+        "--device-memory-limit",
+        "32MB",
+        "--blocksize",
+        "16MB",
+    ]
+    assert dedup(inputs, tmp_path / "gpu", "--backend", "gpu", *flags) == cpu
+
+
+def test_ucx_on_one_gpu(tmp_path):
+    pytest.importorskip("distributed_ucxx")
+    inputs = [shared_corpus("20news")]
+    cpu = dedup(
+        inputs,
+        tmp_path / "cpu",
+        "--backend",
+        "cpu",
+        "--n-workers",
+        "2",
+        "--threads-per-worker",
+        "1",
+    )
+    assert (
+        dedup(
+            inputs,
+            tmp_path / "gpu",
+            "--backend",
+            "gpu",
+            "--protocol",
+            "ucx",
+            "--cuda-visible-devices",
+            "0",
+        )
+        == cpu
+    )
