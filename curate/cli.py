@@ -30,12 +30,8 @@ def main():
 @click.option("--keep", help="first (default) | longest | max:COLUMN | min:COLUMN")
 @click.option("--backend", type=click.Choice(["cpu", "gpu", "auto"]), help="cpu: pandas + numpy (default); gpu: cudf + cupy on a LocalCUDACluster; auto: gpu when a CUDA device is usable.")
 @click.option("--overwrite", is_flag=True, help="Replace a previous run's outputs in the output directory.")
-<<<<<<< HEAD
 @click.option("--resume", is_flag=True, help="Reuse the finished stages of a killed or changed run in the output directory.")
-@click.option("--id-field", help="Id column (default id; assigned from file:line if absent).")
-=======
 @click.option("--id-field", help="Id field, required in every record (default: id if present, else assigned file:line).")
->>>>>>> main
 @click.option("--text-field", help="Text column (default text).")
 @click.option("--blocksize", help="Partition size for uncompressed JSONL (default 64MB).")
 @click.option("--files-per-partition", type=int, help="Whole files (compressed JSONL, Parquet) per partition.")
@@ -89,17 +85,11 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, progress, verbose, **
     config = _validated(load_config, config_file, overrides)
     show_progress = sys.stderr.isatty() if progress is None else progress
     try:
-<<<<<<< HEAD
-        with use_backend(config.backend), connect(config.cluster):
-            summary = run_dedup(list(inputs), out_dir, config, show_progress=show_progress, overwrite=overwrite, resume=resume)
-    except (FileNotFoundError, FileExistsError, ValueError) as err:
-=======
         backend = resolve_backend(config.backend)
         config = config.model_copy(update={"backend": backend})  # the summary names what ran ("auto" resolved)
         with use_backend(backend), connect(config.cluster, backend):
-            summary = run_dedup(list(inputs), out_dir, config, show_progress=show_progress, overwrite=overwrite)
+            summary = run_dedup(list(inputs), out_dir, config, show_progress=show_progress, overwrite=overwrite, resume=resume)
     except (FileNotFoundError, FileExistsError, PermissionError, ValueError) as err:
->>>>>>> main
         raise click.ClickException(str(err)) from None
     print_summary(summary, out_dir)
 
@@ -206,13 +196,10 @@ def print_summary(summary: dict, out_dir: str) -> None:
         table.add_row("fuzzy candidates / verified", f"{f['candidate_edges']:,} / {f['verified_edges']:,} edges")
         table.add_row("fuzzy duplicates removed", f"{f['removed']:,} ({f['groups']:,} groups)")
     table.add_row("documents kept", f"{counts['output']['kept']:,}")
-<<<<<<< HEAD
-    if summary["reused_stages"]:
-        table.add_row("stages reused", ", ".join(summary["reused_stages"]))
-=======
     if counts["output"].get("rejected"):
         table.add_row("records rejected (OUT/rejected/)", f"{counts['output']['rejected']:,}")
->>>>>>> main
+    if summary["reused_stages"]:
+        table.add_row("stages reused", ", ".join(summary["reused_stages"]))
     for stage, secs in seconds.items():
         table.add_row(f"time {stage}", f"{secs:.1f} s")
     table.add_row("peak RSS (all processes)", f"{summary['peak_rss_bytes']['total'] / 1e9:.2f} GB")
