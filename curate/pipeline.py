@@ -264,10 +264,11 @@ def resolve(exact: dd.DataFrame, fuzzy: dd.DataFrame) -> tuple[dd.DataFrame, dd.
     Returns
     -------
     removed : dask.dataframe.DataFrame
-        ``_doc``, ``id``, ``kind`` ("exact"/"fuzzy"), ``representative`` (kept id), sorted by ``_doc``.
+        ``_doc``, ``id``, ``kind`` ("exact"/"fuzzy"), ``representative`` (kept id), one row per
+        removed document (unordered: :func:`curate.dedup.removal.sort_by_doc` orders it).
     duplicates : dask.dataframe.DataFrame
         ``_doc``, ``id``, ``group`` (the group's representative id), ``kind``, ``kept`` (bool: in
-        the output), one row per document per group it belongs to, sorted by ``_doc`` and ``kind``.
+        the output), one row per document per group it belongs to (unordered).
     """
     fuzzy_removed = fuzzy[fuzzy._doc != fuzzy._rep]
     exact_removed = exact[exact._doc != exact._rep]
@@ -283,13 +284,13 @@ def resolve(exact: dd.DataFrame, fuzzy: dd.DataFrame) -> tuple[dd.DataFrame, dd.
             _removed_rows(stayed, "exact", "_rep_id"),
             _removed_rows(fuzzy_removed, "fuzzy", "_rep_id"),
         ]
-    ).sort_values(DOC)
+    )
     members = dd.concat([exact.assign(kind="exact"), fuzzy.assign(kind="fuzzy")])
     gone = removed[[DOC]].assign(kept=False)
     members = members.merge(gone, on=DOC, how="left", indicator=True)
     duplicates = members.assign(kept=members._merge == "left_only")
     duplicates = duplicates[[DOC, "_id", "_rep_id", "kind", "kept"]].rename(columns={"_id": "id", "_rep_id": "group"})
-    return removed, duplicates.sort_values([DOC, "kind"])
+    return removed, duplicates
 
 
 def _removed_rows(groups: dd.DataFrame, kind: str, representative: str) -> dd.DataFrame:

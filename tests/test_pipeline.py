@@ -2,10 +2,13 @@
 
 import json
 
+import dask.dataframe as dd
+import numpy as np
 import pandas as pd
 import pytest
 
 from curate.config import load_config
+from curate.dedup.removal import sort_by_doc
 from curate.pipeline import AccountingError, check_accounting, dedup, resolve
 
 
@@ -82,21 +85,42 @@ def test_short_documents_not_collapsed_and_empty_counted(client, tmp_path):
 
 def test_accounting_errors():
     removed = pd.DataFrame({"_doc": [1, 2], "id": ["b", "c"], "kind": "exact", "representative": ["a", "b"]})
-    with pytest.raises(AccountingError, match="removed themselves"):
-        check_accounting(3, 1, removed)
-    with pytest.raises(AccountingError, match="4 input records != 1 kept \+ 1 removed \+ 0 rejected"):
-        check_accounting(4, 1, removed.iloc[:1])
+    with pytest.raises(AccountingError, match=r"1 representative\(s\) were removed themselves, e.g. \['b'\]"):
+        check_accounting(3, 1, dd.from_pandas(removed, npartitions=2))
+    with pytest.raises(AccountingError, match=r"4 input records != 1 kept \+ 1 removed \+ 0 rejected"):
+        check_accounting(4, 1, dd.from_pandas(removed.iloc[:1], npartitions=1))
+    with pytest.raises(AccountingError, match="1 document\\(s\\) removed twice"):
+        check_accounting(4, 1, dd.from_pandas(pd.concat([removed.iloc[:1]] * 2), npartitions=1))
+    assert check_accounting(5, 2, dd.from_pandas(removed.iloc[:1], npartitions=1), n_rejected=2) == 1
 
 
-def test_resolve_chains_exact_to_fuzzy_representative():
-    exact = pd.DataFrame({"_doc": [5, 9], "_rep": [5, 5], "_id": ["e5", "e9"], "_rep_id": ["e5", "e5"]})
-    fuzzy = pd.DataFrame({"_doc": [2, 5], "_rep": [2, 2], "_id": ["e2", "e5"], "_rep_id": ["e2", "e2"]})
-    removed, duplicates = resolve(exact, fuzzy)
-    assert removed.to_dict("list") == {"_doc": [5, 9], "id": ["e5", "e9"], "kind": ["fuzzy", "exact"], "representative": ["e2", "e2"]}
-    assert duplicates.to_dict("list") == {
-        "id": ["e2", "e5", "e5", "e9"], "group": ["e2", "e5", "e2", "e5"], "kind": ["fuzzy", "exact", "fuzzy", "exact"],
+@pytest.mark.parametrize("ids", [["e2", "e5", "e9"], [2**62 + 2, 2**62 + 5, 2**62 + 9]], ids=["str", "int"])
+def test_resolve_chains_exact_to_fuzzy_representative(ids):
+    e2, e5, e9 = ids  # integer ids beyond 2**53 must survive the joins exactly (no float round trip)
+    exact = pd.DataFrame({"_doc": [5, 9], "_rep": [5, 5], "_id": [e5, e9], "_rep_id": [e5, e5]})
+    fuzzy = pd.DataFrame({"_doc": [2, 5], "_rep": [2, 2], "_id": [e2, e5], "_rep_id": [e2, e2]})
+    removed, duplicates = resolve(dd.from_pandas(exact, npartitions=2), dd.from_pandas(fuzzy, npartitions=1))
+    removed = sort_by_doc(removed).compute()
+    assert removed.to_dict("list") == {"_doc": [5, 9], "id": [e5, e9], "kind": ["fuzzy", "exact"], "representative": [e2, e2]}
+    duplicates = sort_by_doc(duplicates, by=["_doc", "kind"]).compute()
+    assert duplicates.drop(columns="_doc").to_dict("list") == {
+        "id": [e2, e5, e5, e9], "group": [e2, e5, e2, e5], "kind": ["fuzzy", "exact", "fuzzy", "exact"],
         "kept": [True, False, False, False],
     }
+
+
+def test_sort_by_doc_ranges_and_repeats(client):
+    keys = np.random.default_rng(0).integers(0, 10**6, 5000)
+    frame = dd.from_pandas(pd.DataFrame({"_doc": keys, "x": -keys}), npartitions=7)
+    ordered = sort_by_doc(frame, rows_per_partition=1000)
+    parts = [p for p in ordered.to_delayed()]
+    computed = [p.compute() for p in parts]
+    assert len(computed) > 3 and sum(map(len, computed)) == 5000
+    assert all(a._doc.max() < b._doc.min() for a, b in zip(computed, computed[1:]) if len(a) and len(b))  # ranges
+    assert pd.concat(computed)._doc.tolist() == sorted(keys.tolist())
+    assert pd.concat(computed).x.tolist() == (-np.sort(keys)).tolist()
+    same = sort_by_doc(dd.from_pandas(pd.DataFrame({"_doc": [7] * 10}), npartitions=3)).compute()
+    assert same._doc.tolist() == [7] * 10
 
 
 @pytest.mark.parametrize("output_format", ["parquet", "jsonl"])
