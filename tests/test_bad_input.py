@@ -368,7 +368,7 @@ def test_output_directory_with_a_previous_run(client, tmp_path):
     jsonl(tmp_path / "in" / "a.jsonl", '{"id": 1, "text": "a"}', "oops", '{"id": 2, "text": "b"}')
     out, _ = run(tmp_path, [tmp_path / "in"], io={"on_error": "skip"})
     assert len(pd.read_parquet(out / "rejected")) == 1
-    with pytest.raises(FileExistsError, match="already holds .*'rejected'.*; pass --overwrite"):
+    with pytest.raises(FileExistsError, match="already holds .*'rejected'.*; pass --resume .* or --overwrite"):
         run(tmp_path, [tmp_path / "in"], io={"on_error": "skip"})
     jsonl(tmp_path / "in" / "a.jsonl", '{"id": 1, "text": "a"}')
     out = tmp_path / "out"
