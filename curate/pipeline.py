@@ -273,11 +273,10 @@ def resolve(exact: dd.DataFrame, fuzzy: dd.DataFrame) -> tuple[dd.DataFrame, dd.
     fuzzy_removed = fuzzy[fuzzy._doc != fuzzy._rep]
     exact_removed = exact[exact._doc != exact._rep]
     # Inner join and anti-join rather than one left join: a left join would turn integer ids
-    # into floats where there is no match.
+    # into floats where there is no match. The anti-join joins a flag (cudf has no indicator).
     onward = fuzzy_removed[[DOC, "_rep_id"]].rename(columns={DOC: "_rep", "_rep_id": "_onward"})
     moved = exact_removed.merge(onward, on="_rep")
-    flagged = exact_removed.merge(onward[["_rep"]], on="_rep", how="left", indicator=True)
-    stayed = flagged[flagged._merge == "left_only"]
+    stayed = _left_only(exact_removed, onward[["_rep"]], "_rep")
     removed = dd.concat(
         [
             _removed_rows(moved, "exact", "_onward"),
@@ -286,11 +285,16 @@ def resolve(exact: dd.DataFrame, fuzzy: dd.DataFrame) -> tuple[dd.DataFrame, dd.
         ]
     )
     members = dd.concat([exact.assign(kind="exact"), fuzzy.assign(kind="fuzzy")])
-    gone = removed[[DOC]].assign(kept=False)
-    members = members.merge(gone, on=DOC, how="left", indicator=True)
-    duplicates = members.assign(kept=members._merge == "left_only")
+    members = members.merge(removed[[DOC]].assign(_gone=True), on=DOC, how="left")
+    duplicates = members.assign(kept=~members._gone.fillna(False).astype(bool))
     duplicates = duplicates[[DOC, "_id", "_rep_id", "kind", "kept"]].rename(columns={"_id": "id", "_rep_id": "group"})
     return removed, duplicates
+
+
+def _left_only(left: dd.DataFrame, right: dd.DataFrame, on: str) -> dd.DataFrame:
+    """Rows of ``left`` whose ``on`` is not in ``right`` (an anti-join)."""
+    flagged = left.merge(right.drop_duplicates().assign(_hit=True), on=on, how="left")
+    return flagged[~flagged._hit.fillna(False).astype(bool)].drop(columns="_hit")
 
 
 def _removed_rows(groups: dd.DataFrame, kind: str, representative: str) -> dd.DataFrame:
