@@ -124,7 +124,7 @@ def dedup(
     key = stage_key("input", {"files": input_fingerprint(inputs), "io": io.model_dump(exclude={"output_format"}), "curate": __version__})
     key = stage_key("exact", {"mode": config.mode, "keep": str(keep)}, (key,))
     exact_groups, docs, rejected = _check_input_and_exact(everything, inputs, key, config, keep, run, stats)
-    fuzzy_groups = dd.from_pandas(empty_groups(docs, io.id_field), npartitions=1)
+    fuzzy_groups = empty_groups(docs, io.id_field)
     if config.mode in ("fuzzy", "both"):
         key = stage_key("exact_removed", {}, (key,))
         exact_removed = run.key_file("exact_removed", key, exact_groups[exact_groups._doc != exact_groups._rep][[DOC]])
@@ -211,7 +211,7 @@ def _check_input_and_exact(everything, inputs, key: str, config: RunConfig, keep
     stats.count("rejected", **counts["rejected"])
     docs, rejected = split_rejected(everything)
     if not exact:
-        return dd.from_pandas(empty_groups(docs, io.id_field), npartitions=1), docs, rejected
+        return empty_groups(docs, io.id_field), docs, rejected
     stats.count("exact", groups=counts["exact_groups"], removed=counts["exact_removed"])
     return dd.read_parquet(run.store.path("exact")), docs, rejected
 
@@ -249,9 +249,10 @@ def _fuzzy(docs: dd.DataFrame, exact_key: str, config: RunConfig, keep: KeepPoli
     return groups, key
 
 
-def empty_groups(docs: dd.DataFrame, id_field: str) -> pd.DataFrame:
-    """An empty group table for ``docs``' id dtype."""
-    return to_host(group_meta(docs[id_field]._meta))
+def empty_groups(docs: dd.DataFrame, id_field: str) -> dd.DataFrame:
+    """An empty group table (one partition) in ``docs``' backend, with its id dtype."""
+    # from_pandas takes cudf frames too (dask-cudf registers it), so the backend stays the docs'.
+    return dd.from_pandas(group_meta(docs[id_field]._meta), npartitions=1)
 
 
 def resolve(exact: dd.DataFrame, fuzzy: dd.DataFrame) -> tuple[dd.DataFrame, dd.DataFrame]:
