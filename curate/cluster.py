@@ -2,6 +2,7 @@
 
 import contextlib
 import logging
+import warnings
 
 from dask.utils import parse_bytes
 from distributed import Client, LocalCluster
@@ -42,6 +43,9 @@ def connect(config: ClusterConfig, backend: str = "cpu"):
     """
     # P2P shuffles log every start and stop at WARNING; that is progress, not a problem.
     logging.getLogger("distributed.shuffle").setLevel(logging.ERROR)
+    # The dashboard is off, but the scheduler's small HTTP server (health, metrics) still tries
+    # port 8787 and warns when another cluster holds it before taking a free port: harmless.
+    warnings.filterwarnings("ignore", "Port 8787 is already in use", UserWarning)
     if config.scheduler_file or config.scheduler_address:
         client = Client(address=config.scheduler_address, scheduler_file=config.scheduler_file)
         logger.info("joined %s", client.scheduler.address)
