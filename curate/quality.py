@@ -11,6 +11,10 @@ representative (itself when kept, see :func:`final_representatives`), and
 - *removal precision*: share of removed documents whose representative is a true pair with them;
 - *over-merge rate*: share of removed documents that have no kept document at the threshold;
 - *missed duplicates*: kept documents that still have another kept document at the threshold.
+
+Given the clusters a tool found before choosing representatives (for curate, the connected
+components of verified edges, which its representative check may split), *cluster recall*
+is the share of true pairs in one cluster; pair recall below it is what the split cost.
 """
 
 import numpy as np
@@ -88,7 +92,7 @@ def final_representatives(ids: pd.Series, removed: pd.DataFrame) -> np.ndarray:
     return rep
 
 
-def dedup_quality(pairs: pd.DataFrame, representative: np.ndarray, threshold: float) -> dict:
+def dedup_quality(pairs: pd.DataFrame, representative: np.ndarray, threshold: float, cluster: np.ndarray | None = None) -> dict:
     """Pair recall, removal precision, over-merge rate and missed duplicates of one run.
 
     Parameters
@@ -99,13 +103,17 @@ def dedup_quality(pairs: pd.DataFrame, representative: np.ndarray, threshold: fl
     representative : array of shape (n_docs,), dtype int64
         From :func:`final_representatives`.
     threshold : float
+    cluster : array of shape (n_docs,), optional
+        A cluster label per document (any integers); adds ``cluster_recall``.
 
     Returns
     -------
     dict
         ``pairs`` (true pairs), ``pair_recall``, ``removed``, ``removal_precision``,
         ``over_merge_rate`` (floats in [0, 1], NaN when their denominator is 0),
-        ``missed_duplicates`` (kept documents with a kept document at the threshold).
+        ``missed_duplicates`` (kept documents with a kept document at the threshold), and
+        the counts behind the rates: ``pairs_together``, ``removed_precise``,
+        ``removed_over_merged``.
     """
     pairs = pairs[pairs.jaccard >= threshold]
     left, right = pairs.left.to_numpy(), pairs.right.to_numpy()
@@ -122,11 +130,22 @@ def dedup_quality(pairs: pd.DataFrame, representative: np.ndarray, threshold: fl
     has_kept_match[right[kept[left]]] = True
     both_kept = kept[left] & kept[right]
     missed = np.union1d(left[both_kept], right[both_kept])
-    return {
+    over_merged = ~has_kept_match[removed]
+    result = {
         "pairs": len(pairs),
-        "pair_recall": together.mean() if len(pairs) else float("nan"),
+        "pair_recall": _share(together),
         "removed": len(removed),
-        "removal_precision": precise.mean() if len(removed) else float("nan"),
-        "over_merge_rate": (~has_kept_match[removed]).mean() if len(removed) else float("nan"),
+        "removal_precision": _share(precise),
+        "over_merge_rate": _share(over_merged),
         "missed_duplicates": len(missed),
+        "pairs_together": int(together.sum()),
+        "removed_precise": int(precise.sum()),
+        "removed_over_merged": int(over_merged.sum()),
     }
+    if cluster is not None:
+        result["cluster_recall"] = _share(cluster[left] == cluster[right])
+    return result
+
+
+def _share(flags: np.ndarray) -> float:
+    return float(flags.mean()) if len(flags) else float("nan")

@@ -44,6 +44,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 
 from curate.cluster import connect
 from curate.config import ClusterConfig, FuzzyConfig, RunConfig
@@ -143,6 +145,10 @@ def run_curate(corpus: Path, out: Path, config: Config, threshold: float, verify
         removed.add((out / "removed.parquet").read_bytes())
     if len(removed) != 1:
         raise RuntimeError(f"{out}: repeated runs removed different documents")
+    # the connected components before the representative check splits them, by id
+    components = pd.read_parquet(out / "_stages" / "components")
+    ids = pd.read_parquet(out / "_stages" / "candidate_docs", columns=["_doc", "id"]).set_index("_doc")["id"]
+    pd.DataFrame({"id": ids.loc[components.node].to_numpy(), "cluster": ids.loc[components.component].to_numpy()}).to_parquet(out / "clusters.parquet")
     shutil.rmtree(out / "_stages")
     shutil.rmtree(out / "deduplicated")
     return {"seconds": float(np.median(seconds)), **{f"fuzzy_{k}": v for k, v in summary["counts"].get("fuzzy", {}).items()}}
@@ -157,6 +163,15 @@ def run_peer(tool: str, corpus: Path, out: Path, config: Config, threshold: floa
     with open(out / "log.txt", "w") as log:
         subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT)
     return json.loads((out / "run.json").read_text())
+
+
+def clusters(ids: pd.Series, removed: pd.DataFrame, components: Path) -> np.ndarray:
+    """Cluster label per document: joined by removal (to the representative) and by fuzzy component."""
+    links = pd.concat([removed[["id", "representative"]].set_axis(["a", "b"], axis=1),
+                       pd.read_parquet(components).set_axis(["a", "b"], axis=1)])
+    index = pd.Index(ids)
+    graph = sp.coo_matrix((np.ones(len(links)), (index.get_indexer(links.a), index.get_indexer(links.b))), shape=(len(ids), len(ids)))
+    return connected_components(graph, directed=False)[1]
 
 
 def warm_up(cache: Path) -> None:
@@ -180,7 +195,7 @@ def evaluate(args) -> list[dict]:
                 truth = ground_truth(name, docs, config, min(args.thresholds), args.cache)
                 for threshold in args.thresholds:
                     for tool in args.tools:
-                        if tool in PEERS and (config.ngram not in PEERS[tool] or threshold not in args.peer_thresholds):
+                        if tool in PEERS and (config.ngram not in PEERS[tool] or (config.bands is None and threshold not in args.peer_thresholds)):
                             continue
                         out = args.cache / "runs" / name.replace("/", "-") / run_key(tool, config, threshold)
                         if tool in args.rerun and out.exists() and out not in args.reran:
@@ -193,11 +208,14 @@ def evaluate(args) -> list[dict]:
                             (out / "run.json").write_text(json.dumps(info) + "\n")
                             args.reran.add(out)
                         info = json.loads((out / "run.json").read_text())
-                        rep = final_representatives(docs.id, pd.read_parquet(out / "removed.parquet"))
+                        removed = pd.read_parquet(out / "removed.parquet")
+                        rep = final_representatives(docs.id, removed)
+                        cluster = clusters(docs.id, removed, out / "clusters.parquet") if tool == "curate" else None
                         row = {"corpus": name, "tool": tool, "config": config.name, "shingles": config.label(threshold),
-                               "threshold": threshold, **dedup_quality(truth, rep, threshold), **info}
+                               "threshold": threshold, "cluster_recall": math.nan, **dedup_quality(truth, rep, threshold, cluster), **info}
                         rows.append(row)
                         print(f"  {row['shingles']:26} t={threshold} {tool:18} recall {row['pair_recall']:.4f} "
+                              f"(cluster {row['cluster_recall']:.4f}) "
                               f"precision {row['removal_precision']:.4f} over-merge {row['over_merge_rate']:.4f} "
                               f"missed {row['missed_duplicates']:5d} removed {row['removed']:6d} {row['seconds']:7.1f} s", flush=True)
     return rows
@@ -212,10 +230,10 @@ def tables(rows: list[dict], command: str) -> str:
     lines = [f"Produced by `{command}`.", ""]
     for name, part in frame.groupby("corpus", sort=False):
         lines += [f"### {name}", "",
-                  "| tool | shingles / bands×rows | t | pairs true | pair recall | removal precision | over-merge rate | missed duplicates | removed | seconds |",
-                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| tool | shingles / bands×rows | t | pairs true | pair recall | (cluster recall) | removal precision | over-merge rate | missed duplicates | removed | seconds |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for r in part.sort_values(["threshold", "config"], kind="stable").itertuples():
-            lines.append(f"| {r.tool} | {r.shingles} | {r.threshold} | {r.pairs:,} | {fmt(r.pair_recall)} | {fmt(r.removal_precision)} | "
+            lines.append(f"| {r.tool} | {r.shingles} | {r.threshold} | {r.pairs:,} | {fmt(r.pair_recall)} | {fmt(r.cluster_recall)} | {fmt(r.removal_precision)} | "
                          f"{fmt(r.over_merge_rate)} | {r.missed_duplicates:,} | {r.removed:,} | {r.seconds:.1f} |")
         lines.append("")
     return "\n".join(lines)
@@ -262,7 +280,7 @@ def main():
     parser.add_argument("--configs", default="char24,word5,char24-params", help="e.g. char24, word5-14x8, char24-params")
     parser.add_argument("--thresholds", default="0.5,0.7,0.8,0.9")
     parser.add_argument("--tools", default=",".join(TOOLS))
-    parser.add_argument("--peer-thresholds", default=None, help="thresholds peers run at (default: all)")
+    parser.add_argument("--peer-thresholds", default=None, help="thresholds peers run at with bands chosen per threshold (default: all)")
     parser.add_argument("--repeats", type=int, default=1, help="curate runs per cell; seconds are their median")
     parser.add_argument("--rerun", default="", help="tools whose cached runs are discarded")
     parser.add_argument("--data", type=Path, default=Path("../shared/data"))
