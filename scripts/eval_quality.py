@@ -298,6 +298,7 @@ def main():
     args.rerun, args.reran = set(filter(None, args.rerun.split(","))), set()
     logging.getLogger("distributed").setLevel(logging.ERROR)
     rows = evaluate(args)
+    (args.cache / "results.json").write_text(json.dumps(rows, indent=1, default=float) + "\n")
     write_report(rows, args.report, command.strip())
     plot(rows, args.plot)
     print(f"{len(rows)} rows -> {args.report}, {args.plot}")
