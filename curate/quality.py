@@ -120,7 +120,8 @@ def dedup_quality(pairs: pd.DataFrame, representative: np.ndarray, threshold: fl
     n = len(representative)
     kept = representative == np.arange(n)
     removed = np.flatnonzero(~kept)
-    together = representative[left] == representative[right]
+    # documents removed without a representative (-1) are with no one
+    together = (representative[left] == representative[right]) & (representative[left] >= 0)
     # a removed document is precise when (document, representative) is a true pair
     rep = representative[removed]
     keys = np.minimum(removed, rep) * n + np.maximum(removed, rep)

@@ -77,6 +77,9 @@ def test_dedup_quality_counts():
         "cluster_recall": 1.0,
     }
     assert dedup_quality(pairs, representative, 0.9)["pairs"] == 2
+    # removed without a representative: no pair is together, no removal precise
+    lost = dedup_quality(pairs, np.array([-1, -1, 2, 3, 3, 5, 5, 7]), 0.8)
+    assert (lost["pairs_together"], lost["removed_precise"], lost["removed_over_merged"]) == (2, 2, 1)  # 0: no kept match
     empty = dedup_quality(pairs.iloc[:0], np.arange(3), 0.8)
     assert (empty["pairs"], empty["removed"], empty["missed_duplicates"]) == (0, 0, 0)
     assert np.isnan(empty["pair_recall"]) and np.isnan(empty["removal_precision"])
