@@ -199,9 +199,9 @@ def band_buckets_numpy(signatures, num_bands, rows_per_band):
 
 
 @jaccard.register(pd.Series)
-def jaccard_pandas(x: pd.Series, y: pd.Series, width, words) -> np.ndarray:
-    """Jaccard similarity of ``x[i]`` and ``y[i]``'s shingle sets, float64 ``(n,)``."""
-    return _jaccard.jaccard_pairs(*text_buffers(x), *text_buffers(y), width, words)
+def jaccard_pandas(x: pd.Series, y: pd.Series, width, words, x_keys=None) -> np.ndarray:
+    """Jaccard similarity of ``x[i]`` and ``y[i]``'s shingle sets, float64 ``(n,)``; see :func:`curate.kernels.jaccard.jaccard_pairs`."""
+    return _jaccard.jaccard_pairs(*text_buffers(x), *text_buffers(y), width, words, x_keys)
 
 
 @greedy_representatives.register(pd.Series)

@@ -67,17 +67,23 @@ def load_bible(version: str) -> tuple[str, dict[int, int], dict[int, int]]:
     return content, starts, ends
 
 
-def chapters(version: str):
-    """Yield one document dict per chapter of ``version``, in verse-id order."""
+def verses(version: str):
+    """Yield ``(verse_id, text)`` for every verse of ``version`` in verse-id order (text may be empty)."""
     content, starts, ends = load_bible(version)
-    verses: dict[int, list[str]] = {}  # BBCCC -> non-empty verse texts
     for verse_id in sorted(starts):
         text = VERSE_NUMBER.sub("", content[starts[verse_id]:ends[verse_id]].strip(), count=1)
         if version == "kjv":  # "[was]" marks a word supplied by the translators
             text = text.replace("[", "").replace("]", "")
+        yield verse_id, text
+
+
+def chapters(version: str):
+    """Yield one document dict per chapter of ``version``, in verse-id order."""
+    by_chapter: dict[int, list[str]] = {}  # BBCCC -> non-empty verse texts
+    for verse_id, text in verses(version):
         if text:  # e.g. ASV leaves out Matthew 17:21: its slice is just "21."
-            verses.setdefault(verse_id // 1000, []).append(text)
-    for bbccc, texts in verses.items():
+            by_chapter.setdefault(verse_id // 1000, []).append(text)
+    for bbccc, texts in by_chapter.items():
         book, chapter = divmod(bbccc, 1000)
         yield {"id": f"{version}-{bbccc:05d}", "text": "\n".join(texts),
                "version": version, "book": book, "chapter": chapter}

@@ -16,7 +16,7 @@ def test_cli_dedup_prints_summary_and_writes_outputs(tmp_path):
     assert "documents kept" in result.output and "7" in result.output
     summary = json.loads((out / "summary.json").read_text())
     assert summary["counts"]["output"] == {"kept": 7, "removed": 5, "rejected": 0}
-    assert summary["config"]["fuzzy"]["num_bands"] == 20 and summary["output_format"] == "parquet"
+    assert summary["config"]["fuzzy"]["num_bands"] == 28 and summary["output_format"] == "parquet"
     assert sorted(p.name for p in out.iterdir()) == ["_stages", "deduplicated", "duplicates.parquet", "removed.parquet", "summary.json"]
 
 
@@ -28,7 +28,7 @@ def test_cli_config_file_and_bad_values(tmp_path):
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert summary["config"]["mode"] == "exact" and summary["config"]["fuzzy"]["threshold"] == 0.9
     fuzzy = summary["config"]["fuzzy"]  # bands and rows chosen for 0.9, as `curate params` shows
-    assert (fuzzy["num_bands"], fuzzy["rows_per_band"], fuzzy["num_perm"]) == (11, 23, 253)
+    assert (fuzzy["num_bands"], fuzzy["rows_per_band"], fuzzy["num_perm"]) == (17, 15, 255)
     assert summary["counts"]["output"]["removed"] == 3
     bad = CliRunner().invoke(main, ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(tmp_path / "p"), "--threshold", "1.5"])
     assert bad.exit_code == 2 and "threshold" in bad.output
@@ -48,11 +48,11 @@ def test_cli_dedup_band_flags_are_checked_before_running(tmp_path):
 def test_cli_params_table():
     result = CliRunner().invoke(main, ["params", "--threshold", "0.8"])
     assert result.exit_code == 0, result.output
-    assert "threshold 0.8, 260 hashes available, weights FP 0.3 / FN 0.7" in result.output
+    assert "threshold 0.8, 260 hashes available, weights FP 0.01 / FN 0.99" in result.output
     lines = result.output.splitlines()
-    for name, value in [("bands x rows", "20 x 13"), ("hashes used", "260"), ("false-positive area", "0.0490"),
-                        ("false-negative area", "0.0107"), ("similarity at P = 0.5", "0.771"), ("(1/b)^(1/r)", "0.794"),
-                        ("0.30", "3.2e-06"), ("0.80", "0.6773"), ("0.90", "0.9972")]:  # fmt: skip
+    for name, value in [("bands x rows", "28 x 9"), ("hashes used", "252"), ("false-positive area", "0.1478"),
+                        ("false-negative area", "0.0003"), ("similarity at P = 0.5", "0.662"), ("(1/b)^(1/r)", "0.691"),
+                        ("0.30", "5.5e-04"), ("0.80", "0.9823"), ("0.90", "1.0000")]:  # fmt: skip
         assert any(name in line and value in line for line in lines), (name, result.output)
 
 

@@ -545,3 +545,16 @@ def test_normalize_keeps_values_with_any_index():
 
 def test_normalize_whitespace_unicode():
     assert _norm(["a\x0bb\u00a0c\u3000d\u2003e"], whitespace=True) == ["a b c d e"]
+
+
+def test_jaccard_pairs_reuses_the_x_set_only_for_equal_keys():
+    xs = ["the cat sat", "the cat sat", "abcdef", "abcdef"]
+    ys = ["the cat sat", "the cat", "abcdef", "uvwxyz"]
+    plain = jaccard_pairs(*buffers(xs), *buffers(ys), 3)
+    assert plain.tolist() == jaccard_pairs(*buffers(xs), *buffers(ys), 3, x_keys=np.array([7, 7, 9, 9])).tolist()
+    assert plain[0] == 1.0 and plain[3] == 0.0
+    # keys claim 0 and 1 are one document: the second pair reuses "the cat sat" (the caller's promise)
+    lying = jaccard_pairs(*buffers(["the cat sat", "abcdef"]), *buffers(["abcdef", "abcdef"]), 3, x_keys=np.array([1, 1]))
+    assert lying.tolist() == [0.0, 0.0]
+    with pytest.raises(ValueError, match="x_keys"):
+        jaccard_pairs(*buffers(xs), *buffers(ys), 3, x_keys=np.array([1]))

@@ -170,23 +170,27 @@ def test_s_curve_plot_writes_a_png(tmp_path):
 # --- configuration: the one rule for bands and rows -------------------------------------
 
 
-def test_default_config_is_20_by_13():
+def test_default_config_is_28_by_9():
+    # weights 0.01 / 0.99: the recall measured in docs/quality.md
     fuzzy = FuzzyConfig()
-    assert (fuzzy.num_bands, fuzzy.rows_per_band, fuzzy.num_perm) == (20, 13, 260)
-    assert (fuzzy.fp_weight, fuzzy.fn_weight) == (0.3, 0.7)
+    assert (fuzzy.num_bands, fuzzy.rows_per_band, fuzzy.num_perm) == (28, 9, 252)
+    assert (fuzzy.fp_weight, fuzzy.fn_weight) == (0.01, 0.99)
     default_yaml = load_config(CONFIGS / "default.yaml").fuzzy
     assert default_yaml == fuzzy
     # stating the defaults changes nothing
     assert (
-        FuzzyConfig(threshold=0.8, num_perm=260, fp_weight=0.3, fn_weight=0.7) == fuzzy
+        FuzzyConfig(threshold=0.8, num_perm=260, fp_weight=0.01, fn_weight=0.99) == fuzzy
     )
+    # the earlier weights give NeMo Curator's 20 x 13
+    nemo = FuzzyConfig(fp_weight=0.3, fn_weight=0.7)
+    assert (nemo.num_bands, nemo.rows_per_band, nemo.num_perm) == (20, 13, 260)
 
 
 def test_config_chooses_bands_for_threshold_and_num_perm():
     seventy = FuzzyConfig(threshold=0.7)
-    assert (seventy.num_bands, seventy.rows_per_band, seventy.num_perm) == (28, 9, 252)
+    assert (seventy.num_bands, seventy.rows_per_band, seventy.num_perm) == (39, 6, 234)
     small = FuzzyConfig(num_perm=128)
-    assert (small.num_bands, small.rows_per_band, small.num_perm) == (11, 11, 121)
+    assert (small.num_bands, small.rows_per_band, small.num_perm) == (18, 7, 126)
     equal = FuzzyConfig(fp_weight=0.5, fn_weight=0.5)
     assert (equal.num_bands, equal.rows_per_band) == (17, 15)
     # a dumped config (as in summary.json) reloads to the same values
@@ -198,8 +202,8 @@ def test_threshold_config_file_gets_the_optimisers_choice():
     assert fuzzy.threshold == 0.7
     assert (
         (fuzzy.num_bands, fuzzy.rows_per_band)
-        == optimal_bands(0.7, 260, 0.3, 0.7)
-        == (28, 9)
+        == optimal_bands(0.7, 260, 0.01, 0.99)
+        == (39, 6)
     )
 
 

@@ -40,7 +40,13 @@ def verify_edges(edges: dd.DataFrame, docs: dd.DataFrame, text_field: str, confi
 
 
 def _score(part, config):
+    # Sorted by u, the edges of one LSH star (anchor u) are adjacent and its set is built once.
+    part = part.sort_values("u", kind="stable")
     similarity = jaccard(
-        prepare_text(part["_text_u"], config), prepare_text(part["_text_v"], config), config.width, config.ngram == "word"
+        prepare_text(part["_text_u"], config),
+        prepare_text(part["_text_v"], config),
+        config.width,
+        config.ngram == "word",
+        x_keys=part["u"].to_numpy(),
     )
     return type(part)({"u": part["u"].to_numpy(), "v": part["v"].to_numpy(), JACCARD: similarity})

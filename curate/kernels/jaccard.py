@@ -48,14 +48,16 @@ def _jaccard_sorted(x, y):
 
 
 @njit(nogil=True, cache=True)
-def _jaccard_pairs(offsets_x, data_x, offsets_y, data_y, width, words, out):
+def _jaccard_pairs(offsets_x, data_x, offsets_y, data_y, width, words, x_keys, out):
+    x = np.empty(0, dtype=np.uint64)
     for i in range(len(out)):
-        x = shingle_set(data_x, offsets_x[i], offsets_x[i + 1], width, words)
+        if i == 0 or x_keys[i] != x_keys[i - 1]:
+            x = shingle_set(data_x, offsets_x[i], offsets_x[i + 1], width, words)
         y = shingle_set(data_y, offsets_y[i], offsets_y[i + 1], width, words)
         out[i] = _jaccard_sorted(x, y)
 
 
-def jaccard_pairs(offsets_x, data_x, offsets_y, data_y, width, words=False):
+def jaccard_pairs(offsets_x, data_x, offsets_y, data_y, width, words=False, x_keys=None):
     """Jaccard similarity of document ``i`` of buffer x with document ``i`` of buffer y.
 
     Parameters
@@ -66,6 +68,10 @@ def jaccard_pairs(offsets_x, data_x, offsets_y, data_y, width, words=False):
     width : int
         Characters (or words) per shingle.
     words : bool, default=False
+    x_keys : array of shape (n_pairs,), dtype int64, optional
+        Which document each x is: where ``x_keys[i] == x_keys[i - 1]`` the x document is the
+        same and its shingle set is reused, not rebuilt. Sorting pairs by x (an LSH star's
+        anchor is the x of all its edges) turns that into one set per anchor.
 
     Returns
     -------
@@ -75,12 +81,14 @@ def jaccard_pairs(offsets_x, data_x, offsets_y, data_y, width, words=False):
     Raises
     ------
     ValueError
-        If the two buffers hold different numbers of documents.
+        If the two buffers, or ``x_keys``, hold different numbers of documents.
     """
-    if len(offsets_x) != len(offsets_y):
-        raise ValueError(f"buffers hold {len(offsets_x) - 1} and {len(offsets_y) - 1} documents")
-    out = np.empty(len(offsets_x) - 1, dtype=np.float64)
-    _jaccard_pairs(offsets_x, data_x, offsets_y, data_y, width, words, out)
+    n = len(offsets_x) - 1
+    if len(offsets_y) - 1 != n or (x_keys is not None and len(x_keys) != n):
+        raise ValueError(f"buffers hold {n} and {len(offsets_y) - 1} documents" + ("" if x_keys is None else f", x_keys {len(x_keys)}"))
+    keys = np.arange(n, dtype=np.int64) if x_keys is None else np.asarray(x_keys, dtype=np.int64)
+    out = np.empty(n, dtype=np.float64)
+    _jaccard_pairs(offsets_x, data_x, offsets_y, data_y, width, words, keys, out)
     return out
 
 
