@@ -21,6 +21,7 @@ References
 import numpy as np
 from numba import njit
 
+from curate.kernels.jaccard import jaccard_sorted
 from curate.kernels.murmur import murmur3_64
 from curate.kernels.shingles import count_windows, first_window, next_window
 
@@ -87,21 +88,6 @@ def shingle_sets(offsets, data, width, words=False):
     return set_offsets, hashes[:n]
 
 
-@njit(inline="always")
-def _overlap(tokens, x_lo, x_hi, y_lo, y_hi):
-    i, j, common = x_lo, y_lo, 0
-    while i < x_hi and j < y_hi:
-        if tokens[i] == tokens[j]:
-            common += 1
-            i += 1
-            j += 1
-        elif tokens[i] < tokens[j]:
-            i += 1
-        else:
-            j += 1
-    return common
-
-
 @njit(nogil=True, cache=True)
 def _prefix_index(offsets, tokens, n_tokens, threshold):
     """Inverted index of the prefixes: for each token, the documents (ascending) whose prefix holds it."""
@@ -152,9 +138,7 @@ def _all_pairs(offsets, tokens, n_tokens, threshold):
         for c in range(n_touched):
             y = touched[c]
             seen[y] = False
-            size_y = offsets[y + 1] - offsets[y]
-            common = _overlap(tokens, offsets[x], offsets[x + 1], offsets[y], offsets[y + 1])
-            j = common / (size_x + size_y - common)
+            j = jaccard_sorted(tokens[offsets[x] : offsets[x + 1]], tokens[offsets[y] : offsets[y + 1]])
             if j >= threshold:
                 if found == capacity:
                     capacity *= 2

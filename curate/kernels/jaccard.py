@@ -29,7 +29,8 @@ def shingle_set(data, start, end, width, words):
 
 
 @njit(inline="always")
-def _jaccard_sorted(x, y):
+def jaccard_sorted(x, y):
+    """Jaccard similarity of two sorted arrays of unique values (both empty: 1.0), by one merge."""
     if len(x) == 0 and len(y) == 0:
         return 1.0
     i = 0
@@ -54,7 +55,7 @@ def _jaccard_pairs(offsets_x, data_x, offsets_y, data_y, width, words, x_keys, o
         if i == 0 or x_keys[i] != x_keys[i - 1]:
             x = shingle_set(data_x, offsets_x[i], offsets_x[i + 1], width, words)
         y = shingle_set(data_y, offsets_y[i], offsets_y[i + 1], width, words)
-        out[i] = _jaccard_sorted(x, y)
+        out[i] = jaccard_sorted(x, y)
 
 
 def jaccard_pairs(offsets_x, data_x, offsets_y, data_y, width, words=False, x_keys=None):
@@ -104,7 +105,7 @@ def _greedy(offsets, data, group_starts, threshold, width, words, rep):
                 continue
             rep[r] = r
             for k in range(r + 1, hi):
-                if rep[k] == -1 and _jaccard_sorted(sets[k - lo], sets[r - lo]) >= threshold:
+                if rep[k] == -1 and jaccard_sorted(sets[k - lo], sets[r - lo]) >= threshold:
                     rep[k] = r
 
 
