@@ -205,6 +205,6 @@ def jaccard_pandas(x: pd.Series, y: pd.Series, width, words, x_keys=None) -> np.
 
 
 @greedy_representatives.register(pd.Series)
-def greedy_representatives_pandas(text: pd.Series, group_starts, threshold, width, words) -> np.ndarray:
-    """Representative row per row, int64 ``(n,)``; see :func:`curate.kernels.jaccard.greedy_representatives`."""
+def greedy_representatives_pandas(text: pd.Series, group_starts, threshold, width, words) -> tuple[np.ndarray, np.ndarray]:
+    """Representative row (int64) and Jaccard similarity with it (float64) per row, both ``(n,)``; see :func:`curate.kernels.jaccard.greedy_representatives`."""
     return _jaccard.greedy_representatives(*text_buffers(text), group_starts, threshold, width, words)

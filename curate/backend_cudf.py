@@ -136,8 +136,8 @@ def jaccard_cudf(x: cudf.Series, y: cudf.Series, width, words) -> np.ndarray:
 @greedy_representatives.register(cudf.Series)
 def greedy_representatives_cudf(
     text: cudf.Series, group_starts, threshold, width, words
-) -> np.ndarray:
-    """Representative row per row, int64 ``(n,)`` numpy, computed on the host."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """Representative row (int64) and similarity with it (float64) per row, ``(n,)`` numpy, computed on the host."""
     return greedy_representatives_pandas(
         text.to_pandas(), group_starts, threshold, width, words
     )

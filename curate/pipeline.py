@@ -22,6 +22,7 @@ from pathlib import Path
 
 import dask
 import dask.dataframe as dd
+import numpy as np
 import pandas as pd
 from distributed import get_client, progress
 
@@ -32,12 +33,15 @@ from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy, drop_keys, select_k
 from curate.dedup.groups import group_meta
 from curate.dedup.removal import sort_by_doc
 from curate.io import DOC, count_rows, read_documents, write_documents, write_table
-from curate.io.read import expand_paths, source_names, split_rejected
+from curate.io.read import POSITION_BITS, expand_paths, source_names, split_rejected
 from curate.io.rejected import REJECTED_SCHEMA, mark_repeated_ids, reject_repeated_ids, rejected_rows, repeated_ids_error
 from curate.stages import StageStore, input_fingerprint, stage_key
 
 # summary.json first: when replacing a run, a reader must never take the old summary for new outputs.
-OUTPUTS = ("summary.json", "deduplicated", "rejected", "duplicates.parquet", "removed.parquet")
+OUTPUTS = ("summary.json", "deduplicated", "rejected", "duplicates.parquet", "removed.parquet", "report.html")
+REMOVED_COLUMNS = ["id", "kind", "representative", "jaccard"]
+# source and position locate each group member in the input (curate report reads texts from there).
+DUPLICATES_COLUMNS = ["id", "group", "kind", "kept", "jaccard", "source", "position"]
 
 
 class AccountingError(RuntimeError):
@@ -45,11 +49,13 @@ class AccountingError(RuntimeError):
 
 
 class Stats:
-    """Counts (``int``) and timings (seconds, ``float``) per stage, written to ``summary.json``."""
+    """Counts (``int``), timings (seconds, ``float``) and peak memory (bytes) per stage, written to ``summary.json``."""
 
     def __init__(self):
         self.counts: dict[str, dict[str, int]] = {}
         self.seconds: dict[str, float] = {}
+        self.peaks: dict[str, dict] = {}  # stage -> peak RSS while it ran (see take_peaks)
+        self.overall: dict | None = None  # peak RSS over the whole run
         self.reused: list[str] = []  # stages taken from a previous run (--resume)
 
     def count(self, stage: str, **values) -> None:
@@ -58,12 +64,22 @@ class Stats:
 
     @contextmanager
     def timed(self, stage: str):
-        """Context manager adding the wall time (seconds) of its block to ``stage``."""
+        """Context manager adding the wall time (seconds) of its block to ``stage`` and its peak RSS to ``stage``'s."""
+        self.take_peaks()  # what ran since the last stage counts for the run, not for this stage
         start = time.perf_counter()
         try:
             yield
         finally:
             self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
+            self.take_peaks(stage)
+
+    def take_peaks(self, stage: str | None = None) -> dict:
+        """Fold the peak RSS of every process since the last call into the run's (and ``stage``'s) peaks."""
+        peaks = take_peaks()
+        self.overall = _max_peaks(self.overall, peaks)
+        if stage is not None:
+            self.peaks[stage] = _max_peaks(self.peaks.get(stage), peaks)
+        return self.overall
 
 
 def dedup(
@@ -120,8 +136,9 @@ def dedup(
         raise ValueError(f"keep policy {keep} names column {keep.column!r}, not in the input ({list(everything.columns)})")
     _prepare_output(out, overwrite, resume)  # only once the input is known to be readable
     run = _Runner(stats, show_progress, StageStore(out / "_stages", resume))
+    files = input_fingerprint(inputs)
     # Everything a stage computes follows from this key's parts (output_format only affects the last write).
-    key = stage_key("input", {"files": input_fingerprint(inputs), "io": io.model_dump(exclude={"output_format"}), "curate": __version__})
+    key = stage_key("input", {"files": files, "io": io.model_dump(exclude={"output_format"}), "curate": __version__})
     key = stage_key("exact", {"mode": config.mode, "keep": str(keep)}, (key,))
     exact_groups, docs, rejected = _check_input_and_exact(everything, inputs, key, config, keep, run, stats)
     fuzzy_groups = empty_groups(docs, io.id_field)
@@ -132,7 +149,9 @@ def dedup(
 
     resolved = resolve(exact_groups, fuzzy_groups)
     removed = run.checkpoint("removed", stage_key("removed", {}, (key,)), lambda: sort_by_doc(resolved[0]))
-    run.checkpoint("duplicates", stage_key("duplicates", {}, (key,)), lambda: sort_by_doc(resolved[1], by=[DOC, "kind"]))
+    names = source_names([path for path, _, _ in files])
+    located = lambda: with_location(sort_by_doc(resolved[1], by=[DOC, "kind"]), names)  # noqa: E731
+    run.checkpoint("duplicates", stage_key("duplicates", {}, (key,)), located)
     kept_docs = drop_keys(docs, str(run.store.path("removed")))
     fmt = io.output_format or expand_paths(inputs)[2]
     writes = {"kept": write_documents(kept_docs, str(out / "deduplicated.tmp"), fmt)}
@@ -147,16 +166,18 @@ def dedup(
     os.replace(out / "deduplicated.tmp", out / "deduplicated")
     if rejected is not None:
         os.replace(out / "rejected.tmp", out / "rejected")
-    write_table(str(run.store.path("duplicates")), str(out / "duplicates.parquet"), ["id", "group", "kind", "kept"])
-    write_table(str(run.store.path("removed")), str(out / "removed.parquet"), ["id", "kind", "representative"])
+    write_table(str(run.store.path("duplicates")), str(out / "duplicates.parquet"), DUPLICATES_COLUMNS)
+    write_table(str(run.store.path("removed")), str(out / "removed.parquet"), REMOVED_COLUMNS)
     summary = {
         "inputs": list(inputs),
+        "input_files": [{"path": _absolute(path), "size": size, "modified": modified} for path, size, modified in files],
         "output_format": fmt,
         "config": config.model_dump(mode="json"),
         "counts": stats.counts,
         "reused_stages": stats.reused,
         "seconds": {**stats.seconds, "total": time.perf_counter() - started},
-        "peak_rss_bytes": peak_rss(),
+        "peak_rss_bytes": stats.take_peaks(),
+        "stage_peak_rss_bytes": stats.peaks,
         "spilled_bytes": spilled_bytes(),
         "versions": versions(),
     }
@@ -164,6 +185,10 @@ def dedup(
     tmp_summary.write_text(json.dumps(summary, indent=2, default=str) + "\n")
     os.replace(tmp_summary, out / "summary.json")
     return summary
+
+
+def _absolute(path: str) -> str:
+    return path if "://" in path else os.path.abspath(path)  # so the run can be read from another folder
 
 
 def _check_input_and_exact(everything, inputs, key: str, config: RunConfig, keep: KeepPolicy, run, stats: Stats):
@@ -265,31 +290,33 @@ def resolve(exact: dd.DataFrame, fuzzy: dd.DataFrame) -> tuple[dd.DataFrame, dd.
     Returns
     -------
     removed : dask.dataframe.DataFrame
-        ``_doc``, ``id``, ``kind`` ("exact"/"fuzzy"), ``representative`` (kept id), one row per
-        removed document (unordered: :func:`curate.dedup.removal.sort_by_doc` orders it).
+        ``_doc``, ``id``, ``kind`` ("exact"/"fuzzy"), ``representative`` (kept id), ``jaccard``
+        (float64, with the representative), one row per removed document (unordered:
+        :func:`curate.dedup.removal.sort_by_doc` orders it).
     duplicates : dask.dataframe.DataFrame
         ``_doc``, ``id``, ``group`` (the group's representative id), ``kind``, ``kept`` (bool: in
-        the output), one row per document per group it belongs to (unordered).
+        the output), ``jaccard`` (float64, with the group's representative), one row per document
+        per group it belongs to (unordered).
     """
     fuzzy_removed = fuzzy[fuzzy._doc != fuzzy._rep]
     exact_removed = exact[exact._doc != exact._rep]
     # Inner join and anti-join rather than one left join: a left join would turn integer ids
     # into floats where there is no match. The anti-join joins a flag (cudf has no indicator).
-    onward = fuzzy_removed[[DOC, "_rep_id"]].rename(columns={DOC: "_rep", "_rep_id": "_onward"})
-    moved = exact_removed.merge(onward, on="_rep")
+    onward = fuzzy_removed[[DOC, "_rep_id", "_jaccard"]].rename(columns={DOC: "_rep", "_rep_id": "_onward", "_jaccard": "_onward_jaccard"})
+    moved = exact_removed.drop(columns="_jaccard").merge(onward, on="_rep")
     stayed = _left_only(exact_removed, onward[["_rep"]], "_rep")
     removed = dd.concat(
         [
-            _removed_rows(moved, "exact", "_onward"),
-            _removed_rows(stayed, "exact", "_rep_id"),
-            _removed_rows(fuzzy_removed, "fuzzy", "_rep_id"),
+            _removed_rows(moved, "exact", "_onward", "_onward_jaccard"),
+            _removed_rows(stayed, "exact", "_rep_id", "_jaccard"),
+            _removed_rows(fuzzy_removed, "fuzzy", "_rep_id", "_jaccard"),
         ]
     )
     members = dd.concat([exact.assign(kind="exact"), fuzzy.assign(kind="fuzzy")])
     members = members.merge(removed[[DOC]].assign(_gone=True), on=DOC, how="left")
     duplicates = members.assign(kept=~members._gone.fillna(False).astype(bool))
-    duplicates = duplicates[[DOC, "_id", "_rep_id", "kind", "kept"]].rename(columns={"_id": "id", "_rep_id": "group"})
-    return removed, duplicates
+    duplicates = duplicates[[DOC, "_id", "_rep_id", "kind", "kept", "_jaccard"]]
+    return removed, duplicates.rename(columns={"_id": "id", "_rep_id": "group", "_jaccard": "jaccard"})
 
 
 def _left_only(left: dd.DataFrame, right: dd.DataFrame, on: str) -> dd.DataFrame:
@@ -298,10 +325,21 @@ def _left_only(left: dd.DataFrame, right: dd.DataFrame, on: str) -> dd.DataFrame
     return flagged[~flagged._hit.fillna(False).astype(bool)].drop(columns="_hit")
 
 
-def _removed_rows(groups: dd.DataFrame, kind: str, representative: str) -> dd.DataFrame:
-    return groups[[DOC, "_id", representative]].rename(columns={"_id": "id", representative: "representative"}).assign(kind=kind)[
-        [DOC, "id", "kind", "representative"]
-    ]
+def _removed_rows(groups: dd.DataFrame, kind: str, representative: str, jaccard: str) -> dd.DataFrame:
+    rows = groups[[DOC, "_id", representative, jaccard]].rename(columns={"_id": "id", representative: "representative", jaccard: "jaccard"})
+    return rows.assign(kind=kind)[[DOC, *REMOVED_COLUMNS]]
+
+
+def with_location(duplicates: dd.DataFrame, names: tuple[str, ...]) -> dd.DataFrame:
+    """``duplicates`` with ``source`` (the input file's name, as in ``rejected/``) and ``position``
+    (int64: byte offset of the record in the decompressed JSONL file, or Parquet row), from ``_doc``."""
+
+    def locate(part):
+        part = to_host(part)
+        source = pd.Series(np.asarray(names)[part[DOC].to_numpy() >> POSITION_BITS], index=part.index, dtype="str")
+        return part.assign(source=source, position=part[DOC] & ((1 << POSITION_BITS) - 1))
+
+    return duplicates.map_partitions(locate, meta=to_host(duplicates._meta).assign(source=pd.Series(dtype="str"), position=pd.Series(dtype="int64")))
 
 
 def check_accounting(n_input: int, n_kept: int, removed: dd.DataFrame, n_rejected: int = 0) -> int:
@@ -412,15 +450,37 @@ def _process_peak() -> tuple[int, int]:
     return os.getpid(), kib * 1024
 
 
-def peak_rss() -> dict:
-    """Peak resident memory in bytes: this process, each worker, and the sum over distinct processes."""
-    pid, own = _process_peak()
+def _take_process_peak() -> tuple[int, int]:
+    pid, peak = _process_peak()
+    try:  # Linux: writing 5 to clear_refs restarts VmHWM from the current RSS
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")
+    except OSError:  # elsewhere each value stays the process's peak since it started
+        pass
+    return pid, peak
+
+
+def take_peaks() -> dict:
+    """Peak resident memory in bytes since the last call, then start new peaks.
+
+    Returns ``{"client": bytes, "workers": {address: bytes}, "total": bytes}``; ``total`` sums
+    the distinct processes (in-process workers share the client's).
+    """
+    pid, own = _take_process_peak()
     try:
-        workers = get_client().run(_process_peak)
+        workers = get_client().run(_take_process_peak)
     except ValueError:  # no client
         workers = {}
-    per_process = {pid: own, **dict(workers.values())}  # in-process workers share our pid
+    per_process = {pid: own, **dict(workers.values())}
     return {"client": own, "workers": {w: rss for w, (_, rss) in workers.items()}, "total": sum(per_process.values())}
+
+
+def _max_peaks(a: dict | None, b: dict) -> dict:
+    """Per-process maximum of two :func:`take_peaks` results; ``total`` is the larger total."""
+    if a is None:
+        return b
+    workers = {w: max(a["workers"].get(w, 0), b["workers"].get(w, 0)) for w in {**a["workers"], **b["workers"]}}
+    return {"client": max(a["client"], b["client"]), "workers": workers, "total": max(a["total"], b["total"])}
 
 
 def _worker_spilled(dask_worker) -> int:
@@ -443,4 +503,4 @@ def versions() -> dict:
     return {"python": platform.python_version(), **{n: metadata.version(n) for n in names}}
 
 
-__all__ = ["dedup", "resolve", "check_accounting", "AccountingError", "Stats"]
+__all__ = ["dedup", "resolve", "check_accounting", "with_location", "AccountingError", "Stats"]

@@ -105,10 +105,11 @@ def test_normalize_jaccard_greedy(texts):
             backend.jaccard(x, y, width, words),
         )
     starts = np.array([0, 10, 40, len(texts)], np.int64)
-    assert np.array_equal(
+    for gpu, cpu in zip(
         backend.greedy_representatives(on_gpu(texts), starts, 0.1, 5, False),
         backend.greedy_representatives(texts, starts, 0.1, 5, False),
-    )
+    ):
+        assert np.array_equal(gpu, cpu)
 
 
 def test_numba_cuda_kernels_on_the_device():

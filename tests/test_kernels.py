@@ -427,17 +427,20 @@ def test_greedy_representatives_chain():
         "", "",  # group 4: two empty documents (J = 1)
     ]
     starts = np.array([0, 2, 5, 6, 9, 11], dtype=np.int64)
-    rep = greedy_representatives(*buffers(texts), starts, 0.5, 1, True)
-    assert rep.dtype == np.int64
+    rep, similarity = greedy_representatives(*buffers(texts), starts, 0.5, 1, True)
+    assert rep.dtype == np.int64 and similarity.dtype == np.float64
     assert rep.tolist() == [0, 0, 2, 2, 4, 5, 6, 6, 8, 9, 9]
+    # each row's similarity with its representative: B joins A at 3/5, C~B joins C at 3/5
+    assert similarity.tolist() == [1, 1, 1, 0.6, 1, 1, 1, 0.6, 1, 1, 1]
     # threshold is inclusive (J(A,B) == 0.6 exactly) and above it nothing merges
-    assert greedy_representatives(*buffers([A, B, C]), np.array([0, 3]), 0.6, 1, True).tolist() == [0, 0, 2]
-    assert greedy_representatives(*buffers([A, B, C]), np.array([0, 3]), 0.61, 1, True).tolist() == [0, 1, 2]
+    assert greedy_representatives(*buffers([A, B, C]), np.array([0, 3]), 0.6, 1, True)[0].tolist() == [0, 0, 2]
+    assert greedy_representatives(*buffers([A, B, C]), np.array([0, 3]), 0.61, 1, True)[0].tolist() == [0, 1, 2]
     # a low threshold takes the whole chain to its first row
-    assert greedy_representatives(*buffers([A, B, C]), np.array([0, 3]), 0.3, 1, True).tolist() == [0, 0, 0]
+    rep, similarity = greedy_representatives(*buffers([A, B, C]), np.array([0, 3]), 0.3, 1, True)
+    assert rep.tolist() == [0, 0, 0] and similarity.tolist() == pytest.approx([1, 0.6, 1 / 3])
     # one group per row: every row is its own representative; empty groups are allowed
-    assert greedy_representatives(*buffers([A, A, A]), np.array([0, 1, 2, 3]), 0.5, 1, True).tolist() == [0, 1, 2]
-    assert greedy_representatives(*buffers([A, A]), np.array([0, 0, 2, 2]), 0.5, 1, True).tolist() == [0, 0]
+    assert greedy_representatives(*buffers([A, A, A]), np.array([0, 1, 2, 3]), 0.5, 1, True)[0].tolist() == [0, 1, 2]
+    assert greedy_representatives(*buffers([A, A]), np.array([0, 0, 2, 2]), 0.5, 1, True)[0].tolist() == [0, 0]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The whole run on the project's own fixture: exact values for every output."""
 
 import json
+from pathlib import Path
 
 import dask.dataframe as dd
 import numpy as np
@@ -9,7 +10,11 @@ import pytest
 
 from curate.config import load_config
 from curate.dedup.removal import sort_by_doc
-from curate.pipeline import AccountingError, check_accounting, dedup, resolve
+from curate.pipeline import AccountingError, Stats, check_accounting, dedup, resolve
+try:  # tests/ is on sys.path under pytest's default (prepend) import mode
+    import reference as ref
+except ImportError:  # pragma: no cover
+    from tests import reference as ref
 
 
 def run(tmp_path, inputs, **overrides):
@@ -22,11 +27,15 @@ def test_fixture_end_to_end(client, tmp_path, fixture_docs):
     out, summary = run(tmp_path, ["tests/data/docs.jsonl"])
     removed = pd.read_parquet(out / "removed.parquet")
     # a3, a12: copies of a1; a8: second empty doc; a4, a7: near duplicates (J = 0.84, 0.83).
-    assert removed.to_dict("list") == {
+    text = {d["id"]: d["text"] for d in fixture_docs}
+    assert removed.drop(columns="jaccard").to_dict("list") == {
         "id": ["a3", "a4", "a7", "a8", "a12"],
         "kind": ["exact", "fuzzy", "fuzzy", "exact", "exact"],
         "representative": ["a1", "a1", "a2", "a6", "a1"],
     }
+    # the similarity with the representative, against brute force over the 24-character shingles
+    assert removed.jaccard.tolist() == [1.0, ref.jaccard(text["a4"], text["a1"], 24), ref.jaccard(text["a7"], text["a2"], 24), 1.0, 1.0]
+    assert removed.jaccard.round(2).tolist() == [1.0, 0.84, 0.83, 1.0, 1.0]
     kept = [json.loads(line) for f in sorted((out / "deduplicated").glob("*.jsonl")) for line in f.read_text().splitlines()]
     assert [d["id"] for d in kept] == ["a1", "a2", "a5", "a6", "a9", "a10", "a11"]
     assert kept == [d for d in fixture_docs if d["id"] in {"a1", "a2", "a5", "a6", "a9", "a10", "a11"}]  # all columns, unchanged
@@ -37,6 +46,13 @@ def test_fixture_end_to_end(client, tmp_path, fixture_docs):
         ("a1", "a1", "fuzzy", True), ("a4", "a1", "fuzzy", False),
         ("a2", "a2", "fuzzy", True), ("a7", "a2", "fuzzy", False),
     }
+    similar = dict(zip(removed.id, removed.jaccard))
+    assert all(row.jaccard == (1.0 if row.kept else similar[row.id]) for row in duplicates.itertuples())
+    # each member's place in the input: the byte offset of its line
+    lines = Path("tests/data/docs.jsonl").read_bytes().splitlines(keepends=True)
+    offsets = {json.loads(line)["id"]: offset for line, offset in zip(lines, np.cumsum([0] + [len(x) for x in lines]))}
+    assert set(duplicates.source) == {"docs.jsonl"}
+    assert duplicates.position.tolist() == [offsets[i] for i in duplicates.id]
     counts = json.loads((out / "summary.json").read_text())["counts"]
     assert counts["input"] == {"documents": 12, "empty": 2, "partitions": 1}
     assert counts["exact"] == {"groups": 2, "removed": 3}
@@ -79,7 +95,7 @@ def test_short_documents_not_collapsed_and_empty_counted(client, tmp_path):
     out, summary = run(tmp_path, [path])
     removed = pd.read_parquet(out / "removed.parquet")
     assert summary["counts"]["fuzzy"]["removed"] == 0
-    assert removed.to_dict("list") == {"id": [1001, 1002, 1003, 1004], "kind": ["exact"] * 4, "representative": [1000] * 4}
+    assert removed.to_dict("list") == {"id": [1001, 1002, 1003, 1004], "kind": ["exact"] * 4, "representative": [1000] * 4, "jaccard": [1.0] * 4}
     assert summary["counts"]["input"]["empty"] == 5
 
 
@@ -97,15 +113,18 @@ def test_accounting_errors():
 @pytest.mark.parametrize("ids", [["e2", "e5", "e9"], [2**62 + 2, 2**62 + 5, 2**62 + 9]], ids=["str", "int"])
 def test_resolve_chains_exact_to_fuzzy_representative(ids):
     e2, e5, e9 = ids  # integer ids beyond 2**53 must survive the joins exactly (no float round trip)
-    exact = pd.DataFrame({"_doc": [5, 9], "_rep": [5, 5], "_id": [e5, e9], "_rep_id": [e5, e5]})
-    fuzzy = pd.DataFrame({"_doc": [2, 5], "_rep": [2, 2], "_id": [e2, e5], "_rep_id": [e2, e2]})
+    exact = pd.DataFrame({"_doc": [5, 9], "_rep": [5, 5], "_id": [e5, e9], "_rep_id": [e5, e5], "_jaccard": 1.0})
+    fuzzy = pd.DataFrame({"_doc": [2, 5], "_rep": [2, 2], "_id": [e2, e5], "_rep_id": [e2, e2], "_jaccard": [1.0, 0.9]})
     removed, duplicates = resolve(dd.from_pandas(exact, npartitions=2), dd.from_pandas(fuzzy, npartitions=1))
     removed = sort_by_doc(removed).compute()
-    assert removed.to_dict("list") == {"_doc": [5, 9], "id": [e5, e9], "kind": ["fuzzy", "exact"], "representative": [e2, e2]}
+    # e9, a copy of e5, inherits e5's representative and its similarity with it
+    assert removed.to_dict("list") == {
+        "_doc": [5, 9], "id": [e5, e9], "kind": ["fuzzy", "exact"], "representative": [e2, e2], "jaccard": [0.9, 0.9]
+    }
     duplicates = sort_by_doc(duplicates, by=["_doc", "kind"]).compute()
     assert duplicates.drop(columns="_doc").to_dict("list") == {
         "id": [e2, e5, e5, e9], "group": [e2, e5, e2, e5], "kind": ["fuzzy", "exact", "fuzzy", "exact"],
-        "kept": [True, False, False, False],
+        "kept": [True, False, False, False], "jaccard": [1.0, 1.0, 0.9, 1.0],
     }
 
 
@@ -178,5 +197,31 @@ def test_normalisation_finds_case_and_spacing_variants(client, tmp_path, fixture
     assert pd.read_parquet(plain / "removed.parquet").id.tolist() == ["a-copy"]
     normalised, _ = run(tmp_path / "norm", [path], fuzzy={"lowercase": True, "collapse_whitespace": True})
     assert pd.read_parquet(normalised / "removed.parquet").to_dict("list") == {
-        "id": ["a-copy", "loud"], "kind": ["exact", "fuzzy"], "representative": ["a", "orig"]
+        "id": ["a-copy", "loud"], "kind": ["exact", "fuzzy"], "representative": ["a", "orig"],
+        "jaccard": [1.0, 1.0],  # similarity of the normalised texts: "loud" equals "orig" once normalised
     }
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="per-stage peaks need Linux's clear_refs")
+def test_stage_peaks_restart_per_stage():
+    stats = Stats()
+    with stats.timed("big"):
+        block = np.ones(300_000_000, dtype=np.uint8)  # 300 MB touched in this process
+        del block
+    with stats.timed("small"):
+        pass
+    big, small = stats.peaks["big"]["client"], stats.peaks["small"]["client"]
+    assert big > small + 250e6
+    assert stats.overall["client"] == big and stats.overall["workers"] == {}
+
+
+def test_summary_lists_input_files_and_stage_peaks(client, tmp_path):
+    out, summary = run(tmp_path, ["tests/data/docs.jsonl"])
+    path = Path("tests/data/docs.jsonl").resolve()
+    assert [(Path(f["path"]), f["size"]) for f in summary["input_files"]] == [(path, path.stat().st_size)]
+    peaks = summary["stage_peak_rss_bytes"]
+    assert set(peaks) == set(summary["seconds"]) - {"total"}
+    workers = set(client.scheduler_info()["workers"])
+    for stage, peak in peaks.items():
+        assert set(peak["workers"]) == workers and peak["client"] > 0, stage
+        assert peak["total"] <= summary["peak_rss_bytes"]["total"]

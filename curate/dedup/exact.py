@@ -50,8 +50,8 @@ class ExactDedup:
         -------
         dask.dataframe.DataFrame
             One row per document in a group of two or more: ``_doc``, ``_rep`` (the kept
-            document's ``_doc``), ``_id``, ``_rep_id`` (their ids). A representative has
-            ``_rep == _doc``.
+            document's ``_doc``), ``_id``, ``_rep_id`` (their ids), ``_jaccard`` (1.0). A
+            representative has ``_rep == _doc``.
         """
         cols = list(dict.fromkeys([DOC, self.id_field, self.text_field, *self.keep.columns()]))
         hashed = docs[cols].map_partitions(_add_md5, self.text_field, meta={**docs[cols]._meta.dtypes.to_dict(), _MD5: "str"})
@@ -71,4 +71,4 @@ def _exact_groups(part: pd.DataFrame, text_field: str, id_field: str, keep: Keep
     # Group on the text itself inside each digest group: byte equality, not digest equality.
     first = part.groupby([_MD5, text_field], sort=False)[[DOC, id_field]].transform("first")
     size = part.groupby([_MD5, text_field], sort=False)[DOC].transform("size")
-    return group_frame(part[DOC], first[DOC], part[id_field], first[id_field])[(size > 1).to_numpy()]
+    return group_frame(part[DOC], first[DOC], part[id_field], first[id_field], 1.0)[(size > 1).to_numpy()]

@@ -57,13 +57,13 @@ def _split(part, text_field, id_field, keep, config):
     starts = np.flatnonzero(np.r_[True, component[1:] != component[:-1]])
     group_starts = np.append(starts, len(part)).astype(np.int64)
     if config.verify:
-        rep_row = greedy_representatives(
+        rep_row, similarity = greedy_representatives(
             prepare_text(part[text_field], config), group_starts, config.threshold, config.width, config.ngram == "word"
         )
-    else:
-        rep_row = np.repeat(starts, np.diff(group_starts))
+    else:  # no similarity was computed: the whole component is one group
+        rep_row, similarity = np.repeat(starts, np.diff(group_starts)), np.full(len(part), np.nan)
     in_group = np.bincount(rep_row, minlength=len(part))[rep_row] > 1
     doc, doc_id = part[DOC], part[id_field]
     rep = doc.iloc[rep_row].set_axis(part.index)
     rep_id = doc_id.iloc[rep_row].set_axis(part.index)
-    return group_frame(doc, rep, doc_id, rep_id)[in_group]
+    return group_frame(doc, rep, doc_id, rep_id, similarity)[in_group]

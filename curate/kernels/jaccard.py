@@ -94,7 +94,7 @@ def jaccard_pairs(offsets_x, data_x, offsets_y, data_y, width, words=False, x_ke
 
 
 @njit(nogil=True, cache=True)
-def _greedy(offsets, data, group_starts, threshold, width, words, rep):
+def _greedy(offsets, data, group_starts, threshold, width, words, rep, similarity):
     for g in range(len(group_starts) - 1):
         lo, hi = group_starts[g], group_starts[g + 1]
         sets = [shingle_set(data, offsets[k], offsets[k + 1], width, words) for k in range(lo, hi)]
@@ -104,9 +104,13 @@ def _greedy(offsets, data, group_starts, threshold, width, words, rep):
             if rep[r] != -1:
                 continue
             rep[r] = r
+            similarity[r] = 1.0
             for k in range(r + 1, hi):
-                if rep[k] == -1 and jaccard_sorted(sets[k - lo], sets[r - lo]) >= threshold:
-                    rep[k] = r
+                if rep[k] == -1:
+                    s = jaccard_sorted(sets[k - lo], sets[r - lo])
+                    if s >= threshold:
+                        rep[k] = r
+                        similarity[k] = s
 
 
 def greedy_representatives(offsets, data, group_starts, threshold, width, words=False):
@@ -130,9 +134,12 @@ def greedy_representatives(offsets, data, group_starts, threshold, width, words=
 
     Returns
     -------
-    array of shape (n_docs,), dtype int64
+    rep : array of shape (n_docs,), dtype int64
         Row index of each row's representative (a representative points to itself).
+    similarity : array of shape (n_docs,), dtype float64
+        Jaccard similarity of each row with its representative (1.0 for a representative).
     """
     rep = np.empty(len(offsets) - 1, dtype=np.int64)
-    _greedy(offsets, data, group_starts, threshold, width, words, rep)
-    return rep
+    similarity = np.empty(len(offsets) - 1, dtype=np.float64)
+    _greedy(offsets, data, group_starts, threshold, width, words, rep, similarity)
+    return rep, similarity
