@@ -8,12 +8,15 @@ import click
 from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from curate.backend import resolve_backend, use_backend
 from curate.cluster import connect
 from curate.config import DEFAULT_NUM_PERM, FuzzyConfig, load_config
 from curate.params import describe_bands, s_curve_plot
 from curate.pipeline import dedup as run_dedup
+from curate.report import write_report
+from curate.review import Pair, RunOutput, diff_blocks
 
 
 @click.group()
@@ -66,8 +69,9 @@ def main():
 @click.option("--device-memory-limit", help="GPU: device memory at which a worker spills, e.g. 20GB.")
 @click.option("--protocol", type=click.Choice(["tcp", "ucx", "ucxx"]), help="GPU: worker communication (ucx through distributed-ucxx).")
 @click.option("--progress/--no-progress", default=None, help="Progress bars (default: on a terminal).")
+@click.option("--report", "with_report", is_flag=True, help="Also write OUT/report.html (as curate report OUT).")
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
-def dedup(inputs, out_dir, config_file, overwrite, resume, progress, verbose, **flags):
+def dedup(inputs, out_dir, config_file, overwrite, resume, progress, with_report, verbose, **flags):
     """Remove exact and near-duplicate documents from INPUT files, directories, globs or URLs."""
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     sections = {
@@ -92,6 +96,76 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, progress, verbose, **
     except (FileNotFoundError, FileExistsError, PermissionError, ValueError) as err:
         raise click.ClickException(str(err)) from None
     print_summary(summary, out_dir)
+    if with_report:
+        click.echo(f"report: {write_report(out_dir)}")
+
+
+@main.command()
+@click.argument("out_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--groups", default=20, show_default=True, help="Largest groups to show.")
+@click.option("--sample", default=20, show_default=True, help="Removed documents to show, drawn at random.")
+@click.option("--seed", default=0, show_default=True, help="Seed of that draw.")
+def report(out_dir, groups, sample, seed):
+    """Write OUT_DIR/report.html: counts, stages, plots and removed documents beside their representatives."""
+    try:
+        click.echo(write_report(out_dir, groups=groups, sample=sample, seed=seed))
+    except (FileNotFoundError, ValueError) as err:
+        raise click.ClickException(str(err)) from None
+
+
+@main.command()
+@click.argument("out_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--group", help="Show the removed members of the group with this representative id.")
+@click.option("--id", "doc_id", help="Show this removed document beside its representative (or a representative's group).")
+@click.option("--sample", type=int, help="Show this many removed documents drawn at random (default 3; with --group/--id: at most this many).")
+@click.option("--seed", default=0, show_default=True, help="Seed of the random draw.")
+@click.option("--width", type=int, help="Terminal width (default: the terminal's).")
+def inspect(out_dir, group, doc_id, sample, seed, width):
+    """Removed documents of the run in OUT_DIR beside their representatives, differing words marked."""
+    if group is not None and doc_id is not None:
+        raise click.UsageError("give --group or --id, not both")
+    try:
+        run = RunOutput(out_dir)
+        if group is not None:
+            pairs = run.group(group, sample)
+        elif doc_id is not None:
+            pairs = run.document(doc_id, sample)
+        else:
+            pairs = run.sample(3 if sample is None else sample, seed)
+    except (FileNotFoundError, ValueError) as err:
+        raise click.ClickException(str(err)) from None
+    except KeyError as err:
+        raise click.ClickException(err.args[0]) from None
+    console = Console(width=width)
+    counts = run.summary["counts"]
+    console.print(f"{out_dir}: {counts['input']['documents']:,} documents in, {counts['output']['removed']:,} removed, "
+                  f"{counts['output']['kept']:,} kept; showing {len(pairs)}")
+    for pair in pairs:
+        print_pair(console, pair)
+
+
+def print_pair(console: Console, pair: Pair) -> None:
+    """A removed document beside its representative: common text plain, differing words in colour."""
+    title = (f"[bold]{pair.kind}[/]: removed [bold]{pair.removed}[/] · kept [bold]{pair.representative}[/] · "
+             + ("Jaccard not computed" if pair.jaccard != pair.jaccard else f"Jaccard {pair.jaccard:.3f}")
+             + f" · group of {pair.group_size:,}")
+    if pair.diff is None:
+        console.print(title)
+        console.print(f"  text unavailable: {pair.unavailable}")
+        return
+    table = Table(title=title + f" · {pair.diff.changed_a:,} of {pair.diff.words_a:,} words differ", title_justify="left", expand=True)
+    table.add_column(f"removed: {pair.removed}", ratio=1, overflow="fold")
+    table.add_column(f"kept: {pair.representative}", ratio=1, overflow="fold")
+    for block in diff_blocks(pair.diff):
+        if isinstance(block, int):
+            table.add_row(Text(f"… {block:,} identical words …", style="dim italic"), Text(""), end_section=False)
+            continue
+        left, right = Text(), Text()
+        for segment in block:
+            left.append(segment.a, style=None if segment.kind == "same" else "bold red strike")
+            right.append(segment.b, style=None if segment.kind == "same" else "bold green")
+        table.add_row(left, right)
+    console.print(table)
 
 
 def _validated(build, *args, **kwargs):

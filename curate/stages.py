@@ -40,12 +40,13 @@ def input_fingerprint(inputs: list[str]) -> list[tuple[str, int, str]]:
         As :func:`curate.io.read.expand_paths`.
     """
     fs, paths, _ = expand_paths(inputs)
-    fingerprint = []
-    for path in paths:
-        info = fs.info(path)
-        changed = info.get("mtime") or info.get("LastModified") or info.get("ETag") or info.get("created")
-        fingerprint.append((path, int(info["size"]), str(changed)))
-    return fingerprint
+    infos = [fs.info(path) for path in paths]
+    return [(path, int(info["size"]), modified(info)) for path, info in zip(paths, infos)]
+
+
+def modified(info: dict) -> str:
+    """A file's modification time (or ETag) from an fsspec ``info`` dict, as a string."""
+    return str(info.get("mtime") or info.get("LastModified") or info.get("ETag") or info.get("created"))
 
 
 class StageStore:

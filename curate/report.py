@@ -1,0 +1,248 @@
+"""``curate report``: one self-contained HTML page about a finished run.
+
+The page holds the run's parameters and versions, what went in and what came out, time and
+peak memory per stage, plots (inline SVG, drawn with matplotlib: sizes of the duplicate
+groups, Jaccard similarity of each removed document with its representative, the LSH S-curve
+of the bands and rows used), and removed documents beside their representatives with the
+differing words marked: the largest groups, then a random sample. No script, font or image is
+fetched from anywhere, so it opens offline. What it reads is described in :mod:`curate.review`.
+"""
+
+import datetime
+import html
+import io
+import os
+from pathlib import Path
+
+import numpy as np
+
+from curate.review import Pair, RunOutput, diff_blocks
+
+
+def write_report(out_dir, *, groups: int = 20, sample: int = 20, seed: int = 0) -> Path:
+    """Write ``out_dir/report.html`` for the run in ``out_dir``.
+
+    Parameters
+    ----------
+    out_dir : str or path-like
+        A folder written by ``curate dedup``.
+    groups : int, default=20
+        Largest groups to show (each by its least similar removed member).
+    sample : int, default=20
+        Removed documents to show, drawn at random.
+    seed : int, default=0
+        Seed of that draw (numpy ``default_rng``), so a report can be made again identically.
+
+    Returns
+    -------
+    pathlib.Path
+        The report (written under a temporary name, then renamed).
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        As :class:`curate.review.RunOutput`.
+    """
+    run = RunOutput(out_dir)
+    page = _page(run, run.largest_groups(groups), run.sample(sample, seed), seed)
+    path = run.out_dir / "report.html"
+    tmp = path.with_name("report.html.tmp")
+    tmp.write_text(page, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def _page(run: RunOutput, largest: list[Pair], sampled: list[Pair], seed: int) -> str:
+    s = run.summary
+    fuzzy = s["config"]["fuzzy"]
+    written = datetime.datetime.fromtimestamp((run.out_dir / "summary.json").stat().st_mtime).strftime("%Y-%m-%d %H:%M")
+    plots = [_figure(_group_size_plot(run)), _figure(_jaccard_plot(run, fuzzy["threshold"]))]
+    if s["config"]["mode"] != "exact":
+        from curate.params import s_curve_figure
+
+        plots.append(_figure(s_curve_figure(fuzzy["num_bands"], fuzzy["rows_per_band"], fuzzy["threshold"])))
+    body = f"""
+<header>
+  <h1>curate report</h1>
+  <p><code>{_e(run.out_dir.resolve())}</code> · run finished {written} · backend <b>{_e(s["config"]["backend"])}</b> ·
+  {s["seconds"]["total"]:,.1f} s · curate {_e(s["versions"]["curate"])}</p>
+</header>
+<section class="cards">{_counts(s)}</section>
+<section><h2>Plots</h2><div class="plots">{"".join(plots)}</div></section>
+<section class="two">
+  <div><h2>Stages</h2>{_stages(s)}</div>
+  <div><h2>Parameters</h2>{_parameters(s)}</div>
+</section>
+<section><h2>The {len(largest)} largest groups</h2>
+  <p class="note">Each group's representative (kept) beside the member least similar to it (removed).</p>
+  {"".join(_pair(p, i == 0) for i, p in enumerate(largest)) or "<p>No duplicate groups.</p>"}
+</section>
+<section><h2>{len(sampled)} removed documents at random</h2>
+  <p class="note">Drawn with seed {seed} from all {len(run.removed):,} removed documents, shown in input order.</p>
+  {"".join(_pair(p, i == 0) for i, p in enumerate(sampled)) or "<p>Nothing was removed.</p>"}
+</section>
+<footer>versions: {_e(", ".join(f"{k} {v}" for k, v in s["versions"].items()))}</footer>"""
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>curate report: {_e(run.out_dir.name)}</title><style>{_CSS}</style></head>
+<body>{body}</body></html>
+"""
+
+
+def _counts(s: dict) -> str:
+    counts = s["counts"]
+    exact, fuzzy, output = counts.get("exact", {}), counts.get("fuzzy", {}), counts["output"]
+    cards = [
+        ("documents in", "documents_in", counts["input"]["documents"], f'{counts["input"]["empty"]:,} empty'),
+        ("exact duplicates removed", "exact_removed", exact.get("removed", 0), f'{exact.get("groups", 0):,} groups'),
+        ("fuzzy duplicates removed", "fuzzy_removed", fuzzy.get("removed", 0),
+         f'{fuzzy.get("groups", 0):,} groups · {fuzzy.get("candidate_edges", 0):,} candidate / {fuzzy.get("verified_edges", 0):,} verified edges'),
+        ("rejected", "rejected", output["rejected"], ", ".join(f"{n:,} {k}" for k, n in counts.get("rejected", {}).items()) or "unreadable records"),
+        ("documents kept", "kept", output["kept"], f'{output["kept"] / max(counts["input"]["documents"], 1):.1%} of the input'),
+    ]
+    return "".join(
+        f'<div class="card"><div class="label">{label}</div><div class="value" data-count="{key}">{value:,}</div>'
+        f'<div class="detail">{_e(detail)}</div></div>'
+        for label, key, value, detail in cards
+    )
+
+
+def _stages(s: dict) -> str:
+    seconds = {k: v for k, v in s["seconds"].items() if k != "total"}
+    peaks = s.get("stage_peak_rss_bytes", {})
+    longest = max(seconds.values(), default=1) or 1
+    rows = []
+    for stage, t in seconds.items():
+        peak = peaks.get(stage, {})
+        largest = max(peak.get("workers", {}).values(), default=0)
+        rows.append(
+            f'<tr><td>{_e(stage)}</td><td class="num">{t:,.1f}</td><td><div class="bar" style="width:{100 * t / longest:.0f}%"></div></td>'
+            f'<td class="num">{_gb(peak.get("total"))}</td><td class="num">{_gb(peak.get("client"))}</td><td class="num">{_gb(largest)}</td></tr>'
+        )
+    rows += [f'<tr class="reused"><td>{_e(stage)}</td><td colspan="5">reused from a previous run (--resume)</td></tr>' for stage in s["reused_stages"]]
+    peak = s["peak_rss_bytes"]
+    rows.append(f'<tr class="total"><td>total</td><td class="num">{s["seconds"]["total"]:,.1f}</td><td></td>'
+                f'<td class="num">{_gb(peak["total"])}</td><td class="num">{_gb(peak["client"])}</td>'
+                f'<td class="num">{_gb(max(peak["workers"].values(), default=0))}</td></tr>')
+    spilled = f'<p class="note">Workers spilled {_gb(s["spilled_bytes"])} to disk.</p>' if s.get("spilled_bytes") else ""
+    return ('<table class="stages"><thead><tr><th>stage</th><th>seconds</th><th></th><th>peak RSS, all</th><th>client</th>'
+            f'<th>largest worker</th></tr></thead><tbody>{"".join(rows)}</tbody></table>'
+            f'<p class="note">Wall time; peak resident memory of the processes while the stage ran.</p>{spilled}')
+
+
+def _parameters(s: dict) -> str:
+    files = s["input_files"]
+    rows = [("inputs", f'{", ".join(s["inputs"])} ({len(files):,} files, {_gb(sum(f["size"] for f in files))})'), ("mode", s["config"]["mode"]),
+            ("keep", s["config"]["keep"])]
+    rows += [(f"{section}.{key}", value) for section in ("fuzzy", "io") for key, value in s["config"][section].items()]
+    rows.append(("output_format", s["output_format"]))
+    return '<table class="params">' + "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in rows) + "</table>"
+
+
+def _pair(pair: Pair, open_: bool) -> str:
+    head = (f'<span class="kind {pair.kind}">{pair.kind}</span> removed <b>{_e(pair.removed)}</b> · kept <b>{_e(pair.representative)}</b>'
+            f' · {_similarity(pair.jaccard)} · group of {pair.group_size:,}')
+    if pair.diff is None:
+        return f'<details class="pair"{" open" if open_ else ""}><summary>{head}</summary><p class="note">Text unavailable: {_e(pair.unavailable)}</p></details>'
+    d = pair.diff
+    head += f" · {d.changed_a:,} of {d.words_a:,} words differ" + ("" if d.complete else " (first words only compared)")
+    rows = []
+    for block in diff_blocks(d):
+        if isinstance(block, int):
+            rows.append(f'<tr class="gap"><td colspan="2">⋯ {block:,} identical words ⋯</td></tr>')
+            continue
+        left = "".join(_e(seg.a) if seg.kind == "same" else f"<del>{_e(seg.a)}</del>" for seg in block if seg.a)
+        right = "".join(_e(seg.b) if seg.kind == "same" else f"<ins>{_e(seg.b)}</ins>" for seg in block if seg.b)
+        rows.append(f"<tr><td>{left}</td><td>{right}</td></tr>")
+    return (f'<details class="pair"{" open" if open_ else ""}><summary>{head}</summary><table class="diff"><thead><tr>'
+            f"<th>removed: {_e(pair.removed)}</th><th>kept: {_e(pair.representative)}</th></tr></thead>"
+            f'<tbody>{"".join(rows)}</tbody></table></details>')
+
+
+def _similarity(jaccard: float) -> str:
+    return "Jaccard not computed (--no-verify)" if np.isnan(jaccard) else f"Jaccard {jaccard:.3f}"
+
+
+def _group_size_plot(run: RunOutput):
+    from matplotlib.figure import Figure  # slow import, needed only here; no pyplot state
+
+    fig = Figure(figsize=(6.4, 4.2), layout="constrained")
+    ax = fig.subplots()
+    sizes = run.group_sizes()
+    if len(sizes):
+        edges = np.unique(np.geomspace(2, sizes["size"].max() + 1, 30).round())
+        edges = edges if len(edges) > 1 else np.array([2, 3])
+        kinds = [k for k in ("exact", "fuzzy") if (sizes.kind == k).any()]
+        ax.hist([sizes["size"][sizes.kind == k] for k in kinds], bins=edges, label=[f"{k} ({(sizes.kind == k).sum():,} groups)" for k in kinds],
+                color=[_COLOURS[k] for k in kinds])
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.legend()
+    ax.set(xlabel="documents in the group (representative included)", ylabel="groups", title="Duplicate groups by size")
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def _jaccard_plot(run: RunOutput, threshold: float):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 4.2), layout="constrained")
+    ax = fig.subplots()
+    similarity = run.removed.jaccard[run.removed.kind == "fuzzy"].dropna()
+    copies = int((run.removed.kind == "exact").sum())
+    low = min(threshold, similarity.min() if len(similarity) else threshold)
+    ax.hist(similarity, bins=np.linspace(np.floor(low * 20) / 20, 1, 41), color=_COLOURS["fuzzy"],
+            label=f"near duplicates ({len(similarity):,})")
+    ax.axvline(threshold, color="black", linewidth=0.8, label=f"threshold {threshold}")
+    ax.set(xlabel="Jaccard similarity with the representative", ylabel="removed documents",
+           title=f"Removed documents by similarity (+ {copies:,} exact copies at 1.0)")
+    if (run.removed.kind == "fuzzy").any() and not len(similarity):
+        ax.text(0.5, 0.5, "not computed: the run used --no-verify", transform=ax.transAxes, ha="center")
+    ax.legend(loc="upper left")
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def _figure(fig) -> str:
+    """Inline SVG of a matplotlib figure (text kept as text, so it stays small and selectable)."""
+    from matplotlib import rc_context
+
+    buffer = io.StringIO()
+    with rc_context({"svg.fonttype": "none"}):
+        fig.savefig(buffer, format="svg")
+    svg = buffer.getvalue()
+    return f'<figure>{svg[svg.index("<svg"):]}</figure>'
+
+
+def _gb(n) -> str:
+    return "" if n is None else f"{n / 1e9:,.2f} GB"
+
+
+def _e(value) -> str:
+    return html.escape(str(value))
+
+
+_COLOURS = {"exact": "#4c72b0", "fuzzy": "#dd8452"}
+_CSS = """
+body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 1280px; padding: 0 24px 48px; color: #1d2330; }
+header { border-bottom: 1px solid #dde1e8; margin-bottom: 16px; } h1 { margin: 20px 0 4px; } h2 { font-size: 19px; margin: 28px 0 8px; }
+code { font-size: 13px; } .note { color: #5a6272; font-size: 13px; margin: 4px 0 10px; }
+.cards { display: grid; grid-template-columns: repeat(5, 1fr); gap: 12px; }
+.card { border: 1px solid #dde1e8; border-radius: 8px; padding: 12px 14px; background: #f8f9fb; }
+.card .label { color: #5a6272; font-size: 13px; } .card .value { font-size: 26px; font-weight: 600; } .card .detail { color: #5a6272; font-size: 12px; }
+.plots { display: grid; grid-template-columns: repeat(3, 1fr); gap: 8px; } figure { margin: 0; } figure svg { width: 100%; height: auto; }
+.two { display: grid; grid-template-columns: 1.2fr 1fr; gap: 28px; }
+table { border-collapse: collapse; width: 100%; font-size: 13px; } td, th { padding: 3px 8px; border-bottom: 1px solid #eceef2; text-align: left; vertical-align: top; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; } tr.total td { font-weight: 600; } tr.reused td { color: #5a6272; }
+.bar { height: 10px; background: #4c72b0; border-radius: 2px; min-width: 1px; margin-top: 4px; } .stages td:nth-child(3) { width: 30%; }
+.params td:first-child { color: #5a6272; white-space: nowrap; } .params td { word-break: break-all; }
+details.pair { border: 1px solid #dde1e8; border-radius: 8px; margin: 8px 0; } details.pair > summary { padding: 8px 12px; cursor: pointer; background: #f8f9fb; border-radius: 8px; }
+.kind { display: inline-block; padding: 0 8px; border-radius: 10px; color: white; font-size: 12px; } .kind.exact { background: #4c72b0; } .kind.fuzzy { background: #dd8452; }
+table.diff { table-layout: fixed; } table.diff td { white-space: pre-wrap; overflow-wrap: anywhere; font: 13px/1.5 ui-monospace, "DejaVu Sans Mono", monospace; width: 50%; }
+table.diff th { background: #f1f3f6; } tr.gap td { text-align: center; color: #5a6272; background: #f8f9fb; font-style: italic; }
+del { background: #ffd7d5; text-decoration: line-through; text-decoration-color: #c0392b80; } ins { background: #c9f2d0; text-decoration: none; }
+footer { margin-top: 32px; color: #5a6272; font-size: 12px; }
+@media (max-width: 900px) { .cards, .plots, .two { grid-template-columns: 1fr; } }
+"""
+
+__all__ = ["write_report"]

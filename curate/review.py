@@ -1,0 +1,228 @@
+"""A finished run, read back for people: which documents went, next to the one kept, and why.
+
+``curate report`` (:mod:`curate.report`) and ``curate inspect`` read an output folder through
+:class:`RunOutput`. They read ``summary.json`` and the two small tables (``removed.parquet``,
+``duplicates.parquet``), and only the texts they show. Those texts come from the input files,
+at the ``source`` and ``position`` that ``duplicates.parquet`` records for every group
+member: the deduplicated output no longer holds the removed documents. An input file that is
+missing, or changed since the run (size or modification time), gives no text rather than a
+wrong one.
+"""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from fsspec.core import url_to_fs
+
+from curate.diff import Diff, word_diff
+from curate.io.read import POSITION_BITS, read_records, source_names
+from curate.stages import modified
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A removed document beside its representative (the kept document that stands for it).
+
+    Attributes
+    ----------
+    removed, representative : str or int
+        The documents' ids.
+    kind : {"exact", "fuzzy"}
+        How the document was removed.
+    jaccard : float
+        Jaccard similarity of the two documents' shingle sets (1.0 for exact copies; NaN when
+        the run did not verify candidates).
+    group : str or int
+        The group the pair is shown for (its representative's id).
+    group_size : int
+        Documents in that group, its representative included.
+    diff : Diff or None
+        Word-level differences (:func:`curate.diff.word_diff`); None when a text is unavailable.
+    unavailable : str
+        Why a text could not be read ("" when both were).
+    """
+
+    removed: object
+    representative: object
+    kind: str
+    jaccard: float
+    group: object
+    group_size: int
+    diff: Diff | None
+    unavailable: str = ""
+
+
+class RunOutput:
+    """The outputs of one ``curate dedup`` run, read for review.
+
+    Parameters
+    ----------
+    out_dir : str or path-like
+        A folder written by ``curate dedup`` (it holds ``summary.json``).
+
+    Attributes
+    ----------
+    summary : dict
+        ``summary.json``.
+    removed : pandas.DataFrame
+        ``removed.parquet``: ``id``, ``kind``, ``representative``, ``jaccard``, in input order.
+    duplicates : pandas.DataFrame
+        ``duplicates.parquet``: ``id``, ``group``, ``kind``, ``kept``, ``jaccard``, ``source``,
+        ``position``, one row per document per group.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``out_dir`` holds no finished run (no ``summary.json``).
+    ValueError
+        If the run was written by a curate without the columns a review needs (before 0.2).
+    """
+
+    def __init__(self, out_dir):
+        self.out_dir = Path(out_dir)
+        summary = self.out_dir / "summary.json"
+        if not summary.exists():
+            raise FileNotFoundError(f"{self.out_dir}: no summary.json, so not a finished curate dedup run")
+        self.summary = json.loads(summary.read_text())
+        self.removed = pd.read_parquet(self.out_dir / "removed.parquet")
+        self.duplicates = pd.read_parquet(self.out_dir / "duplicates.parquet")
+        missing = {"jaccard", "source", "position"} - set(self.duplicates.columns)
+        if missing or "input_files" not in self.summary:
+            raise ValueError(f"{self.out_dir} was written by curate {self.summary['versions']['curate']}, which did not record "
+                             f"{sorted(missing) or ['input_files']}; rerun it with curate >= 0.2 (--overwrite)")
+        self.text_field = self.summary["config"]["io"]["text_field"]
+
+    def group_sizes(self) -> pd.DataFrame:
+        """``kind``, ``group`` (its representative's id) and ``size`` (documents, >= 2) of every
+        group, largest first (ties: exact before fuzzy, then by group id)."""
+        sizes = self.duplicates.groupby(["kind", "group"], sort=True).size().rename("size").reset_index()
+        return sizes.sort_values("size", ascending=False, kind="stable", ignore_index=True)
+
+    def largest_groups(self, n: int) -> list[Pair]:
+        """For each of the ``n`` largest groups, its least similar removed member beside its representative."""
+        sizes = self.group_sizes().head(n)
+        members = self.duplicates.merge(sizes, on=["kind", "group"])
+        removed = self.removed.set_index("id")
+        rows = []
+        for (kind, group), size in zip(zip(sizes.kind, sizes.group), sizes["size"]):
+            gone = members[(members.kind == kind) & (members.group == group) & ~members.kept]
+            if len(gone):  # a group whose representative went to a fuzzy group keeps no one
+                member = gone.sort_values("jaccard", kind="stable").id.iloc[0]
+                rows.append((member, removed.loc[member, "representative"], kind, removed.loc[member, "jaccard"], group, size))
+        return self._pairs(rows)
+
+    def sample(self, n: int, seed: int = 0) -> list[Pair]:
+        """``n`` removed documents drawn at random (numpy ``default_rng(seed)``), in input order, beside their representatives."""
+        chosen = np.sort(np.random.default_rng(seed).choice(len(self.removed), size=min(n, len(self.removed)), replace=False))
+        return self._pairs_of(self.removed.iloc[chosen])
+
+    def group(self, group, limit: int | None = None) -> list[Pair]:
+        """The removed members of the groups whose representative is ``group`` (an id), least similar first.
+
+        Raises
+        ------
+        KeyError
+            If no group has that representative.
+        """
+        group = self._id(group)
+        members = self.duplicates[(self.duplicates.group == group) & ~self.duplicates.kept]
+        if not (self.duplicates.group == group).any():
+            raise KeyError(f"no duplicate group has representative {group!r}")
+        rows = self.removed[self.removed.id.isin(members.id)].sort_values("jaccard", kind="stable")
+        return self._pairs_of(rows.head(limit))
+
+    def document(self, doc_id, limit: int | None = None) -> list[Pair]:
+        """The removed document ``doc_id`` beside its representative, or, for a representative,
+        its group's removed members (:meth:`group`).
+
+        Raises
+        ------
+        KeyError
+            If ``doc_id`` is in no duplicate group (it was kept alone, or is not in the input).
+        """
+        doc_id = self._id(doc_id)
+        row = self.removed[self.removed.id == doc_id]
+        if len(row):
+            return self._pairs_of(row)
+        if (self.duplicates.group == doc_id).any():
+            return self.group(doc_id, limit)
+        raise KeyError(f"{doc_id!r} is in no duplicate group: it was kept as unique, or is not an input id")
+
+    def _id(self, value):
+        """A command-line id in the id column's type."""
+        return int(value) if pd.api.types.is_integer_dtype(self.duplicates.id.dtype) else str(value)
+
+    def _pairs_of(self, removed: pd.DataFrame) -> list[Pair]:
+        sizes = self.group_sizes()
+        # The group a removed document is shown in: the one whose representative is its own.
+        size = {(k, g): s for k, g, s in zip(sizes.kind, sizes.group, sizes["size"])}
+        return self._pairs([(r.id, r.representative, r.kind, r.jaccard, r.representative, size.get((r.kind, r.representative), 0))
+                            for r in removed.itertuples()])
+
+    def _pairs(self, rows: list[tuple]) -> list[Pair]:
+        texts, unavailable = self.texts({doc for row in rows for doc in row[:2]})
+        pairs = []
+        for removed, representative, kind, jaccard, group, size in rows:
+            missing = "; ".join(unavailable[d] for d in (removed, representative) if d in unavailable)
+            diff = None if missing else word_diff(texts[removed], texts[representative])
+            pairs.append(Pair(removed, representative, kind, float(jaccard), group, int(size), diff, missing))
+        return pairs
+
+    def texts(self, ids) -> tuple[dict, dict]:
+        """The input texts of documents (ids of group members), read from the input files.
+
+        Returns
+        -------
+        texts : dict
+            id -> text (str).
+        unavailable : dict
+            id -> why it could not be read (the file is missing or changed since the run).
+        """
+        where = self.duplicates[self.duplicates.id.isin(list(ids))].drop_duplicates("id")
+        files = self.summary["input_files"]
+        paths = [f["path"] for f in files]
+        index = {name: i for i, name in enumerate(source_names(paths))}
+        fs, _ = url_to_fs(paths[0])
+        changed = {}
+        for i in sorted({index[s] for s in where.source}):
+            changed[i] = _changed(fs, files[i])
+        keys, wanted, unavailable = [], [], {}
+        for doc, source, position in zip(where.id, where.source, where.position):
+            i = index[source]
+            if changed[i]:
+                unavailable[doc] = f"{paths[i]}: {changed[i]}"
+            else:
+                keys.append((i << POSITION_BITS) | int(position))
+                wanted.append(doc)
+        records = read_records(paths, keys) if keys else []
+        return {doc: record[self.text_field] or "" for doc, record in zip(wanted, records)}, unavailable
+
+
+def diff_blocks(diff: Diff) -> list:
+    """The diff's segments as display blocks: runs of "same"/"changed" segments (a list, shown as
+    one side-by-side row of flowing text) and, between them, elided common words (an int)."""
+    blocks, run = [], []
+    for segment in diff.segments:
+        if segment.kind == "gap":
+            blocks += [run, segment.skipped] if run else [segment.skipped]
+            run = []
+        else:
+            run.append(segment)
+    return blocks + [run] if run else blocks
+
+
+def _changed(fs, recorded: dict) -> str:
+    """Why the input file no longer holds what the run read ("" if it does)."""
+    try:
+        info = fs.info(recorded["path"])
+    except FileNotFoundError:
+        return "missing (moved or deleted since the run)"
+    if int(info["size"]) != recorded["size"] or modified(info) != recorded["modified"]:
+        return "changed since the run (size or modification time)"
+    return ""
+
+
+__all__ = ["RunOutput", "Pair", "diff_blocks"]
