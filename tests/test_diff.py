@@ -1,0 +1,180 @@
+"""word_diff: exact segments on small texts, elision, limits, and invariants on random and real texts."""
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from curate.diff import Diff, Segment, word_diff
+from curate.io import read_records
+from tests.conftest import shared_corpus
+
+SAME, CHANGED = "same", "changed"
+
+
+def gap(n: int) -> Segment:
+    return Segment("gap", "", "", n)
+
+
+def numbered(n: int) -> list[str]:
+    return [f"w{i}" for i in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "segments"),
+    [
+        ("a b c", "a b x c", [(SAME, "a b ", "a b "), (CHANGED, "", "x "), (SAME, "c", "c")]),  # insert
+        ("a b x c", "a b c", [(SAME, "a b ", "a b "), (CHANGED, "x ", ""), (SAME, "c", "c")]),  # delete
+        ("one two three", "one 2 three", [(SAME, "one ", "one "), (CHANGED, "two ", "2 "), (SAME, "three", "three")]),
+        ("a b c", "x y", [(CHANGED, "a b c", "x y")]),
+        ("a b", "a b c d", [(SAME, "a b", "a b "), (CHANGED, "", "c d")]),  # at the end
+        ("x a b", "a b", [(CHANGED, "x ", ""), (SAME, "a b", "a b")]),  # at the start
+        ("a  b\nc\n", "a b c", [(SAME, "a  b\nc\n", "a b c")]),  # re-wrapped: no change
+        ("  lead b\n", "lead c", [(SAME, "  lead ", "lead "), (CHANGED, "b\n", "c")]),  # own whitespace kept
+        ("", "x y", [(CHANGED, "", "x y")]),
+        ("x y", "", [(CHANGED, "x y", "")]),
+        ("x y", " \n", [(CHANGED, "x y", " \n")]),
+        ("", "", []),
+        (" \t", "\n", [(SAME, " \t", "\n")]),  # no words on either side
+        ("naïve café 日本語 🙂", "naive café 日本語 🙂", [(CHANGED, "naïve ", "naive "), (SAME, "café 日本語 🙂", "café 日本語 🙂")]),
+        ("α\u00a0β γ", "α β γ", [(SAME, "α\u00a0β γ", "α β γ")]),  # a no-break space is whitespace too
+    ],
+)
+def test_exact_segments(a, b, segments):
+    diff = word_diff(a, b)
+    assert diff.segments == [Segment(*s) for s in segments]
+    assert (diff.words_a, diff.words_b) == (len(a.split()), len(b.split()))
+    assert diff.changed_a == sum(len(s.a.split()) for s in diff.segments if s.kind == CHANGED)
+    assert diff.changed_b == sum(len(s.b.split()) for s in diff.segments if s.kind == CHANGED)
+    assert diff.complete
+
+
+def test_counts():
+    diff = word_diff("the quick brown fox jumps", "the slow brown dog fox leaps high")
+    assert diff == Diff(
+        [
+            Segment(SAME, "the ", "the "),
+            Segment(CHANGED, "quick ", "slow "),
+            Segment(SAME, "brown ", "brown "),
+            Segment(CHANGED, "", "dog "),
+            Segment(SAME, "fox ", "fox "),
+            Segment(CHANGED, "jumps", "leaps high"),
+        ],
+        words_a=5,
+        words_b=7,
+        changed_a=2,
+        changed_b=4,
+        complete=True,
+    )
+
+
+def test_identical_texts_are_one_segment():
+    text = " ".join(numbered(30))
+    assert word_diff(text, text, context=5).segments == [gap(30)]
+    assert word_diff(text, text.replace(" ", "\n"), context=5).segments == [gap(30)]
+    assert word_diff(text, text, context=30).segments == [Segment(SAME, text, text)]
+
+
+def test_common_runs_elided_to_context():
+    words = numbered(40)
+    a = " ".join(words)
+    b = " ".join(words[:15] + ["X"] + words[16:27] + ["Y"] + words[28:])
+    assert word_diff(a, b, context=3).segments == [
+        gap(12),  # before the first change: only its context is shown
+        Segment(SAME, "w12 w13 w14 ", "w12 w13 w14 "),
+        Segment(CHANGED, "w15 ", "X "),
+        Segment(SAME, "w16 w17 w18 ", "w16 w17 w18 "),
+        gap(5),  # 11 words between the changes: 3 of context each side, 5 elided
+        Segment(SAME, "w24 w25 w26 ", "w24 w25 w26 "),
+        Segment(CHANGED, "w27 ", "Y "),
+        Segment(SAME, "w28 w29 w30 ", "w28 w29 w30 "),
+        gap(9),
+    ]
+    # A run that would hide no more than `context` words is shown whole.
+    middle = " ".join(words[16:27]) + " "
+    assert word_diff(a, b, context=4).segments[3:5] == [Segment(SAME, middle, middle), Segment(CHANGED, "w27 ", "Y ")]
+    assert word_diff(a, b, context=0).segments == [gap(15), Segment(CHANGED, "w15 ", "X "), gap(11), Segment(CHANGED, "w27 ", "Y "), gap(12)]
+
+
+def test_max_words_compares_a_prefix():
+    a, b = "a b c d e f", "a b c d x f g"
+    first = word_diff(a, b, max_words=3)
+    assert first == Diff([Segment(SAME, "a b c ", "a b c "), gap(4)], 6, 7, 0, 0, complete=False)
+    five = word_diff(a, b, max_words=5)
+    assert five == Diff([Segment(SAME, "a b c d ", "a b c d "), Segment(CHANGED, "e ", "x "), gap(2)], 6, 7, 1, 1, complete=False)
+    assert word_diff(a, b, max_words=7).complete
+
+
+def test_max_chars_stops_at_a_word_end():
+    diff = word_diff("alpha beta gamma delta epsilon", "alpha beta gamma delta zeta", max_chars=12)
+    assert diff.segments == [Segment(SAME, "alpha beta ", "alpha beta "), gap(3)]
+    assert (diff.changed_a, diff.changed_b, diff.complete) == (1, 1, True)  # counts cover the whole texts
+    # One side long: it is cut, the other shown whole; the gap counts the side with more left.
+    diff = word_diff("a b", "a " + " ".join(numbered(100)), max_chars=10)
+    assert diff.segments == [Segment(SAME, "a ", "a "), Segment(CHANGED, "b", "w0 w1 "), gap(98)]  # 2 + 6 chars of b
+    # A word longer than max_chars is still shown.
+    assert word_diff("supercalifragilistic x", "y", max_chars=5).segments == [Segment(CHANGED, "supercalifragilistic ", "y"), gap(1)]
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="context must be >= 0"):
+        word_diff("a", "b", context=-1)
+    with pytest.raises(ValueError, match="max_chars and max_words must be positive"):
+        word_diff("a", "b", max_words=0)
+    with pytest.raises(ValueError, match="max_chars and max_words must be positive"):
+        word_diff("a", "b", max_chars=0)
+
+
+def check_words(text: str, segments: list[Segment], side: str) -> int:
+    """The words of one side of the segments, gaps counted, are the text's words in order; returns those accounted for."""
+    words, at = text.split(), 0
+    for seg in segments:
+        if seg.kind == "gap":
+            at += seg.skipped
+            continue
+        piece = getattr(seg, side).split()
+        assert piece == words[at : at + len(piece)]
+        at += len(piece)
+    return at
+
+
+texts = st.lists(st.sampled_from(["a", "b", "c", "dd", "é", "🙂", " ", "  ", "\n", "\t", "\x1c", "\u00a0", "\u2028", "\u200b"]), max_size=600).map("".join)  # past 200 words: autojunk
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts, texts, st.integers(0, 6), st.integers(1, 60))
+def test_segments_account_for_every_word(a, b, context, max_chars):
+    whole = word_diff(a, b, context=1000, max_chars=10**6)
+    assert "".join(s.a for s in whole.segments) == a and "".join(s.b for s in whole.segments) == b
+    assert all(s.a.split() == s.b.split() for s in whole.segments if s.kind == SAME)
+    assert whole.changed_a == sum(len(s.a.split()) for s in whole.segments if s.kind == CHANGED)
+    assert whole.changed_b == sum(len(s.b.split()) for s in whole.segments if s.kind == CHANGED)
+    assert len(a.split()) - whole.changed_a == len(b.split()) - whole.changed_b  # matched words pair up
+    short = word_diff(a, b, context=context, max_chars=max_chars)
+    assert (short.changed_a, short.changed_b) == (whole.changed_a, whole.changed_b)
+    body = short.segments
+    if body and body[-1].kind == "gap":  # an elided common run (same count both sides) or the rest after max_chars
+        body = body[:-1]
+        left = (len(a.split()) - check_words(a, body, "a"), len(b.split()) - check_words(b, body, "b"))
+        assert max(left) == short.segments[-1].skipped
+    else:
+        assert check_words(a, body, "a") == len(a.split()) and check_words(b, body, "b") == len(b.split())
+    for side in "ab":
+        pieces = [getattr(s, side) for s in body if getattr(s, side)]
+        assert sum(map(len, pieces)) <= max_chars or len(pieces[-1].split()) <= 1  # over only by one long word (or whitespace)
+
+
+def test_book_with_known_edits():
+    record = read_records(str(shared_corpus("gutenberg")), [0])[0]  # A Garland for Girls, 410 KB
+    words = record["text"].split()
+    rng = random.Random(7)
+    edited = sorted(rng.sample(range(len(words)), 300))
+    new = list(words)
+    for k in edited:
+        new[k] = f"EDIT{k}"
+    diff = word_diff(record["text"], "\n".join(" ".join(new[i : i + 9]) for i in range(0, len(new), 9)), context=2, max_chars=10**7)
+    assert (diff.words_a, diff.changed_a, diff.changed_b, diff.complete) == (len(words), 300, 300, True)
+    changes = [s for s in diff.segments if s.kind == CHANGED]
+    assert [w for s in changes for w in s.b.split()] == [f"EDIT{k}" for k in edited]
+    assert [w for s in changes for w in s.a.split()] == [words[k] for k in edited]
