@@ -342,10 +342,10 @@ def _jsonl_records(fs, path: str, name: str, positions: list[int]) -> dict[int, 
 
 
 def _lines_at_offsets(f, positions: list[int]):
-    """The line (with its ``\n``) at each byte position of an uncompressed file.
+    """The line (with its ``\\n``) at each byte position of an uncompressed file.
 
     Yields None where no line starts at the position (a line starts at 0, at 3 after a UTF-8
-    BOM, and after every ``\n``) and ``b""`` past the end of the file.
+    BOM, and after every ``\\n``) and ``b""`` past the end of the file.
     """
     first = len(_BOM) if f.read(len(_BOM)) == _BOM else 0
     for position in positions:
@@ -412,9 +412,9 @@ def _parquet_rows(fs, path: str, name: str, rows: list[int]) -> dict[int, dict]:
     with fs.open(path, "rb") as f:
         parquet = pq.ParquetFile(f)
         sizes = [parquet.metadata.row_group(g).num_rows for g in range(parquet.num_row_groups)]
-        ends = np.cumsum(sizes)
-        if rows[-1] >= (ends[-1] if len(ends) else 0):
-            raise ValueError(f"{name}: row {rows[-1]} is past the end of the file ({int(ends[-1]) if len(ends) else 0} rows)")
+        ends = np.cumsum(sizes, dtype=np.int64)
+        if rows[-1] >= parquet.metadata.num_rows:
+            raise ValueError(f"{name}: row {rows[-1]} is past the end of the file ({parquet.metadata.num_rows} rows)")
         groups = np.searchsorted(ends, rows, side="right")
         for group in np.unique(groups):
             table = parquet.read_row_group(int(group))
