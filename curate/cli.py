@@ -158,7 +158,8 @@ def print_pair(console: Console, pair: Pair) -> None:
     table.add_column(f"kept: {pair.representative}", ratio=1, overflow="fold")
     for block in diff_blocks(pair.diff):
         if isinstance(block, int):
-            table.add_row(Text(f"… {block:,} identical words …", style="dim italic"), Text(""), end_section=False)
+            gap = Text(f"… {block:,} identical words …", style="dim italic")
+            table.add_row(gap, gap)
             continue
         left, right = Text(), Text()
         for segment in block:

@@ -92,10 +92,11 @@ def word_diff(a: str, b: str, *, context: int = 20, max_chars: int = 100_000, ma
     a, b : str
         The texts, e.g. a removed document and its kept representative.
     context : int, default=20
-        Words of common text shown on each side of a change. A longer common run is elided
-        to a "gap" segment where that hides more than ``context`` words; so a text identical
-        to the other (as words) is a single gap, or a single "same" segment if it has at
-        most ``context`` words.
+        Words of common text shown on each side of a change, and at the start of the texts.
+        A longer common run is elided to a "gap" segment where that hides more than
+        ``context`` words; so a text identical to the other (as words) is its first
+        ``context`` words and a gap, or a single "same" segment if it has at most
+        ``2 * context`` words.
     max_chars : int, default=100_000
         About how many characters to show of each text: once either side passes this,
         the segments stop (mid-segment, at a word end) and end with a gap saying how many
@@ -239,7 +240,7 @@ class _Writer:
             if kind == "changed":
                 full = self.add("changed", i0, i1, j0, j1)
             else:
-                head = self.context if index > 0 else 0  # after a change
+                head = self.context  # after a change, or the text's start (so a reader sees how it begins)
                 tail = self.context if index < len(runs) - 1 or not complete else 0  # before one
                 full = self._same(i0, i1, j0, j1, head, tail)
             if not full:

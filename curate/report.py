@@ -74,7 +74,7 @@ def _page(run: RunOutput, largest: list[Pair], sampled: list[Pair], seed: int) -
   <div><h2>Parameters</h2>{_parameters(s)}</div>
 </section>
 <section><h2>The {len(largest)} largest groups</h2>
-  <p class="note">Each group's representative (kept) beside the member least similar to it (removed).</p>
+  <p class="note">Each group's representative (kept) beside the member least similar to it (removed); groups of equal size, least similar first.</p>
   {"".join(_pair(p, i == 0) for i, p in enumerate(largest)) or "<p>No duplicate groups.</p>"}
 </section>
 <section><h2>{len(sampled)} removed documents at random</h2>
@@ -164,19 +164,29 @@ def _similarity(jaccard: float) -> str:
 
 
 def _group_size_plot(run: RunOutput):
-    from matplotlib.figure import Figure  # slow import, needed only here; no pyplot state
+    # matplotlib is a slow import, needed only here (Figure: no pyplot state)
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator, NullFormatter
 
     fig = Figure(figsize=(6.4, 4.2), layout="constrained")
     ax = fig.subplots()
     sizes = run.group_sizes()
-    if len(sizes):
-        edges = np.unique(np.geomspace(2, sizes["size"].max() + 1, 30).round())
-        edges = edges if len(edges) > 1 else np.array([2, 3])
-        kinds = [k for k in ("exact", "fuzzy") if (sizes.kind == k).any()]
+    kinds = [k for k in ("exact", "fuzzy") if (sizes.kind == k).any()]
+    if kinds:
+        largest = int(sizes["size"].max())
+        # One bar per size while there are few; beyond, log-spaced bins on a log axis.
+        edges = np.arange(2, largest + 2) - 0.5 if largest <= 30 else np.unique(np.geomspace(2, largest + 1, 30).round())
         ax.hist([sizes["size"][sizes.kind == k] for k in kinds], bins=edges, label=[f"{k} ({(sizes.kind == k).sum():,} groups)" for k in kinds],
                 color=[_COLOURS[k] for k in kinds])
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        if largest > 30:
+            ax.set_xscale("log")
+        else:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+        counts = sizes.groupby(["kind", "size"]).size()
+        if counts.max() > 50 * counts.min():  # a few large groups next to many pairs
+            ax.set_yscale("log")
+            ax.set_ylim(bottom=0.7)  # so that a bar of one group shows
+            ax.yaxis.set_minor_formatter(NullFormatter())
         ax.legend()
     ax.set(xlabel="documents in the group (representative included)", ylabel="groups", title="Duplicate groups by size")
     ax.grid(alpha=0.3)
@@ -185,6 +195,7 @@ def _group_size_plot(run: RunOutput):
 
 def _jaccard_plot(run: RunOutput, threshold: float):
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     fig = Figure(figsize=(6.4, 4.2), layout="constrained")
     ax = fig.subplots()
@@ -198,7 +209,8 @@ def _jaccard_plot(run: RunOutput, threshold: float):
            title=f"Removed documents by similarity (+ {copies:,} exact copies at 1.0)")
     if (run.removed.kind == "fuzzy").any() and not len(similarity):
         ax.text(0.5, 0.5, "not computed: the run used --no-verify", transform=ax.transAxes, ha="center")
-    ax.legend(loc="upper left")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(loc="upper right")
     ax.grid(alpha=0.3)
     return fig
 

@@ -62,6 +62,8 @@ class RunOutput:
     ----------
     out_dir : str or path-like
         A folder written by ``curate dedup`` (it holds ``summary.json``).
+    max_chars : int, default=4000
+        About how many characters of each text a pair shows (:func:`curate.diff.word_diff`).
 
     Attributes
     ----------
@@ -81,8 +83,8 @@ class RunOutput:
         If the run was written by a curate without the columns a review needs (before 0.2).
     """
 
-    def __init__(self, out_dir):
-        self.out_dir = Path(out_dir)
+    def __init__(self, out_dir, *, max_chars: int = 4_000):
+        self.out_dir, self.max_chars = Path(out_dir), max_chars
         summary = self.out_dir / "summary.json"
         if not summary.exists():
             raise FileNotFoundError(f"{self.out_dir}: no summary.json, so not a finished curate dedup run")
@@ -96,13 +98,16 @@ class RunOutput:
         self.text_field = self.summary["config"]["io"]["text_field"]
 
     def group_sizes(self) -> pd.DataFrame:
-        """``kind``, ``group`` (its representative's id) and ``size`` (documents, >= 2) of every
-        group, largest first (ties: exact before fuzzy, then by group id)."""
-        sizes = self.duplicates.groupby(["kind", "group"], sort=True).size().rename("size").reset_index()
-        return sizes.sort_values("size", ascending=False, kind="stable", ignore_index=True)
+        """``kind``, ``group`` (its representative's id), ``size`` (documents, >= 2) and ``least``
+        (the smallest Jaccard similarity of a member with the representative) of every group;
+        largest first, then least similar first, then by kind and group."""
+        members = self.duplicates.groupby(["kind", "group"], sort=True)
+        sizes = pd.DataFrame({"size": members.size(), "least": members.jaccard.min()}).reset_index()
+        return sizes.sort_values(["size", "least"], ascending=[False, True], kind="stable", ignore_index=True)
 
     def largest_groups(self, n: int) -> list[Pair]:
-        """For each of the ``n`` largest groups, its least similar removed member beside its representative."""
+        """For each of the ``n`` largest groups (see :meth:`group_sizes`), its least similar removed
+        member beside its representative."""
         sizes = self.group_sizes().head(n)
         members = self.duplicates.merge(sizes, on=["kind", "group"])
         removed = self.removed.set_index("id")
@@ -156,18 +161,18 @@ class RunOutput:
         return int(value) if pd.api.types.is_integer_dtype(self.duplicates.id.dtype) else str(value)
 
     def _pairs_of(self, removed: pd.DataFrame) -> list[Pair]:
-        sizes = self.group_sizes()
-        # The group a removed document is shown in: the one whose representative is its own.
-        size = {(k, g): s for k, g, s in zip(sizes.kind, sizes.group, sizes["size"])}
-        return self._pairs([(r.id, r.representative, r.kind, r.jaccard, r.representative, size.get((r.kind, r.representative), 0))
-                            for r in removed.itertuples()])
+        # Each is shown in the group it was removed from: for an exact copy whose representative
+        # then went as a near duplicate, that is the exact group, not its final representative's.
+        member = self.duplicates[~self.duplicates.kept][["id", "kind", "group"]]
+        rows = removed.merge(member, on=["id", "kind"], how="left").merge(self.group_sizes()[["kind", "group", "size"]], on=["kind", "group"], how="left")
+        return self._pairs(list(zip(rows.id, rows.representative, rows.kind, rows.jaccard, rows.group, rows["size"])))
 
     def _pairs(self, rows: list[tuple]) -> list[Pair]:
         texts, unavailable = self.texts({doc for row in rows for doc in row[:2]})
         pairs = []
         for removed, representative, kind, jaccard, group, size in rows:
-            missing = "; ".join(unavailable[d] for d in (removed, representative) if d in unavailable)
-            diff = None if missing else word_diff(texts[removed], texts[representative])
+            missing = "; ".join(dict.fromkeys(unavailable[d] for d in (removed, representative) if d in unavailable))
+            diff = None if missing else word_diff(texts[removed], texts[representative], max_chars=self.max_chars)
             pairs.append(Pair(removed, representative, kind, float(jaccard), group, int(size), diff, missing))
         return pairs
 
@@ -186,18 +191,17 @@ class RunOutput:
         paths = [f["path"] for f in files]
         index = {name: i for i, name in enumerate(source_names(paths))}
         fs, _ = url_to_fs(paths[0])
-        changed = {}
-        for i in sorted({index[s] for s in where.source}):
-            changed[i] = _changed(fs, files[i])
+        problem = {i: _changed(fs, files[i]) for i in {index[source] for source in where.source}}
+        readable = [i for i in sorted(problem) if not problem[i]]  # the files read, in their order
         keys, wanted, unavailable = [], [], {}
         for doc, source, position in zip(where.id, where.source, where.position):
             i = index[source]
-            if changed[i]:
-                unavailable[doc] = f"{paths[i]}: {changed[i]}"
+            if problem[i]:
+                unavailable[doc] = f"{paths[i]}: {problem[i]}"
             else:
-                keys.append((i << POSITION_BITS) | int(position))
+                keys.append((readable.index(i) << POSITION_BITS) | int(position))
                 wanted.append(doc)
-        records = read_records(paths, keys) if keys else []
+        records = read_records([paths[i] for i in readable], keys) if keys else []
         return {doc: record[self.text_field] or "" for doc, record in zip(wanted, records)}, unavailable
 
 
@@ -225,4 +229,4 @@ def _changed(fs, recorded: dict) -> str:
     return ""
 
 
-__all__ = ["RunOutput", "Pair", "diff_blocks"]
+__all__ = ["Pair", "RunOutput", "diff_blocks"]

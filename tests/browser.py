@@ -12,6 +12,8 @@ import json
 import os
 import shutil
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -42,7 +44,8 @@ class _Pipe:
         while b"\0" not in self.buffer:
             chunk = os.read(self.from_browser, 1 << 16)
             if not chunk:
-                raise RuntimeError("chromium closed the DevTools pipe")
+                self.process.wait()
+                raise RuntimeError(f"chromium closed the DevTools pipe: {self.process.stderr.read().decode()[-2000:]}")
             self.buffer += chunk
         message, self.buffer = self.buffer.split(b"\0", 1)
         message = json.loads(message)
@@ -73,11 +76,13 @@ def render(page: Path, screenshot: Path, *, width: int = 1400, height: int = 900
         raise RuntimeError("chromium is not installed (Debian: apt-get install chromium)")
     to_browser_r, to_browser_w = os.pipe()
     from_browser_r, from_browser_w = os.pipe()
-    # The browser reads commands on fd 3 and writes replies on fd 4; the shell puts the pipes there.
-    flags = "--headless --no-sandbox --disable-gpu --remote-debugging-pipe --no-first-run about:blank"
+    profile = tempfile.mkdtemp(prefix="chromium-")  # its own profile: never hand over to a running browser
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe", "--no-first-run", f"--user-data-dir={profile}", "about:blank"]
+    # The browser reads commands on fd 3 and writes replies on fd 4: a trampoline puts the pipes there.
+    trampoline = "import os, sys; os.dup2(int(sys.argv[1]), 3); os.dup2(int(sys.argv[2]), 4); os.execv(sys.argv[3], sys.argv[3:])"
     process = subprocess.Popen(
-        ["sh", "-c", f'exec "$0" {flags} 3<&{to_browser_r} 4>&{from_browser_w}', executable],
-        pass_fds=(to_browser_r, from_browser_w), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [sys.executable, "-c", trampoline, str(to_browser_r), str(from_browser_w), executable, *flags],
+        pass_fds=(to_browser_r, from_browser_w), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     os.close(to_browser_r)
     os.close(from_browser_w)
@@ -105,6 +110,7 @@ def render(page: Path, screenshot: Path, *, width: int = 1400, height: int = 900
             process.wait()
         os.close(to_browser_w)
         os.close(from_browser_r)
+        shutil.rmtree(profile, ignore_errors=True)
     return _errors(pipe.events)
 
 

@@ -21,8 +21,13 @@ def shared_corpus(name: str) -> Path:
 
 @pytest.fixture(scope="session")
 def client():
-    """An in-process cluster: real distributed scheduler and P2P shuffles, no process start-up cost."""
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, Client(cluster) as c:
+    """A cluster of two single-threaded worker processes, as the CLI starts, shared by the session.
+
+    Worker processes, not threads: in-process workers ran P2P shuffles' pandas/pyarrow
+    conversions in two threads of one process and once hung the suite (every thread waiting
+    on a lock); separate processes are also what users run.
+    """
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, Client(cluster) as c:
         yield c
 
 

@@ -69,11 +69,13 @@ def test_counts():
     )
 
 
-def test_identical_texts_are_one_segment():
+def test_identical_texts_show_their_start():
     text = " ".join(numbered(30))
-    assert word_diff(text, text, context=5).segments == [gap(30)]
-    assert word_diff(text, text.replace(" ", "\n"), context=5).segments == [gap(30)]
-    assert word_diff(text, text, context=30).segments == [Segment(SAME, text, text)]
+    start = "w0 w1 w2 w3 w4 "
+    assert word_diff(text, text, context=5).segments == [Segment(SAME, start, start), gap(25)]
+    assert word_diff(text, text.replace(" ", "\n"), context=5).segments == [Segment(SAME, start, start.replace(" ", "\n")), gap(25)]
+    assert word_diff(text, text, context=15).segments == [Segment(SAME, text, text)]  # eliding would hide no more than 15
+    assert word_diff(text, text, context=0).segments == [gap(30)]
 
 
 def test_common_runs_elided_to_context():
@@ -81,7 +83,8 @@ def test_common_runs_elided_to_context():
     a = " ".join(words)
     b = " ".join(words[:15] + ["X"] + words[16:27] + ["Y"] + words[28:])
     assert word_diff(a, b, context=3).segments == [
-        gap(12),  # before the first change: only its context is shown
+        Segment(SAME, "w0 w1 w2 ", "w0 w1 w2 "),  # the start of the texts
+        gap(9),  # before the first change: only its context is shown
         Segment(SAME, "w12 w13 w14 ", "w12 w13 w14 "),
         Segment(CHANGED, "w15 ", "X "),
         Segment(SAME, "w16 w17 w18 ", "w16 w17 w18 "),
@@ -93,7 +96,7 @@ def test_common_runs_elided_to_context():
     ]
     # A run that would hide no more than `context` words is shown whole.
     middle = " ".join(words[16:27]) + " "
-    assert word_diff(a, b, context=4).segments[3:5] == [Segment(SAME, middle, middle), Segment(CHANGED, "w27 ", "Y ")]
+    assert word_diff(a, b, context=4).segments[4:6] == [Segment(SAME, middle, middle), Segment(CHANGED, "w27 ", "Y ")]
     assert word_diff(a, b, context=0).segments == [gap(15), Segment(CHANGED, "w15 ", "X "), gap(11), Segment(CHANGED, "w27 ", "Y "), gap(12)]
 
 

@@ -212,11 +212,11 @@ def test_stage_peaks_restart_per_stage():
         pass
     big, small = stats.peaks["big"]["client"], stats.peaks["small"]["client"]
     assert big > small + 250e6
-    assert stats.overall["client"] == big and stats.overall["workers"] == {}
+    assert stats.overall["client"] == big
 
 
 def test_summary_lists_input_files_and_stage_peaks(client, tmp_path):
-    out, summary = run(tmp_path, ["tests/data/docs.jsonl"])
+    _, summary = run(tmp_path, ["tests/data/docs.jsonl"])
     path = Path("tests/data/docs.jsonl").resolve()
     assert [(Path(f["path"]), f["size"]) for f in summary["input_files"]] == [(path, path.stat().st_size)]
     peaks = summary["stage_peak_rss_bytes"]

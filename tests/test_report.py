@@ -1,14 +1,14 @@
 """curate report and curate inspect on a small real run: Genesis in seven English versions.
 
-The run: the 50 chapters of Genesis in each version (350 documents; KJV, AKJV and Webster's
-revision are near copies of each other), plus exact copies of three chapters, in a plain and a
+The run: the 50 chapters of Genesis and the 80 verses of its chapters 1-3 in each version
+(910 documents; versions share many verses word for word or nearly), plus exact copies of
+three chapters, in a plain and a
 zstd-compressed JSONL file. Every figure the report shows is checked against ``summary.json``
 and the Parquet tables, every pair against the input texts, and the page is rendered in
 headless Chromium (``tests/browser.py``), which must show no console error. The screenshot is
 kept under ``test-artifacts/``.
 """
 
-import html
 import importlib.util
 import json
 import os
@@ -24,7 +24,8 @@ from curate.cli import main
 from curate.config import load_config
 from curate.pipeline import dedup
 from curate.report import write_report
-from curate.review import RunOutput, diff_blocks
+from curate.review import RunOutput
+from tests import reference as ref
 from tests.browser import chromium, render
 from tests.conftest import write_jsonl
 
@@ -34,12 +35,16 @@ COPIES = {"copy-kjv-01001": "kjv-01001", "copy-web-01002": "web-01002", "copy-ak
 
 
 def genesis() -> list[dict]:
+    """The 50 chapters of Genesis and the verses of its chapters 1-3, in every version."""
     spec = importlib.util.spec_from_file_location("make_bible_corpus", ROOT / "scripts" / "make_bible_corpus.py")
     bible = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bible)
     for version in bible.VERSIONS:
         pytest.importorskip(f"pythonbible_{version}", reason="pip install -e '.[bible]'")
-    return [{"id": d["id"], "text": d["text"]} for version in bible.VERSIONS for d in bible.chapters(version) if d["book"] == 1]
+    chapters = [{"id": d["id"], "text": d["text"]} for version in bible.VERSIONS for d in bible.chapters(version) if d["book"] == 1]
+    verses = [{"id": f"{version}-{verse}", "text": text} for version in bible.VERSIONS for verse, text in bible.verses(version)
+              if text and 1_001_000 <= verse < 1_004_000]
+    return chapters + verses
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +53,8 @@ def run(client, tmp_path_factory):
     text = {r["id"]: r["text"] for r in records}
     records += [{"id": copy, "text": text[original]} for copy, original in COPIES.items()]
     folder = tmp_path_factory.mktemp("genesis")
-    write_jsonl(folder / "in" / "a.jsonl", records[:200])
-    lines = "".join(json.dumps(r) + "\n" for r in records[200:]).encode()
+    write_jsonl(folder / "in" / "a.jsonl", records[:500])
+    lines = "".join(json.dumps(r) + "\n" for r in records[500:]).encode()
     (folder / "in" / "b.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(lines))
     out = folder / "out"
     dedup([str(folder / "in")], str(out), load_config(None, {}))
@@ -58,7 +63,7 @@ def run(client, tmp_path_factory):
 
 def test_run_has_exact_and_fuzzy_groups(run):
     removed = pd.read_parquet(run[0] / "removed.parquet")
-    assert removed.kind.value_counts().to_dict() == {"fuzzy": 107, "exact": 3}
+    assert removed.kind.value_counts().to_dict() == {"exact": 94, "fuzzy": 30}
 
 
 def test_report_counts_and_pairs(run):
@@ -78,8 +83,9 @@ def test_report_counts_and_pairs(run):
         "kept": kept,
     }
     assert kept == summary["counts"]["output"]["kept"] == len(texts) - len(removed)
-    # the largest groups, in order of size, from duplicates.parquet
-    sizes = duplicates.groupby(["kind", "group"]).size().sort_values(ascending=False, kind="stable")
+    # the largest groups, in order of size, then least similar first, from duplicates.parquet
+    members = duplicates.groupby(["kind", "group"])
+    sizes = pd.DataFrame({"size": members.size(), "least": members.jaccard.min()}).sort_values(["size", "least"], ascending=[False, True], kind="stable")["size"]
     heads = re.findall(r'<summary><span class="kind (\w+)">\w+</span> removed <b>([^<]+)</b> · kept <b>([^<]+)</b>.*? group of (\d+)', page)
     assert len(heads) == 20 + 20
     representative = dict(zip(removed.id, removed.representative))
@@ -95,8 +101,8 @@ def test_report_counts_and_pairs(run):
 
 def test_pairs_show_the_input_texts(run):
     out, texts = run
-    pairs = RunOutput(out).sample(110)  # every removed document
-    assert len(pairs) == 110
+    pairs = RunOutput(out).sample(124)  # every removed document
+    assert len(pairs) == 124
     for pair in pairs:
         assert pair.diff is not None and pair.diff.complete
         a = "".join(s.a for s in pair.diff.segments if s.kind != "gap")
@@ -119,17 +125,24 @@ def _in_order(shown: str, text: str) -> bool:
     return True
 
 
-def test_changed_or_missing_input_gives_no_text(run, tmp_path):
-    out, _ = run
-    run_copy = RunOutput(out)
-    files = run_copy.summary["input_files"]
-    run_copy.summary = {**run_copy.summary, "input_files": [{**files[0], "size": files[0]["size"] + 1}, {**files[1], "path": str(tmp_path / "gone.jsonl.zst")}]}
-    pairs = run_copy.sample(110)
-    a_ids = set(pd.read_json(files[0]["path"], lines=True).id)
-    for pair in pairs:
-        assert pair.diff is None
-        reasons = [("changed since the run" if doc in a_ids else "missing") for doc in (pair.removed, pair.representative)]
-        assert all(reason in pair.unavailable for reason in reasons), pair.unavailable
+def test_changed_or_missing_input_gives_no_text(client, tmp_path, fixture_docs):
+    (tmp_path / "in").mkdir()
+    first, second = tmp_path / "in" / "a.jsonl", tmp_path / "in" / "b.jsonl"
+    write_jsonl(first, fixture_docs[:6])
+    write_jsonl(second, fixture_docs[6:])
+    dedup([str(tmp_path / "in")], str(tmp_path / "out"), load_config(None, {}))
+    pairs = RunOutput(tmp_path / "out").sample(5)
+    assert [(p.removed, p.representative, p.unavailable) for p in pairs] == [
+        ("a3", "a1", ""), ("a4", "a1", ""), ("a7", "a2", ""), ("a8", "a6", ""), ("a12", "a1", "")
+    ]
+    os.utime(first, (1, 1))  # same bytes, another modification time: taken as changed
+    second.unlink()
+    pairs = RunOutput(tmp_path / "out").sample(5)
+    changed, missing = f"{first}: changed since the run (size or modification time)", f"{second}: missing (moved or deleted since the run)"
+    assert [(p.removed, p.diff, p.unavailable) for p in pairs] == [
+        ("a3", None, changed), ("a4", None, changed), ("a7", None, f"{missing}; {changed}"), ("a8", None, f"{missing}; {changed}"),
+        ("a12", None, f"{missing}; {changed}"),
+    ]
 
 
 @pytest.mark.skipif(chromium() is None, reason="chromium not installed (Debian: apt-get install chromium)")
@@ -157,9 +170,13 @@ def test_inspect_group_and_id(run):
     assert result.exit_code == 0, result.output
     assert f"showing {len(members)}" in result.output
     assert all(f"removed {m}" in result.output for m in members) and f"kept {group}" in result.output
+    result = CliRunner().invoke(main, ["inspect", str(out), "--id", "copy-web-01002", "--width", "240"])
+    assert result.exit_code == 0 and "exact: removed copy-web-01002 · kept web-01002 · Jaccard 1.000 · group of 2" in result.output
+    assert texts["web-01002"].split("\n")[0][:60] in result.output
+    # a copy of kjv-01001, which went as a near copy of akjv-01001: shown in its exact group, beside akjv-01001
+    similarity = ref.jaccard(texts["kjv-01001"], texts["akjv-01001"], 24)
     result = CliRunner().invoke(main, ["inspect", str(out), "--id", "copy-kjv-01001", "--width", "240"])
-    assert result.exit_code == 0 and "exact: removed copy-kjv-01001 · kept kjv-01001 · Jaccard 1.000" in result.output
-    assert texts["kjv-01001"].split("\n")[0][:60] in result.output
+    assert f"exact: removed copy-kjv-01001 · kept akjv-01001 · Jaccard {similarity:.3f} · group of 2" in result.output
     result = CliRunner().invoke(main, ["inspect", str(out), "--id", "no-such-id"])
     assert result.exit_code == 1 and "'no-such-id' is in no duplicate group" in result.output
 
@@ -172,3 +189,26 @@ def test_dedup_report_flag_and_errors(tmp_path):
     assert 'data-count="kept">7<' in (out / "report.html").read_text()
     result = CliRunner().invoke(main, ["report", str(tmp_path)])
     assert result.exit_code == 1 and "no summary.json" in result.output
+
+
+@pytest.mark.parametrize(
+    "overrides, ids, shown",
+    [
+        ({"mode": "exact"}, None, {"documents_in": 12, "exact_removed": 3, "fuzzy_removed": 0, "rejected": 0, "kept": 9}),
+        ({"fuzzy": {"verify": False}}, None, {"documents_in": 12, "exact_removed": 3, "fuzzy_removed": 2, "rejected": 0, "kept": 7}),
+        ({}, {"a1", "a2", "a5"}, {"documents_in": 3, "exact_removed": 0, "fuzzy_removed": 0, "rejected": 0, "kept": 3}),
+    ],
+    ids=["exact-only", "no-verify", "nothing-removed"],
+)
+def test_report_of_other_runs(client, tmp_path, fixture_docs, overrides, ids, shown):
+    path = write_jsonl(tmp_path / "docs.jsonl", [d for d in fixture_docs if ids is None or d["id"] in ids])
+    dedup([str(path)], str(tmp_path / "out"), load_config(None, overrides))
+    page = write_report(tmp_path / "out").read_text()
+    assert {k: int(v) for k, v in re.findall(r'data-count="(\w+)">([\d,]+)<', page)} == shown
+    assert page.count("<figure>") == (2 if overrides.get("mode") == "exact" else 3)  # no S-curve without fuzzy dedup
+    if overrides.get("fuzzy") == {"verify": False}:
+        assert page.count("Jaccard not computed (--no-verify)") == 2 + 2 and "not computed: the run used --no-verify" in page
+    if ids:
+        assert "No duplicate groups." in page and "Nothing was removed." in page
+        result = CliRunner().invoke(main, ["inspect", str(tmp_path / "out"), "--width", "240"])
+        assert result.exit_code == 0 and "3 documents in, 0 removed, 3 kept; showing 0" in result.output
