@@ -150,8 +150,7 @@ def dedup(
     resolved = resolve(exact_groups, fuzzy_groups)
     removed = run.checkpoint("removed", stage_key("removed", {}, (key,)), lambda: sort_by_doc(resolved[0]))
     names = source_names([path for path, _, _ in files])
-    located = lambda: with_location(sort_by_doc(resolved[1], by=[DOC, "kind"]), names)  # noqa: E731
-    run.checkpoint("duplicates", stage_key("duplicates", {}, (key,)), located)
+    run.checkpoint("duplicates", stage_key("duplicates", {}, (key,)), lambda: with_location(sort_by_doc(resolved[1], by=[DOC, "kind"]), names))
     kept_docs = drop_keys(docs, str(run.store.path("removed")))
     fmt = io.output_format or expand_paths(inputs)[2]
     writes = {"kept": write_documents(kept_docs, str(out / "deduplicated.tmp"), fmt)}
@@ -503,4 +502,4 @@ def versions() -> dict:
     return {"python": platform.python_version(), **{n: metadata.version(n) for n in names}}
 
 
-__all__ = ["dedup", "resolve", "check_accounting", "with_location", "AccountingError", "Stats"]
+__all__ = ["AccountingError", "Stats", "check_accounting", "dedup", "resolve", "with_location"]
