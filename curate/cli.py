@@ -102,22 +102,32 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, progress, with_report
 
 @main.command()
 @click.argument("out_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--groups", default=20, show_default=True, help="Largest groups to show.")
-@click.option("--sample", default=20, show_default=True, help="Removed documents to show, drawn at random.")
+@click.option("--groups", default=20, show_default=True, type=click.IntRange(min=0), help="Largest groups to show.")
+@click.option("--sample", default=20, show_default=True, type=click.IntRange(min=0), help="Removed documents to show, drawn at random.")
 @click.option("--seed", default=0, show_default=True, help="Seed of that draw.")
 def report(out_dir, groups, sample, seed):
-    """Write OUT_DIR/report.html: counts, stages, plots and removed documents beside their representatives."""
+    """Write OUT_DIR/report.html: counts, stages, plots and removed documents beside their representatives.
+
+    Texts are read from the run's input files (only those shown); a file moved or changed since
+    the run is named in a warning and on the page instead.
+    """
     try:
         click.echo(write_report(out_dir, groups=groups, sample=sample, seed=seed))
+        _warn_inputs(RunOutput(out_dir))
     except (FileNotFoundError, ValueError) as err:
         raise click.ClickException(str(err)) from None
+
+
+def _warn_inputs(run: RunOutput) -> None:
+    for path, why in run.input_problems.items():
+        click.echo(f"warning: {path}: {why}; its texts are not shown", err=True)
 
 
 @main.command()
 @click.argument("out_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--group", help="Show the removed members of the group with this representative id.")
 @click.option("--id", "doc_id", help="Show this removed document beside its representative (or a representative's group).")
-@click.option("--sample", type=int, help="Show this many removed documents drawn at random (default 3; with --group/--id: at most this many).")
+@click.option("--sample", type=click.IntRange(min=0), help="Show this many removed documents drawn at random (default 3; with --group/--id: at most this many).")
 @click.option("--seed", default=0, show_default=True, help="Seed of the random draw.")
 @click.option("--width", type=int, help="Terminal width (default: the terminal's).")
 def inspect(out_dir, group, doc_id, sample, seed, width):
@@ -136,6 +146,7 @@ def inspect(out_dir, group, doc_id, sample, seed, width):
         raise click.ClickException(str(err)) from None
     except KeyError as err:
         raise click.ClickException(err.args[0]) from None
+    _warn_inputs(run)
     console = Console(width=width)
     counts = run.summary["counts"]
     console.print(f"{out_dir}: {counts['input']['documents']:,} documents in, {counts['output']['removed']:,} removed, "
@@ -145,8 +156,10 @@ def inspect(out_dir, group, doc_id, sample, seed, width):
 
 
 def print_pair(console: Console, pair: Pair) -> None:
-    """A removed document beside its representative: common text plain, differing words in colour."""
-    title = (f"[bold]{pair.kind}[/]: removed [bold]{pair.removed}[/] · kept [bold]{pair.representative}[/] · "
+    """A removed document beside its representative: common text plain, differing words in colour
+    (or, without colour, marked ``[-removed's-]`` and ``{+kept's+}`` as in ``git diff --word-diff``)."""
+    via = f" (exact copy of [bold]{pair.via}[/], removed as a near duplicate)" if pair.via is not None else ""
+    title = (f"[bold]{pair.kind}[/]: removed [bold]{pair.removed}[/]{via} · kept [bold]{pair.representative}[/] · "
              + ("Jaccard not computed" if pair.jaccard != pair.jaccard else f"Jaccard {pair.jaccard:.3f}")
              + f" · group of {pair.group_size:,}")
     if pair.diff is None:
@@ -163,8 +176,15 @@ def print_pair(console: Console, pair: Pair) -> None:
             continue
         left, right = Text(), Text()
         for segment in block:
-            left.append(segment.a, style=None if segment.kind == "same" else "bold red strike")
-            right.append(segment.b, style=None if segment.kind == "same" else "bold green")
+            if segment.kind == "same":
+                left.append(segment.a)
+                right.append(segment.b)
+            elif console.color_system is None:  # piped or redirected: mark the words themselves
+                left.append(f"[-{segment.a.rstrip()}-]{segment.a[len(segment.a.rstrip()):]}" if segment.a else "")
+                right.append(f"{{+{segment.b.rstrip()}+}}{segment.b[len(segment.b.rstrip()):]}" if segment.b else "")
+            else:
+                left.append(segment.a, style="bold red strike")
+                right.append(segment.b, style="bold green")
         table.add_row(left, right)
     console.print(table)
 

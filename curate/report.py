@@ -67,7 +67,7 @@ def _page(run: RunOutput, largest: list[Pair], sampled: list[Pair], seed: int) -
   <p><code>{_e(run.out_dir.resolve())}</code> · run finished {written} · backend <b>{_e(s["config"]["backend"])}</b> ·
   {s["seconds"]["total"]:,.1f} s · curate {_e(s["versions"]["curate"])}</p>
 </header>
-<section class="cards">{_counts(s)}</section>
+{_warning(run)}<section class="cards">{_counts(s)}</section>
 <section><h2>Plots</h2><div class="plots">{"".join(plots)}</div></section>
 <section class="two">
   <div><h2>Stages</h2>{_stages(s)}</div>
@@ -87,6 +87,15 @@ def _page(run: RunOutput, largest: list[Pair], sampled: list[Pair], seed: int) -
 <title>curate report: {_e(run.out_dir.name)}</title><style>{_CSS}</style></head>
 <body>{body}</body></html>
 """
+
+
+def _warning(run: RunOutput) -> str:
+    if not run.input_problems:
+        return ""
+    listed = "".join(f"<li><code>{_e(path)}</code>: {_e(why)}</li>" for path, why in list(run.input_problems.items())[:5])
+    more = f"<li>and {len(run.input_problems) - 5:,} more</li>" if len(run.input_problems) > 5 else ""
+    return (f'<section class="warning"><b>{len(run.input_problems):,} input file(s) cannot be read as the run read them</b>, so the '
+            f"texts in them are not shown:<ul>{listed}{more}</ul></section>")
 
 
 def _counts(s: dict) -> str:
@@ -125,7 +134,7 @@ def _stages(s: dict) -> str:
                 f'<td class="num">{_gb(peak["total"])}</td><td class="num">{_gb(peak["client"])}</td>'
                 f'<td class="num">{_gb(max(peak["workers"].values(), default=0))}</td></tr>')
     spilled = f'<p class="note">Workers spilled {_gb(s["spilled_bytes"])} to disk.</p>' if s.get("spilled_bytes") else ""
-    return ('<table class="stages"><thead><tr><th>stage</th><th>seconds</th><th></th><th>peak RSS, all</th><th>client</th>'
+    return ('<table class="stages"><thead><tr><th>stage</th><th>seconds</th><th>share of time</th><th>peak RSS, all</th><th>client</th>'
             f'<th>largest worker</th></tr></thead><tbody>{"".join(rows)}</tbody></table>'
             f'<p class="note">Wall time; peak resident memory of the processes while the stage ran.</p>{spilled}')
 
@@ -134,13 +143,14 @@ def _parameters(s: dict) -> str:
     files = s["input_files"]
     rows = [("inputs", f'{", ".join(s["inputs"])} ({len(files):,} files, {_gb(sum(f["size"] for f in files))})'), ("mode", s["config"]["mode"]),
             ("keep", s["config"]["keep"])]
-    rows += [(f"{section}.{key}", value) for section in ("fuzzy", "io") for key, value in s["config"][section].items()]
-    rows.append(("output_format", s["output_format"]))
+    rows += [(f"{section}.{key}", value) for section in ("fuzzy", "io") for key, value in s["config"][section].items() if key != "output_format"]
+    rows.append(("io.output_format", s["output_format"] + ("" if s["config"]["io"]["output_format"] else " (the input's)")))
     return '<table class="params">' + "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in rows) + "</table>"
 
 
 def _pair(pair: Pair, open_: bool) -> str:
-    head = (f'<span class="kind {pair.kind}">{pair.kind}</span> removed <b>{_e(pair.removed)}</b> · kept <b>{_e(pair.representative)}</b>'
+    via = f" (exact copy of <b>{_e(pair.via)}</b>, removed as a near duplicate)" if pair.via is not None else ""
+    head = (f'<span class="kind {pair.kind}">{pair.kind}</span> removed <b>{_e(pair.removed)}</b>{via} · kept <b>{_e(pair.representative)}</b>'
             f' · {_similarity(pair.jaccard)} · group of {pair.group_size:,}')
     if pair.diff is None:
         return f'<details class="pair"{" open" if open_ else ""}><summary>{head}</summary><p class="note">Text unavailable: {_e(pair.unavailable)}</p></details>'
@@ -151,12 +161,17 @@ def _pair(pair: Pair, open_: bool) -> str:
         if isinstance(block, int):
             rows.append(f'<tr class="gap"><td colspan="2">⋯ {block:,} identical words ⋯</td></tr>')
             continue
-        left = "".join(_e(seg.a) if seg.kind == "same" else f"<del>{_e(seg.a)}</del>" for seg in block if seg.a)
-        right = "".join(_e(seg.b) if seg.kind == "same" else f"<ins>{_e(seg.b)}</ins>" for seg in block if seg.b)
+        left = "".join(_e(seg.a) if seg.kind == "same" else _marked("del", seg.a) for seg in block if seg.a)
+        right = "".join(_e(seg.b) if seg.kind == "same" else _marked("ins", seg.b) for seg in block if seg.b)
         rows.append(f"<tr><td>{left}</td><td>{right}</td></tr>")
     return (f'<details class="pair"{" open" if open_ else ""}><summary>{head}</summary><table class="diff"><thead><tr>'
             f"<th>removed: {_e(pair.removed)}</th><th>kept: {_e(pair.representative)}</th></tr></thead>"
             f'<tbody>{"".join(rows)}</tbody></table></details>')
+
+
+def _marked(tag: str, text: str) -> str:
+    words = text.rstrip()  # the whitespace after the words is not part of the change
+    return f"<{tag}>{_e(words)}</{tag}>{_e(text[len(words):])}"
 
 
 def _similarity(jaccard: float) -> str:
@@ -220,8 +235,9 @@ def _figure(fig) -> str:
     from matplotlib import rc_context
 
     buffer = io.StringIO()
-    with rc_context({"svg.fonttype": "none"}):
-        fig.savefig(buffer, format="svg")
+    # A fixed salt and no date: the same run gives the same page.
+    with rc_context({"svg.fonttype": "none", "svg.hashsalt": "curate"}):
+        fig.savefig(buffer, format="svg", metadata={"Date": None})
     svg = buffer.getvalue()
     return f'<figure>{svg[svg.index("<svg"):]}</figure>'
 
@@ -253,6 +269,7 @@ details.pair { border: 1px solid #dde1e8; border-radius: 8px; margin: 8px 0; } d
 table.diff { table-layout: fixed; } table.diff td { white-space: pre-wrap; overflow-wrap: anywhere; font: 13px/1.5 ui-monospace, "DejaVu Sans Mono", monospace; width: 50%; }
 table.diff th { background: #f1f3f6; } tr.gap td { text-align: center; color: #5a6272; background: #f8f9fb; font-style: italic; }
 del { background: #ffd7d5; text-decoration: line-through; text-decoration-color: #c0392b80; } ins { background: #c9f2d0; text-decoration: none; }
+.warning { border: 1px solid #e0b252; background: #fff6e0; border-radius: 8px; padding: 8px 14px; margin-bottom: 14px; } .warning ul { margin: 4px 0; }
 footer { margin-top: 32px; color: #5a6272; font-size: 12px; }
 @media (max-width: 900px) { .cards, .plots, .two { grid-template-columns: 1fr; } }
 """

@@ -9,6 +9,7 @@ missing, or changed since the run (size or modification time), gives no text rat
 wrong one.
 """
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,11 @@ class Pair:
     group_size: int
     diff: Diff | None
     unavailable: str = ""
+
+    @property
+    def via(self):
+        """For an exact copy of a document that then went as a near duplicate: that document's id (else None)."""
+        return self.group if self.kind == "exact" and self.group != self.representative else None
 
 
 class RunOutput:
@@ -99,11 +105,17 @@ class RunOutput:
 
     def group_sizes(self) -> pd.DataFrame:
         """``kind``, ``group`` (its representative's id), ``size`` (documents, >= 2) and ``least``
-        (the smallest Jaccard similarity of a member with the representative) of every group;
-        largest first, then least similar first, then by kind and group."""
+        (the smallest Jaccard similarity of a member with the representative) of every group.
+
+        Largest first; among groups of one size the kinds take turns (so the largest exact groups
+        show even where near-duplicate groups of that size are many), least similar first within
+        a kind, then by group id.
+        """
         members = self.duplicates.groupby(["kind", "group"], sort=True)
         sizes = pd.DataFrame({"size": members.size(), "least": members.jaccard.min()}).reset_index()
-        return sizes.sort_values(["size", "least"], ascending=[False, True], kind="stable", ignore_index=True)
+        sizes = sizes.sort_values(["size", "kind", "least"], ascending=[False, True, True], kind="stable")
+        sizes["turn"] = sizes.groupby(["size", "kind"]).cumcount()
+        return sizes.sort_values(["size", "turn"], ascending=[False, True], kind="stable", ignore_index=True).drop(columns="turn")
 
     def largest_groups(self, n: int) -> list[Pair]:
         """For each of the ``n`` largest groups (see :meth:`group_sizes`), its least similar removed
@@ -120,24 +132,33 @@ class RunOutput:
         return self._pairs(rows)
 
     def sample(self, n: int, seed: int = 0) -> list[Pair]:
-        """``n`` removed documents drawn at random (numpy ``default_rng(seed)``), in input order, beside their representatives."""
-        chosen = np.sort(np.random.default_rng(seed).choice(len(self.removed), size=min(n, len(self.removed)), replace=False))
+        """``n`` removed documents drawn at random, in input order, beside their representatives.
+
+        The draw is the first ``n`` of a permutation (numpy ``default_rng(seed)``), so a smaller
+        sample with the same seed is part of a larger one (``inspect``'s 3 are among the report's 20).
+        """
+        chosen = np.sort(np.random.default_rng(seed).permutation(len(self.removed))[:n])
         return self._pairs_of(self.removed.iloc[chosen])
 
     def group(self, group, limit: int | None = None) -> list[Pair]:
-        """The removed members of the groups whose representative is ``group`` (an id), least similar first.
+        """The documents removed in favour of ``group`` (a kept id), or removed from the group
+        that ``duplicates.parquet`` names ``group``, least similar first, at most ``limit``.
 
         Raises
         ------
         KeyError
-            If no group has that representative.
+            If ``group`` names no group, saying what it is instead when it was removed.
         """
         group = self._id(group)
         members = self.duplicates[(self.duplicates.group == group) & ~self.duplicates.kept]
-        if not (self.duplicates.group == group).any():
+        rows = self.removed[(self.removed.representative == group) | self.removed.id.isin(members.id)]
+        if not len(rows):
+            gone = self.removed[self.removed.id == group]
+            if len(gone):
+                kept = gone.representative.iloc[0]
+                raise KeyError(f"{group!r} was removed ({gone.kind.iloc[0]}, kept: {kept!r}): try --id {group} or --group {kept}")
             raise KeyError(f"no duplicate group has representative {group!r}")
-        rows = self.removed[self.removed.id.isin(members.id)].sort_values("jaccard", kind="stable")
-        return self._pairs_of(rows.head(limit))
+        return self._pairs_of(rows.sort_values("jaccard", kind="stable").head(limit))
 
     def document(self, doc_id, limit: int | None = None) -> list[Pair]:
         """The removed document ``doc_id`` beside its representative, or, for a representative,
@@ -152,7 +173,7 @@ class RunOutput:
         row = self.removed[self.removed.id == doc_id]
         if len(row):
             return self._pairs_of(row)
-        if (self.duplicates.group == doc_id).any():
+        if (self.duplicates.group == doc_id).any() or (self.removed.representative == doc_id).any():
             return self.group(doc_id, limit)
         raise KeyError(f"{doc_id!r} is in no duplicate group: it was kept as unique, or is not an input id")
 
@@ -176,6 +197,14 @@ class RunOutput:
             pairs.append(Pair(removed, representative, kind, float(jaccard), group, int(size), diff, missing))
         return pairs
 
+    @functools.cached_property
+    def input_problems(self) -> dict[str, str]:
+        """Input files (path -> why) that are missing, or changed since the run (size or modification time)."""
+        files = self.summary["input_files"]
+        fs, _ = url_to_fs(files[0]["path"])
+        problems = {f["path"]: _changed(fs, f) for f in files}
+        return {path: problem for path, problem in problems.items() if problem}
+
     def texts(self, ids) -> tuple[dict, dict]:
         """The input texts of documents (ids of group members), read from the input files.
 
@@ -187,17 +216,15 @@ class RunOutput:
             id -> why it could not be read (the file is missing or changed since the run).
         """
         where = self.duplicates[self.duplicates.id.isin(list(ids))].drop_duplicates("id")
-        files = self.summary["input_files"]
-        paths = [f["path"] for f in files]
+        paths = [f["path"] for f in self.summary["input_files"]]
         index = {name: i for i, name in enumerate(source_names(paths))}
-        fs, _ = url_to_fs(paths[0])
-        problem = {i: _changed(fs, files[i]) for i in {index[source] for source in where.source}}
-        readable = [i for i in sorted(problem) if not problem[i]]  # the files read, in their order
+        problems = self.input_problems
+        readable = [i for i in sorted({index[source] for source in where.source}) if paths[i] not in problems]  # read in this order
         keys, wanted, unavailable = [], [], {}
         for doc, source, position in zip(where.id, where.source, where.position):
             i = index[source]
-            if problem[i]:
-                unavailable[doc] = f"{paths[i]}: {problem[i]}"
+            if paths[i] in problems:
+                unavailable[doc] = f"{paths[i]}: {problems[paths[i]]}"
             else:
                 keys.append((readable.index(i) << POSITION_BITS) | int(position))
                 wanted.append(doc)

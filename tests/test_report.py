@@ -10,6 +10,7 @@ kept under ``test-artifacts/``.
 """
 
 import importlib.util
+import itertools
 import json
 import os
 import re
@@ -83,16 +84,23 @@ def test_report_counts_and_pairs(run):
         "kept": kept,
     }
     assert kept == summary["counts"]["output"]["kept"] == len(texts) - len(removed)
-    # the largest groups, in order of size, then least similar first, from duplicates.parquet
+    # the largest groups, from duplicates.parquet: by size, the kinds taking turns, least similar first
     members = duplicates.groupby(["kind", "group"])
-    sizes = pd.DataFrame({"size": members.size(), "least": members.jaccard.min()}).sort_values(["size", "least"], ascending=[False, True], kind="stable")["size"]
-    heads = re.findall(r'<summary><span class="kind (\w+)">\w+</span> removed <b>([^<]+)</b> · kept <b>([^<]+)</b>.*? group of (\d+)', page)
+    least = members.jaccard.min()
+    order = []
+    for size in sorted(set(members.size()), reverse=True):
+        by_kind = [sorted((g for g in least.index if g[0] == kind and members.size()[g] == size), key=lambda g: (least[g], g[1]))
+                   for kind in ("exact", "fuzzy")]
+        order += [g for turn in itertools.zip_longest(*by_kind) for g in turn if g]
+    heads = re.findall(r'<summary><span class="kind (\w+)">\w+</span> removed <b>([^<]+)</b>(?: \(exact copy of <b>[^<]+</b>, '
+                       r'removed as a near duplicate\))? · kept <b>([^<]+)</b>.*? group of (\d+)', page)
     assert len(heads) == 20 + 20
     representative = dict(zip(removed.id, removed.representative))
-    for (kind, doc, rep, size), ((group_kind, group), group_size) in zip(heads[:20], sizes.head(20).items()):
-        members = duplicates[(duplicates.kind == group_kind) & (duplicates.group == group)]
-        least = members[~members.kept].sort_values("jaccard", kind="stable").id.iloc[0]
-        assert (kind, doc, int(size)) == (group_kind, least, group_size) and rep == representative[doc]
+    for (kind, doc, rep, size), (group_kind, group) in zip(heads[:20], order[:20]):
+        group_members = duplicates[(duplicates.kind == group_kind) & (duplicates.group == group)]
+        least_similar = group_members[~group_members.kept].sort_values("jaccard", kind="stable").id.iloc[0]
+        assert (kind, doc, int(size)) == (group_kind, least_similar, len(group_members)) and rep == representative[doc]
+    assert {kind for kind, _, _, _ in heads[:20]} == {"exact", "fuzzy"}
     sampled = [doc for _, doc, _, _ in heads[20:]]
     assert set(sampled) <= set(removed.id) and len(set(sampled)) == 20
     assert all(rep == representative[doc] for _, doc, rep, _ in heads[20:])
@@ -137,6 +145,9 @@ def test_changed_or_missing_input_gives_no_text(client, tmp_path, fixture_docs):
     ]
     os.utime(first, (1, 1))  # same bytes, another modification time: taken as changed
     second.unlink()
+    result = CliRunner().invoke(main, ["report", str(tmp_path / "out")])
+    assert result.exit_code == 0 and f"warning: {first}: changed since the run (size or modification time); its texts are not shown" in result.output
+    assert "2 input file(s) cannot be read as the run read them" in (tmp_path / "out" / "report.html").read_text()
     pairs = RunOutput(tmp_path / "out").sample(5)
     changed, missing = f"{first}: changed since the run (size or modification time)", f"{second}: missing (moved or deleted since the run)"
     assert [(p.removed, p.diff, p.unavailable) for p in pairs] == [
@@ -176,9 +187,30 @@ def test_inspect_group_and_id(run):
     # a copy of kjv-01001, which went as a near copy of akjv-01001: shown in its exact group, beside akjv-01001
     similarity = ref.jaccard(texts["kjv-01001"], texts["akjv-01001"], 24)
     result = CliRunner().invoke(main, ["inspect", str(out), "--id", "copy-kjv-01001", "--width", "240"])
-    assert f"exact: removed copy-kjv-01001 · kept akjv-01001 · Jaccard {similarity:.3f} · group of 2" in result.output
+    assert (f"exact: removed copy-kjv-01001 (exact copy of kjv-01001, removed as a near duplicate) · kept akjv-01001 · "
+            f"Jaccard {similarity:.3f} · group of 2") in result.output
     result = CliRunner().invoke(main, ["inspect", str(out), "--id", "no-such-id"])
     assert result.exit_code == 1 and "'no-such-id' is in no duplicate group" in result.output
+    # not a terminal: differences marked as git diff --word-diff does (KJV "upon", AKJV "on")
+    result = CliRunner().invoke(main, ["inspect", str(out), "--id", "kjv-01001", "--width", "240"])
+    assert "darkness was [-upon-] the face" in result.output and "darkness was {+on+} the face" in result.output
+    # a kept document's group: everything removed in its favour, the exact copy of a member included
+    removed = pd.read_parquet(out / "removed.parquet")
+    result = CliRunner().invoke(main, ["inspect", str(out), "--group", "akjv-01001", "--width", "240"])
+    favoured = removed[removed.representative == "akjv-01001"].id.tolist()
+    assert "copy-kjv-01001" in favoured and f"showing {len(favoured)}" in result.output
+    assert all(f"removed {doc}" in result.output for doc in favoured)
+    result = CliRunner().invoke(main, ["inspect", str(out), "--group", "kjv-01036"])
+    assert result.exit_code == 1 and "'kjv-01036' was removed (fuzzy, kept: 'akjv-01036'): try --id kjv-01036 or --group akjv-01036" in result.output
+    result = CliRunner().invoke(main, ["inspect", str(out), "--sample", "-1"])
+    assert result.exit_code == 2 and "-1 is not in the range x>=0" in result.output
+
+
+def test_samples_nest_and_reports_repeat(run):
+    out, _ = run
+    output = RunOutput(out)
+    assert {p.removed for p in output.sample(3, seed=5)} <= {p.removed for p in output.sample(20, seed=5)}
+    assert write_report(out, seed=5).read_bytes() == write_report(out, seed=5).read_bytes()
 
 
 def test_dedup_report_flag_and_errors(tmp_path):
