@@ -74,12 +74,13 @@ def _page(run: RunOutput, largest: list[Pair], sampled: list[Pair], seed: int) -
   <div><h2>Parameters</h2>{_parameters(s)}</div>
 </section>
 <section><h2>The {len(largest)} largest groups</h2>
-  <p class="note">Each group's representative (kept) beside the member least similar to it (removed); groups of equal size, least similar first.</p>
-  {"".join(_pair(p, i == 0) for i, p in enumerate(largest)) or "<p>No duplicate groups.</p>"}
+  <p class="note">Each group's representative (kept) beside the member least similar to it (removed). Among groups of equal
+  size, exact and near-duplicate groups take turns, least similar first.</p>
+  {_pairs(largest) or "<p>No duplicate groups.</p>"}
 </section>
 <section><h2>{len(sampled)} removed documents at random</h2>
   <p class="note">Drawn with seed {seed} from all {len(run.removed):,} removed documents, shown in input order.</p>
-  {"".join(_pair(p, i == 0) for i, p in enumerate(sampled)) or "<p>Nothing was removed.</p>"}
+  {_pairs(sampled) or "<p>Nothing was removed.</p>"}
 </section>
 <footer>versions: {_e(", ".join(f"{k} {v}" for k, v in s["versions"].items()))}</footer>"""
     return f"""<!DOCTYPE html>
@@ -146,6 +147,12 @@ def _parameters(s: dict) -> str:
     rows += [(f"{section}.{key}", value) for section in ("fuzzy", "io") for key, value in s["config"][section].items() if key != "output_format"]
     rows.append(("io.output_format", s["output_format"] + ("" if s["config"]["io"]["output_format"] else " (the input's)")))
     return '<table class="params">' + "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in rows) + "</table>"
+
+
+def _pairs(pairs: list[Pair]) -> str:
+    """The pairs, the first of each kind open."""
+    first = {pair.kind: pair for pair in reversed(pairs)}
+    return "".join(_pair(pair, pair is first[pair.kind]) for pair in pairs)
 
 
 def _pair(pair: Pair, open_: bool) -> str:
