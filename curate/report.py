@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from curate.params import s_curve_figure
 from curate.review import Pair, RunOutput, diff_blocks
 
 
@@ -58,8 +59,6 @@ def _page(run: RunOutput, largest: list[Pair], sampled: list[Pair], seed: int) -
     written = datetime.datetime.fromtimestamp((run.out_dir / "summary.json").stat().st_mtime).strftime("%Y-%m-%d %H:%M")
     plots = [_figure(_group_size_plot(run)), _figure(_jaccard_plot(run, fuzzy["threshold"]))]
     if s["config"]["mode"] != "exact":
-        from curate.params import s_curve_figure
-
         plots.append(_figure(s_curve_figure(fuzzy["num_bands"], fuzzy["rows_per_band"], fuzzy["threshold"])))
     body = f"""
 <header>

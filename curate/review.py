@@ -125,10 +125,10 @@ class RunOutput:
         removed = self.removed.set_index("id")
         rows = []
         for (kind, group), size in zip(zip(sizes.kind, sizes.group), sizes["size"]):
-            gone = members[(members.kind == kind) & (members.group == group) & ~members.kept]
-            if len(gone):  # a group whose representative went to a fuzzy group keeps no one
-                member = gone.sort_values("jaccard", kind="stable").id.iloc[0]
-                rows.append((member, removed.loc[member, "representative"], kind, removed.loc[member, "jaccard"], group, size))
+            # Not the representative itself, which is not kept either when it went as a near duplicate.
+            gone = members[(members.kind == kind) & (members.group == group) & (members.id != group)]
+            member = gone.sort_values("jaccard", kind="stable").id.iloc[0]
+            rows.append((member, removed.loc[member, "representative"], kind, removed.loc[member, "jaccard"], group, size))
         return self._pairs(rows)
 
     def sample(self, n: int, seed: int = 0) -> list[Pair]:
