@@ -7,6 +7,7 @@ import sys
 import click
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -16,7 +17,7 @@ from curate.config import DEFAULT_NUM_PERM, FuzzyConfig, load_config
 from curate.params import describe_bands, s_curve_plot
 from curate.pipeline import dedup as run_dedup
 from curate.report import write_report
-from curate.review import Pair, RunOutput, diff_blocks
+from curate.review import Pair, RunOutput, diff_blocks, differing
 
 
 @click.group()
@@ -105,15 +106,20 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, progress, with_report
 @click.option("--groups", default=20, show_default=True, type=click.IntRange(min=0), help="Largest groups to show.")
 @click.option("--sample", default=20, show_default=True, type=click.IntRange(min=0), help="Removed documents to show, drawn at random.")
 @click.option("--seed", default=0, show_default=True, help="Seed of that draw.")
-def report(out_dir, groups, sample, seed):
+@click.option("--force", is_flag=True, help="Replace report.html even when input files are missing or changed (their texts are then not shown).")
+def report(out_dir, groups, sample, seed, force):
     """Write OUT_DIR/report.html: counts, stages, plots and removed documents beside their representatives.
 
     Texts are read from the run's input files (only those shown); a file moved or changed since
     the run is named in a warning and on the page instead.
     """
     try:
+        run = RunOutput(out_dir)
+        _warn_inputs(run)
+        if run.input_problems and (run.out_dir / "report.html").exists() and not force:
+            raise click.ClickException(f"{len(run.input_problems)} input file(s) cannot be read as the run read them, so "
+                                       f"{run.out_dir / 'report.html'} is kept; pass --force to replace it with one without their texts")
         click.echo(write_report(out_dir, groups=groups, sample=sample, seed=seed))
-        _warn_inputs(RunOutput(out_dir))
     except (FileNotFoundError, ValueError) as err:
         raise click.ClickException(str(err)) from None
 
@@ -125,7 +131,7 @@ def _warn_inputs(run: RunOutput) -> None:
 
 @main.command()
 @click.argument("out_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--group", help="Show the removed members of the group with this representative id.")
+@click.option("--group", help="Show what was removed in favour of this kept id (or from the group of that name).")
 @click.option("--id", "doc_id", help="Show this removed document beside its representative (or a representative's group).")
 @click.option("--sample", type=click.IntRange(min=0), help="Show this many removed documents drawn at random (default 3; with --group/--id: at most this many).")
 @click.option("--seed", default=0, show_default=True, help="Seed of the random draw.")
@@ -158,15 +164,15 @@ def inspect(out_dir, group, doc_id, sample, seed, width):
 def print_pair(console: Console, pair: Pair) -> None:
     """A removed document beside its representative: common text plain, differing words in colour
     (or, without colour, marked ``[-removed's-]`` and ``{+kept's+}`` as in ``git diff --word-diff``)."""
-    via = f" (exact copy of [bold]{pair.via}[/], removed as a near duplicate)" if pair.via is not None else ""
-    title = (f"[bold]{pair.kind}[/]: removed [bold]{pair.removed}[/]{via} · kept [bold]{pair.representative}[/] · "
+    via = f" (exact copy of [bold]{escape(str(pair.via))}[/], removed as a near duplicate)" if pair.via is not None else ""
+    title = (f"[bold]{pair.kind}[/]: removed [bold]{escape(str(pair.removed))}[/]{via} · kept [bold]{escape(str(pair.representative))}[/] · "
              + ("Jaccard not computed" if pair.jaccard != pair.jaccard else f"Jaccard {pair.jaccard:.3f}")
-             + f" · group of {pair.group_size:,}")
+             + f" · {pair.kind} group of {pair.group_size:,}")
     if pair.diff is None:
         console.print(title)
         console.print(f"  text unavailable: {pair.unavailable}")
         return
-    table = Table(title=title + f" · {pair.diff.changed_a:,} of {pair.diff.words_a:,} words differ", title_justify="left", expand=True)
+    table = Table(title=title + f" · {differing(pair.diff)}", title_justify="left", expand=True)
     table.add_column(f"removed: {pair.removed}", ratio=1, overflow="fold")
     table.add_column(f"kept: {pair.representative}", ratio=1, overflow="fold")
     for block in diff_blocks(pair.diff):
@@ -182,9 +188,9 @@ def print_pair(console: Console, pair: Pair) -> None:
             elif console.color_system is None:  # piped or redirected: mark the words themselves
                 left.append(f"[-{segment.a.rstrip()}-]{segment.a[len(segment.a.rstrip()):]}" if segment.a else "")
                 right.append(f"{{+{segment.b.rstrip()}+}}{segment.b[len(segment.b.rstrip()):]}" if segment.b else "")
-            else:
-                left.append(segment.a, style="bold red strike")
-                right.append(segment.b, style="bold green")
+            else:  # the whitespace after the words is not part of the change
+                left.append(segment.a.rstrip(), style="bold red strike").append(segment.a[len(segment.a.rstrip()):])
+                right.append(segment.b.rstrip(), style="bold green").append(segment.b[len(segment.b.rstrip()):])
         table.add_row(left, right)
     console.print(table)
 

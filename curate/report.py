@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from curate.params import s_curve_figure
-from curate.review import Pair, RunOutput, diff_blocks
+from curate.review import Pair, RunOutput, diff_blocks, differing
 
 
 def write_report(out_dir, *, groups: int = 20, sample: int = 20, seed: int = 0) -> Path:
@@ -141,7 +141,7 @@ def _stages(s: dict) -> str:
 
 def _parameters(s: dict) -> str:
     files = s["input_files"]
-    rows = [("inputs", f'{", ".join(s["inputs"])} ({len(files):,} files, {_gb(sum(f["size"] for f in files))})'), ("mode", s["config"]["mode"]),
+    rows = [("inputs", f'{", ".join(s["inputs"])} ({len(files):,} files, {sum(f["size"] for f in files) / 1e6:,.1f} MB)'), ("mode", s["config"]["mode"]),
             ("keep", s["config"]["keep"])]
     rows += [(f"{section}.{key}", value) for section in ("fuzzy", "io") for key, value in s["config"][section].items() if key != "output_format"]
     rows.append(("io.output_format", s["output_format"] + ("" if s["config"]["io"]["output_format"] else " (the input's)")))
@@ -157,11 +157,11 @@ def _pairs(pairs: list[Pair]) -> str:
 def _pair(pair: Pair, open_: bool) -> str:
     via = f" (exact copy of <b>{_e(pair.via)}</b>, removed as a near duplicate)" if pair.via is not None else ""
     head = (f'<span class="kind {pair.kind}">{pair.kind}</span> removed <b>{_e(pair.removed)}</b>{via} · kept <b>{_e(pair.representative)}</b>'
-            f' · {_similarity(pair.jaccard)} · group of {pair.group_size:,}')
+            f' · {_similarity(pair.jaccard)} · {pair.kind} group of {pair.group_size:,}')
     if pair.diff is None:
         return f'<details class="pair"{" open" if open_ else ""}><summary>{head}</summary><p class="note">Text unavailable: {_e(pair.unavailable)}</p></details>'
     d = pair.diff
-    head += f" · {d.changed_a:,} of {d.words_a:,} words differ" + ("" if d.complete else " (first words only compared)")
+    head += f" · {differing(d)}"
     rows = []
     for block in diff_blocks(d):
         if isinstance(block, int):

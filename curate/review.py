@@ -232,6 +232,12 @@ class RunOutput:
         return {doc: record[self.text_field] or "" for doc, record in zip(wanted, records)}, unavailable
 
 
+def differing(diff: Diff) -> str:
+    """How many words differ on each side, e.g. "3 of 504 words differ (4 of 505 in the kept)"."""
+    text = f"{diff.changed_a:,} of {diff.words_a:,} words differ ({diff.changed_b:,} of {diff.words_b:,} in the kept)"
+    return text + ("" if diff.complete else ", first words only compared")
+
+
 def diff_blocks(diff: Diff) -> list:
     """The diff's segments as display blocks: runs of "same"/"changed" segments (a list, shown as
     one side-by-side row of flowing text) and, between them, elided common words (an int)."""
@@ -256,4 +262,4 @@ def _changed(fs, recorded: dict) -> str:
     return ""
 
 
-__all__ = ["Pair", "RunOutput", "diff_blocks"]
+__all__ = ["Pair", "RunOutput", "diff_blocks", "differing"]

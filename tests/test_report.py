@@ -147,7 +147,14 @@ def test_changed_or_missing_input_gives_no_text(client, tmp_path, fixture_docs):
     second.unlink()
     result = CliRunner().invoke(main, ["report", str(tmp_path / "out")])
     assert result.exit_code == 0 and f"warning: {first}: changed since the run (size or modification time); its texts are not shown" in result.output
-    assert "2 input file(s) cannot be read as the run read them" in (tmp_path / "out" / "report.html").read_text()
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert "2 input file(s) cannot be read as the run read them" in page
+    # a report that exists is not replaced by one without texts unless asked
+    (tmp_path / "out" / "report.html").write_text("earlier")
+    result = CliRunner().invoke(main, ["report", str(tmp_path / "out")])
+    assert result.exit_code == 1 and "is kept; pass --force" in result.output and (tmp_path / "out" / "report.html").read_text() == "earlier"
+    assert CliRunner().invoke(main, ["report", str(tmp_path / "out"), "--force"]).exit_code == 0
+    assert (tmp_path / "out" / "report.html").read_text() == page
     pairs = RunOutput(tmp_path / "out").sample(5)
     changed, missing = f"{first}: changed since the run (size or modification time)", f"{second}: missing (moved or deleted since the run)"
     assert [(p.removed, p.diff, p.unavailable) for p in pairs] == [
@@ -182,13 +189,13 @@ def test_inspect_group_and_id(run):
     assert f"showing {len(members)}" in result.output
     assert all(f"removed {m}" in result.output for m in members) and f"kept {group}" in result.output
     result = CliRunner().invoke(main, ["inspect", str(out), "--id", "copy-web-01002", "--width", "240"])
-    assert result.exit_code == 0 and "exact: removed copy-web-01002 · kept web-01002 · Jaccard 1.000 · group of 2" in result.output
+    assert result.exit_code == 0 and "exact: removed copy-web-01002 · kept web-01002 · Jaccard 1.000 · exact group of 2 · 0 of 612 words differ (0 of 612 in the kept)" in result.output
     assert texts["web-01002"].split("\n")[0][:60] in result.output
     # a copy of kjv-01001, which went as a near copy of akjv-01001: shown in its exact group, beside akjv-01001
     similarity = ref.jaccard(texts["kjv-01001"], texts["akjv-01001"], 24)
     result = CliRunner().invoke(main, ["inspect", str(out), "--id", "copy-kjv-01001", "--width", "240"])
     assert (f"exact: removed copy-kjv-01001 (exact copy of kjv-01001, removed as a near duplicate) · kept akjv-01001 · "
-            f"Jaccard {similarity:.3f} · group of 2") in result.output
+            f"Jaccard {similarity:.3f} · exact group of 2") in result.output
     result = CliRunner().invoke(main, ["inspect", str(out), "--id", "no-such-id"])
     assert result.exit_code == 1 and "'no-such-id' is in no duplicate group" in result.output
     # not a terminal: differences marked as git diff --word-diff does (KJV "upon", AKJV "on")
