@@ -21,9 +21,8 @@ References
 import numpy as np
 from numba import njit
 
-from curate.kernels.jaccard import jaccard_sorted
-from curate.kernels.murmur import murmur3_64
-from curate.kernels.shingles import count_windows, first_window, next_window
+from curate.kernels.jaccard import jaccard_sorted, shingle_set
+from curate.kernels.shingles import count_windows
 
 # ceil(t * n) computed in floating point can land one above the true value (0.7 * 10 =
 # 7.000000000000001); taking a hair less keeps the prefix long enough, which is always safe.
@@ -34,20 +33,9 @@ _EPS = 1e-9
 def _shingle_sets(offsets, data, width, words, set_offsets, hashes):
     n = 0
     for i in range(len(offsets) - 1):
-        end = offsets[i + 1]
-        start = n
-        lo, hi = first_window(data, offsets[i], end, width, words)
-        while lo < hi:
-            hashes[n] = murmur3_64(data, lo, hi, 0)
-            n += 1
-            lo, hi = next_window(data, lo, hi, end, words)
-        segment = np.sort(hashes[start:n])
-        unique = start
-        for k in range(len(segment)):
-            if k == 0 or segment[k] != segment[k - 1]:
-                hashes[unique] = segment[k]
-                unique += 1
-        n = unique
+        shingles = shingle_set(data, offsets[i], offsets[i + 1], width, words)
+        hashes[n : n + len(shingles)] = shingles
+        n += len(shingles)
         set_offsets[i + 1] = n
     return n
 
