@@ -17,7 +17,7 @@ from curate.config import DEFAULT_NUM_PERM, FuzzyConfig, load_config
 from curate.params import describe_bands, s_curve_plot
 from curate.pipeline import dedup as run_dedup
 from curate.report import write_report
-from curate.review import Pair, RunOutput, diff_blocks, differing
+from curate.review import Pair, RunOutput, diff_blocks, trailing_space
 
 
 @click.group()
@@ -119,7 +119,7 @@ def report(out_dir, groups, sample, seed, force):
         if run.input_problems and (run.out_dir / "report.html").exists() and not force:
             raise click.ClickException(f"{len(run.input_problems)} input file(s) cannot be read as the run read them, so "
                                        f"{run.out_dir / 'report.html'} is kept; pass --force to replace it with one without their texts")
-        click.echo(write_report(out_dir, groups=groups, sample=sample, seed=seed))
+        click.echo(write_report(run, groups=groups, sample=sample, seed=seed))
     except (FileNotFoundError, ValueError) as err:
         raise click.ClickException(str(err)) from None
 
@@ -164,17 +164,14 @@ def inspect(out_dir, group, doc_id, sample, seed, width):
 def print_pair(console: Console, pair: Pair) -> None:
     """A removed document beside its representative: common text plain, differing words in colour
     (or, without colour, marked ``[-removed's-]`` and ``{+kept's+}`` as in ``git diff --word-diff``)."""
-    via = f" (exact copy of [bold]{escape(str(pair.via))}[/], removed as a near duplicate)" if pair.via is not None else ""
-    title = (f"[bold]{pair.kind}[/]: removed [bold]{escape(str(pair.removed))}[/]{via} · kept [bold]{escape(str(pair.representative))}[/] · "
-             + ("Jaccard not computed" if pair.jaccard != pair.jaccard else f"Jaccard {pair.jaccard:.3f}")
-             + f" · {pair.kind} group of {pair.group_size:,}")
+    title = f"[bold]{pair.kind}[/]: " + pair.headline(lambda doc: f"[bold]{escape(str(doc))}[/]")
     if pair.diff is None:
         console.print(title)
-        console.print(f"  text unavailable: {pair.unavailable}")
+        console.print(f"  text unavailable: {escape(pair.unavailable)}")
         return
-    table = Table(title=title + f" · {differing(pair.diff)}", title_justify="left", expand=True)
-    table.add_column(f"removed: {pair.removed}", ratio=1, overflow="fold")
-    table.add_column(f"kept: {pair.representative}", ratio=1, overflow="fold")
+    table = Table(title=title, title_justify="left", expand=True)
+    table.add_column(f"removed: {escape(str(pair.removed))}", ratio=1, overflow="fold")
+    table.add_column(f"kept: {escape(str(pair.representative))}", ratio=1, overflow="fold")
     for block in diff_blocks(pair.diff):
         if isinstance(block, int):
             gap = Text(f"… {block:,} identical words …", style="dim italic")
@@ -185,12 +182,14 @@ def print_pair(console: Console, pair: Pair) -> None:
             if segment.kind == "same":
                 left.append(segment.a)
                 right.append(segment.b)
-            elif console.color_system is None:  # piped or redirected: mark the words themselves
-                left.append(f"[-{segment.a.rstrip()}-]{segment.a[len(segment.a.rstrip()):]}" if segment.a else "")
-                right.append(f"{{+{segment.b.rstrip()}+}}{segment.b[len(segment.b.rstrip()):]}" if segment.b else "")
             else:  # the whitespace after the words is not part of the change
-                left.append(segment.a.rstrip(), style="bold red strike").append(segment.a[len(segment.a.rstrip()):])
-                right.append(segment.b.rstrip(), style="bold green").append(segment.b[len(segment.b.rstrip()):])
+                (a, a_space), (b, b_space) = trailing_space(segment.a), trailing_space(segment.b)
+                if console.color_system is None:  # piped or redirected: mark the words themselves
+                    left.append(f"[-{a}-]{a_space}" if a else a_space)
+                    right.append(f"{{+{b}+}}{b_space}" if b else b_space)
+                else:
+                    left.append(a, style="bold red strike").append(a_space)
+                    right.append(b, style="bold green").append(b_space)
         table.add_row(left, right)
     console.print(table)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from curate.params import s_curve_figure
-from curate.review import Pair, RunOutput, diff_blocks, differing
+from curate.review import Pair, RunOutput, diff_blocks, trailing_space
 
 
 def write_report(out_dir, *, groups: int = 20, sample: int = 20, seed: int = 0) -> Path:
@@ -25,8 +25,8 @@ def write_report(out_dir, *, groups: int = 20, sample: int = 20, seed: int = 0) 
 
     Parameters
     ----------
-    out_dir : str or path-like
-        A folder written by ``curate dedup``.
+    out_dir : str, path-like or RunOutput
+        A folder written by ``curate dedup``, or that folder already read.
     groups : int, default=20
         Largest groups to show (each by its least similar removed member).
     sample : int, default=20
@@ -44,7 +44,7 @@ def write_report(out_dir, *, groups: int = 20, sample: int = 20, seed: int = 0) 
     FileNotFoundError, ValueError
         As :class:`curate.review.RunOutput`.
     """
-    run = RunOutput(out_dir)
+    run = out_dir if isinstance(out_dir, RunOutput) else RunOutput(out_dir)
     page = _page(run, run.largest_groups(groups), run.sample(sample, seed), seed)
     path = run.out_dir / "report.html"
     tmp = path.with_name("report.html.tmp")
@@ -155,15 +155,11 @@ def _pairs(pairs: list[Pair]) -> str:
 
 
 def _pair(pair: Pair, open_: bool) -> str:
-    via = f" (exact copy of <b>{_e(pair.via)}</b>, removed as a near duplicate)" if pair.via is not None else ""
-    head = (f'<span class="kind {pair.kind}">{pair.kind}</span> removed <b>{_e(pair.removed)}</b>{via} · kept <b>{_e(pair.representative)}</b>'
-            f' · {_similarity(pair.jaccard)} · {pair.kind} group of {pair.group_size:,}')
+    head = f'<span class="kind {pair.kind}">{pair.kind}</span> ' + pair.headline(lambda doc: f"<b>{_e(doc)}</b>")
     if pair.diff is None:
         return f'<details class="pair"{" open" if open_ else ""}><summary>{head}</summary><p class="note">Text unavailable: {_e(pair.unavailable)}</p></details>'
-    d = pair.diff
-    head += f" · {differing(d)}"
     rows = []
-    for block in diff_blocks(d):
+    for block in diff_blocks(pair.diff):
         if isinstance(block, int):
             rows.append(f'<tr class="gap"><td colspan="2">⋯ {block:,} identical words ⋯</td></tr>')
             continue
@@ -176,12 +172,8 @@ def _pair(pair: Pair, open_: bool) -> str:
 
 
 def _marked(tag: str, text: str) -> str:
-    words = text.rstrip()  # the whitespace after the words is not part of the change
-    return f"<{tag}>{_e(words)}</{tag}>{_e(text[len(words):])}"
-
-
-def _similarity(jaccard: float) -> str:
-    return "Jaccard not computed (--no-verify)" if np.isnan(jaccard) else f"Jaccard {jaccard:.3f}"
+    words, space = trailing_space(text)
+    return f"<{tag}>{_e(words)}</{tag}>{_e(space)}"
 
 
 def _group_size_plot(run: RunOutput):
@@ -191,7 +183,7 @@ def _group_size_plot(run: RunOutput):
 
     fig = Figure(figsize=(6.4, 4.2), layout="constrained")
     ax = fig.subplots()
-    sizes = run.group_sizes()
+    sizes = run.group_sizes
     kinds = [k for k in ("exact", "fuzzy") if (sizes.kind == k).any()]
     if kinds:
         largest = int(sizes["size"].max())

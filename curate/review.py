@@ -60,6 +60,17 @@ class Pair:
         """For an exact copy of a document that then went as a near duplicate: that document's id (else None)."""
         return self.group if self.kind == "exact" and self.group != self.representative else None
 
+    def headline(self, mark) -> str:
+        """One line saying what was removed for what, how similar, and how much differs.
+
+        ``mark(id) -> str`` escapes and emphasises an id for the medium (HTML, rich markup); the
+        rest is plain text.
+        """
+        via = f" (exact copy of {mark(self.via)}, removed as a near duplicate)" if self.via is not None else ""
+        similarity = "Jaccard not computed (--no-verify)" if np.isnan(self.jaccard) else f"Jaccard {self.jaccard:.3f}"
+        line = f"removed {mark(self.removed)}{via} · kept {mark(self.representative)} · {similarity} · {self.kind} group of {self.group_size:,}"
+        return line if self.diff is None else f"{line} · {differing(self.diff)}"
+
 
 class RunOutput:
     """The outputs of one ``curate dedup`` run, read for review.
@@ -103,6 +114,7 @@ class RunOutput:
                              f"{sorted(missing) or ['input_files']}; rerun it with curate >= 0.2 (--overwrite)")
         self.text_field = self.summary["config"]["io"]["text_field"]
 
+    @functools.cached_property
     def group_sizes(self) -> pd.DataFrame:
         """``kind``, ``group`` (its representative's id), ``size`` (documents, >= 2) and ``least``
         (the smallest Jaccard similarity of a member with the representative) of every group.
@@ -118,9 +130,9 @@ class RunOutput:
         return sizes.sort_values(["size", "turn"], ascending=[False, True], kind="stable", ignore_index=True).drop(columns="turn")
 
     def largest_groups(self, n: int) -> list[Pair]:
-        """For each of the ``n`` largest groups (see :meth:`group_sizes`), its least similar removed
+        """For each of the ``n`` largest groups (see :attr:`group_sizes`), its least similar removed
         member beside its representative."""
-        sizes = self.group_sizes().head(n)
+        sizes = self.group_sizes.head(n)
         members = self.duplicates.merge(sizes, on=["kind", "group"])
         removed = self.removed.set_index("id")
         rows = []
@@ -185,7 +197,7 @@ class RunOutput:
         # Each is shown in the group it was removed from: for an exact copy whose representative
         # then went as a near duplicate, that is the exact group, not its final representative's.
         member = self.duplicates[~self.duplicates.kept][["id", "kind", "group"]]
-        rows = removed.merge(member, on=["id", "kind"], how="left").merge(self.group_sizes()[["kind", "group", "size"]], on=["kind", "group"], how="left")
+        rows = removed.merge(member, on=["id", "kind"], how="left").merge(self.group_sizes[["kind", "group", "size"]], on=["kind", "group"], how="left")
         return self._pairs(list(zip(rows.id, rows.representative, rows.kind, rows.jaccard, rows.group, rows["size"])))
 
     def _pairs(self, rows: list[tuple]) -> list[Pair]:
@@ -219,14 +231,15 @@ class RunOutput:
         paths = [f["path"] for f in self.summary["input_files"]]
         index = {name: i for i, name in enumerate(source_names(paths))}
         problems = self.input_problems
-        readable = [i for i in sorted({index[source] for source in where.source}) if paths[i] not in problems]  # read in this order
+        readable = [i for i in sorted({index[source] for source in where.source}) if paths[i] not in problems]
+        slot = {i: k for k, i in enumerate(readable)}  # a file's index in the list read
         keys, wanted, unavailable = [], [], {}
         for doc, source, position in zip(where.id, where.source, where.position):
             i = index[source]
             if paths[i] in problems:
                 unavailable[doc] = f"{paths[i]}: {problems[paths[i]]}"
             else:
-                keys.append((readable.index(i) << POSITION_BITS) | int(position))
+                keys.append((slot[i] << POSITION_BITS) | int(position))
                 wanted.append(doc)
         records = read_records([paths[i] for i in readable], keys) if keys else []
         return {doc: record[self.text_field] or "" for doc, record in zip(wanted, records)}, unavailable
@@ -236,6 +249,12 @@ def differing(diff: Diff) -> str:
     """How many words differ on each side, e.g. "3 of 504 words differ (4 of 505 in the kept)"."""
     text = f"{diff.changed_a:,} of {diff.words_a:,} words differ ({diff.changed_b:,} of {diff.words_b:,} in the kept)"
     return text + ("" if diff.complete else ", first words only compared")
+
+
+def trailing_space(text: str) -> tuple[str, str]:
+    """``text`` split before its trailing whitespace, which a changed segment shows unmarked."""
+    words = text.rstrip()
+    return words, text[len(words):]
 
 
 def diff_blocks(diff: Diff) -> list:
@@ -262,4 +281,4 @@ def _changed(fs, recorded: dict) -> str:
     return ""
 
 
-__all__ = ["Pair", "RunOutput", "diff_blocks", "differing"]
+__all__ = ["Pair", "RunOutput", "diff_blocks", "differing", "trailing_space"]
