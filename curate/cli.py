@@ -182,6 +182,11 @@ def print_pair(console: Console, pair: Pair) -> None:
         left, right = Text(), Text()
         for segment in block:
             if segment.kind == "same":
+                # Common text starts a new row: the two sides wrap a change differently, and a
+                # row is as tall as its taller side, so they meet again here.
+                if left or right:
+                    table.add_row(left, right)
+                    left, right = Text(), Text()
                 left.append(segment.a)
                 right.append(segment.b)
             else:  # the whitespace after the words is not part of the change
