@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from curate.backend import resolve_backend, use_backend
-from curate.cluster import connect
+from curate.cluster import ClusterError, connect
 from curate.config import DEFAULT_NUM_PERM, FuzzyConfig, load_config
 from curate.params import describe_bands, s_curve_plot
 from curate.pipeline import dedup as run_dedup
@@ -62,6 +62,7 @@ def main():
 @click.option("--local-directory", help="Spill and shuffle scratch directory.")
 @click.option("--scheduler-address", help="Join a running scheduler, e.g. tcp://host:8786.")
 @click.option("--scheduler-file", help="Join the scheduler described by this file.")
+@click.option("--stall-timeout", type=float, help="Stop when no task finishes and no worker computes for this many seconds (default 300; 0: never).")
 @click.option("--cuda-visible-devices", "devices", help="GPU backend: devices for the embedded cluster, e.g. 0,1 (default all).")
 @click.option("--rmm-async/--no-rmm-async", default=None, help="GPU: CUDA async memory resource (default on unless --rmm-pool-size).")
 @click.option("--rmm-pool-size", help="GPU: per-worker RMM pool, e.g. 40GB or 0.8 (needs --no-rmm-async).")
@@ -79,7 +80,8 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, progress, with_report
         "io": ("id_field", "text_field", "blocksize", "files_per_partition", "output_format", "on_error"),
         "fuzzy": ("ngram", "width", "num_perm", "num_bands", "rows_per_band", "fp_weight", "fn_weight", "hash_bits", "seed",
                   "threshold", "verify", "lowercase", "collapse_whitespace", "strip_punctuation", "nfkc"),
-        "cluster": ("n_workers", "threads_per_worker", "memory_limit", "local_directory", "scheduler_address", "scheduler_file"),
+        "cluster": ("n_workers", "threads_per_worker", "memory_limit", "local_directory", "scheduler_address", "scheduler_file",
+                    "stall_timeout"),
     }
     overrides = {name: {key: flags.pop(key) for key in keys} for name, keys in sections.items()}
     gpu_keys = ("devices", "rmm_async", "rmm_pool_size", "rmm_release_threshold", "enable_cudf_spill", "device_memory_limit", "protocol")
@@ -94,7 +96,7 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, progress, with_report
         config = config.model_copy(update={"backend": backend})  # the summary names what ran ("auto" resolved)
         with use_backend(backend), connect(config.cluster, backend):
             summary = run_dedup(list(inputs), out_dir, config, show_progress=show_progress, overwrite=overwrite, resume=resume)
-    except (FileNotFoundError, FileExistsError, PermissionError, ValueError) as err:
+    except (FileNotFoundError, FileExistsError, PermissionError, ValueError, ClusterError) as err:
         raise click.ClickException(str(err)) from None
     print_summary(summary, out_dir)
     if with_report:
@@ -180,6 +182,11 @@ def print_pair(console: Console, pair: Pair) -> None:
         left, right = Text(), Text()
         for segment in block:
             if segment.kind == "same":
+                # Common text starts a new row: the two sides wrap a change differently, and a
+                # row is as tall as its taller side, so they meet again here.
+                if left or right:
+                    table.add_row(left, right)
+                    left, right = Text(), Text()
                 left.append(segment.a)
                 right.append(segment.b)
             else:  # the whitespace after the words is not part of the change

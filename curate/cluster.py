@@ -2,10 +2,17 @@
 
 import contextlib
 import logging
+import threading
+import time
 import warnings
 
-from dask.utils import parse_bytes
-from distributed import Client, LocalCluster
+import dask
+from dask.utils import format_bytes, parse_bytes
+from distributed import Client, LocalCluster, progress, wait
+from distributed.deploy.utils import nprocesses_nthreads
+from distributed.scheduler import KilledWorker
+from dask.system import CPU_COUNT
+from distributed.system import MEMORY_LIMIT
 
 from curate.backend import GPU_INSTALL_HINT
 from curate.config import ClusterConfig, GPUConfig, is_fraction
@@ -54,16 +61,18 @@ def connect(config: ClusterConfig, backend: str = "cpu"):
         finally:
             client.close()
         return
-    if backend == "gpu":
-        cluster = local_cuda_cluster(config)
-    else:
-        cluster = LocalCluster(
-            n_workers=config.n_workers,
-            threads_per_worker=config.threads_per_worker,
-            memory_limit=config.memory_limit,
-            local_directory=config.local_directory,
-            dashboard_address=None,
-        )
+    # Worker processes take the dask config as it is when they start (a restarted one too).
+    with dask.config.set(worker_settings(config, backend)):
+        if backend == "gpu":
+            cluster = local_cuda_cluster(config)
+        else:
+            cluster = LocalCluster(
+                n_workers=config.n_workers,
+                threads_per_worker=config.threads_per_worker,
+                memory_limit=config.memory_limit,
+                local_directory=config.local_directory,
+                dashboard_address=None,
+            )
     client = Client(cluster)
     try:
         with _client_spill(backend == "gpu" and config.gpu.enable_cudf_spill):
@@ -71,6 +80,124 @@ def connect(config: ClusterConfig, backend: str = "cpu"):
     finally:
         client.close()
         cluster.close()
+
+
+def worker_memory(config: ClusterConfig, backend: str = "cpu") -> int | None:
+    """Host memory limit in bytes of each embedded worker, as ``LocalCluster`` will set it; None: no limit.
+
+    ``memory_limit: auto`` gives each worker the machine's memory times its share of the cores.
+    """
+    if config.memory_limit in (None, 0, "0"):
+        return None
+    if backend == "gpu":
+        threads, cores = config.threads_per_worker or 1, 1
+    else:
+        workers, threads = config.n_workers, config.threads_per_worker
+        if workers is None and threads is None:
+            workers, threads = nprocesses_nthreads()
+        elif workers is None:
+            workers = max(1, CPU_COUNT // threads)
+        elif threads is None:
+            threads = max(1, -(-CPU_COUNT // workers))
+        cores = CPU_COUNT
+    if config.memory_limit == "auto":
+        return min(MEMORY_LIMIT, int(MEMORY_LIMIT * min(1, threads / cores)))
+    return parse_bytes(config.memory_limit)
+
+
+def worker_settings(config: ClusterConfig, backend: str = "cpu") -> dict:
+    """Dask settings for the embedded workers: P2P shuffle buffers that fit their memory limit.
+
+    Distributed lets a worker buffer up to 1 GiB of outgoing P2P shuffle shards
+    (``distributed.p2p.comm.buffer``) whatever its memory limit, so a 1 GB worker passed its
+    limit while shuffling and was restarted again and again. An eighth of the limit keeps
+    the buffer, a partition being read and the worker's own ~0.3 GB inside it.
+    """
+    limit = worker_memory(config, backend)
+    if limit is None:
+        return {}
+    return {"distributed.p2p.comm.buffer": min(parse_bytes("1 GiB"), limit // 8)}
+
+
+class ClusterError(RuntimeError):
+    """The cluster cannot finish the run: workers keep dying, or nothing progresses."""
+
+
+def _cluster_state(dask_scheduler) -> dict:
+    workers = {
+        address: {"paused": ws.status.name == "paused", "cpu": ws.metrics.get("cpu", 0.0), "memory": ws.memory.process, "limit": ws.memory_limit}
+        for address, ws in dask_scheduler.workers.items()
+    }
+    return {"transitions": dask_scheduler.transition_counter, "workers": workers}
+
+
+def gather(client: Client, collections: list, *, stall_timeout: float = 300, show_progress: bool = False, hint: str = "") -> list:
+    """Compute ``collections`` on ``client`` and return their results; never hang silently.
+
+    Every few seconds the scheduler is asked how the run stands. The run stops with
+    :class:`ClusterError` when no task has finished and no worker has used CPU for
+    ``stall_timeout`` seconds (e.g. workers paused at their memory limit, holding data that
+    the others wait for), or when workers died more than twice as many times as there are
+    workers (the nanny restarts a worker that passes 95% of its memory limit). ``hint`` (which
+    flags to change) ends the message.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    collections : list of dask collections
+    stall_timeout : float, default=300
+        Seconds without progress before giving up; 0 waits for ever.
+    show_progress : bool, default=False
+        Draw Dask's progress bar on the terminal meanwhile.
+    hint : str, default=""
+
+    Returns
+    -------
+    list
+        The results, in the order of ``collections``.
+
+    Raises
+    ------
+    ClusterError
+        As above, or when a task killed its workers (:class:`distributed.KilledWorker`).
+    """
+    futures = client.compute(collections)
+    bar = threading.Thread(target=progress, args=(futures,), daemon=True)  # it blocks until the end
+    if show_progress:
+        bar.start()
+    try:
+        if stall_timeout:
+            _watch(client, futures, stall_timeout, hint)
+        results = client.gather(futures)
+    except KilledWorker as err:
+        raise ClusterError(f"workers died running a task ({err.task}); {hint}") from None
+    if show_progress:
+        bar.join(timeout=2)  # let it draw the finished bar
+    return results
+
+
+def _watch(client: Client, futures, stall_timeout: float, hint: str) -> None:
+    seen, last, since, deaths, most = None, None, time.monotonic(), 0, 1
+    while True:
+        try:
+            wait(futures, timeout=min(5.0, stall_timeout))
+            return
+        except TimeoutError:
+            pass
+        state = client.run_on_scheduler(_cluster_state)
+        workers = state["workers"]
+        if seen is not None:  # a restarted worker comes back under a new address
+            deaths += len(seen - set(workers))
+        seen, most = set(workers), max(most, len(workers))
+        if deaths > 2 * most:
+            raise ClusterError(f"workers died {deaths} times (a worker is restarted when it passes 95% of its memory limit); {hint}")
+        busy = any(w["cpu"] > 10 for w in workers.values())
+        if state["transitions"] != last or busy:
+            last, since = state["transitions"], time.monotonic()
+        elif time.monotonic() - since > stall_timeout:
+            paused = [f"{address} ({format_bytes(w['memory'])} of {format_bytes(w['limit'] or 0)})" for address, w in workers.items() if w["paused"]]
+            why = f"worker(s) paused at their memory limit: {', '.join(paused)}" if paused else "no worker is computing"
+            raise ClusterError(f"no progress for {stall_timeout:.0f} s: {why}; {hint}")
 
 
 def local_cuda_cluster_options(config: ClusterConfig) -> dict:

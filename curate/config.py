@@ -231,6 +231,10 @@ class GPUConfig(_Section):
 class ClusterConfig(_Section):
     """The Dask cluster: an embedded LocalCluster (LocalCUDACluster for ``gpu``) unless a scheduler is given.
 
+    ``stall_timeout``: seconds with no task finished and no worker computing after which a run
+    stops with an error naming the limits to change (0: wait for ever); see
+    :func:`curate.cluster.gather`.
+
     ``gpu`` settings configure the embedded GPU cluster only; a cluster that is joined
     (``scheduler_file`` / ``scheduler_address``) has them set on its ``dask cuda worker`` command
     lines (see docs/multi-node.md).
@@ -242,6 +246,8 @@ class ClusterConfig(_Section):
     local_directory: str | None = None
     scheduler_address: str | None = None
     scheduler_file: str | None = None
+    # No task finished and no worker computed for this long (seconds; 0: wait for ever): stop.
+    stall_timeout: float = Field(300.0, ge=0)
     gpu: GPUConfig = GPUConfig()
 
     @model_validator(mode="after")

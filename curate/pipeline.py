@@ -24,12 +24,15 @@ import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
-from distributed import get_client, progress
+from dask.utils import parse_bytes
+from distributed import get_client
 
 from curate import __version__
 from curate.backend import to_host
+from curate.cluster import gather
 from curate.config import RunConfig
 from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy, drop_keys, select_keys, write_keys
+from curate.dedup.exact import MD5
 from curate.dedup.groups import group_meta
 from curate.dedup.removal import sort_by_doc
 from curate.io import DOC, count_rows, read_documents, write_documents, write_table
@@ -61,6 +64,11 @@ class Stats:
     def count(self, stage: str, **values) -> None:
         """Record integer counts under ``stage`` (e.g. ``count("exact", removed=3)``)."""
         self.counts.setdefault(stage, {}).update({k: int(v) for k, v in values.items()})
+
+    def group_rows(self, kind: str) -> int:
+        """Rows of the ``kind`` ("exact"/"fuzzy") group table: its groups' representatives and removed members."""
+        counts = self.counts.get(kind, {})
+        return counts.get("groups", 0) + counts.get("removed", 0)
 
     @contextmanager
     def timed(self, stage: str):
@@ -135,22 +143,27 @@ def dedup(
     if keep.column and keep.column not in everything.columns:
         raise ValueError(f"keep policy {keep} names column {keep.column!r}, not in the input ({list(everything.columns)})")
     _prepare_output(out, overwrite, resume)  # only once the input is known to be readable
-    run = _Runner(stats, show_progress, StageStore(out / "_stages", resume))
+    hint = (f"raise the workers' memory limit (--memory-limit, now {config.cluster.memory_limit}) or lower the partition size "
+            f"(--blocksize, now {_megabytes(io.blocksize)}); finished stages are kept for --resume")
+    run = _Runner(stats, show_progress, StageStore(out / "_stages", resume), config.cluster.stall_timeout, hint)
     files = input_fingerprint(inputs)
     # Everything a stage computes follows from this key's parts (output_format only affects the last write).
     key = stage_key("input", {"files": files, "io": io.model_dump(exclude={"output_format"}), "curate": __version__})
-    key = stage_key("exact", {"mode": config.mode, "keep": str(keep)}, (key,))
-    exact_groups, docs, rejected = _check_input_and_exact(everything, inputs, key, config, keep, run, stats)
+    exact_groups, docs, rejected, key = _read_and_exact(everything, inputs, key, config, keep, run, stats)
     fuzzy_groups = empty_groups(docs, io.id_field)
     if config.mode in ("fuzzy", "both"):
         key = stage_key("exact_removed", {}, (key,))
         exact_removed = run.key_file("exact_removed", key, exact_groups[exact_groups._doc != exact_groups._rep][[DOC]])
         fuzzy_groups, key = _fuzzy(drop_keys(docs, exact_removed), key, config, keep, run, stats)
 
-    resolved = resolve(exact_groups, fuzzy_groups)
-    removed = run.checkpoint("removed", stage_key("removed", {}, (key,)), lambda: sort_by_doc(resolved[0]))
+    # The group tables hold duplicates only: as many partitions as their rows need, so that the
+    # result stages cost what the duplicates cost, not what the input's partitioning does.
+    exact_groups, fuzzy_groups = coalesce(exact_groups, stats.group_rows("exact")), coalesce(fuzzy_groups, stats.group_rows("fuzzy"))
+    key = stage_key("removed", {}, (key,))
+    removed = run.checkpoint("removed", key, lambda: sort_by_doc(removed_table(exact_groups, fuzzy_groups)))
     names = source_names([path for path, _, _ in files])
-    run.checkpoint("duplicates", stage_key("duplicates", {}, (key,)), lambda: with_location(sort_by_doc(resolved[1], by=[DOC, "kind"]), names))
+    members = lambda: duplicates_table(exact_groups, fuzzy_groups, removed)  # noqa: E731
+    run.checkpoint("duplicates", stage_key("duplicates", {}, (key,)), lambda: with_location(sort_by_doc(members(), by=[DOC, "kind"]), names))
     kept_docs = drop_keys(docs, str(run.store.path("removed")))
     fmt = io.output_format or expand_paths(inputs)[2]
     writes = {"kept": write_documents(kept_docs, str(out / "deduplicated.tmp"), fmt)}
@@ -186,20 +199,27 @@ def dedup(
     return summary
 
 
+def _megabytes(size) -> str:
+    return "none" if size is None else f"{parse_bytes(size) / 1e6 if isinstance(size, str) else size / 1e6:g}MB"
+
+
 def _absolute(path: str) -> str:
     return path if "://" in path else os.path.abspath(path)  # so the run can be read from another folder
 
 
-def _check_input_and_exact(everything, inputs, key: str, config: RunConfig, keep: KeepPolicy, run, stats: Stats):
+def _read_and_exact(everything, inputs, key: str, config: RunConfig, keep: KeepPolicy, run, stats: Stats):
     """Count documents, empty texts and rejected records, refuse (or reject) repeated ids and, in
-    one pass, find exact groups.
+    the same pass, shuffle the digests of exact dedup; then confirm the groups on the candidates' texts.
 
-    Returns the exact group table (lazy), the documents and the rejected records (None in fail mode).
+    Returns the exact group table (lazy), the documents, the rejected records (None in fail mode)
+    and the key of the last stage.
     """
     io, exact = config.io, config.mode in ("exact", "both")
-    # Named by the key, so that a resumed run marks the same records its exact stage left out.
+    dedup_exact = ExactDedup(text_field=io.text_field, id_field=io.id_field, keep=keep)
+    key = stage_key("read", {"mode": config.mode}, (key,))
+    # Named by the key, so that a resumed run marks the same records its read stage left out.
     repeated_ids = str(run.store.root / f"repeated_ids-{key[:16]}.parquet")
-    if Path(repeated_ids).exists() and run.store.finished("exact", key) is not None:
+    if Path(repeated_ids).exists() and run.store.finished("read", key) is not None:
         everything = mark_repeated_ids(everything, repeated_ids, io.id_field)
 
     def compute(path: Path) -> dict:
@@ -209,9 +229,8 @@ def _check_input_and_exact(everything, inputs, key: str, config: RunConfig, keep
         todo = {"docs": count_rows(docs), "empty": (docs[io.text_field].str.len() == 0).sum(), "repeated_ids": ids[ids > 1]}
         if rejected is not None:
             todo["rejected"] = rejected["_kind"].value_counts()
-        if exact:
-            groups = ExactDedup(text_field=io.text_field, id_field=io.id_field, keep=keep)(docs)
-            todo["exact"] = groups.to_parquet(path, write_index=False, compute=False)
+        if exact:  # (key, digest) of the documents whose digest is shared: no text is shuffled
+            todo["candidates"] = dedup_exact.candidates(docs).to_parquet(path, write_index=False, compute=False)
         done = run("read+exact", **todo)
         done["repeated_ids"] = to_host(done["repeated_ids"])  # ids seen twice: bad input, not every id
         if len(done["repeated_ids"]):
@@ -224,20 +243,23 @@ def _check_input_and_exact(everything, inputs, key: str, config: RunConfig, keep
         kinds = to_host(done.get("rejected", pd.Series(dtype="int64")))
         counts = {"documents": int(done["docs"] + kinds.sum()), "empty": int(done["empty"]), "partitions": docs.npartitions}
         counts["rejected"] = {str(k): int(v) for k, v in kinds.sort_index().items()}
-        if exact:  # from the files just written: a second pass over two int64 columns, not over the texts
-            groups = dd.read_parquet(path, columns=[DOC, "_rep"])
-            done = run("read+exact", groups=(groups._doc == groups._rep).sum(), removed=(groups._doc != groups._rep).sum())
-            counts.update(exact_groups=int(done["groups"]), exact_removed=int(done["removed"]))
         return counts
 
-    counts = run.stage("exact", key, compute)
+    counts = run.stage("read", key, compute)
     stats.count("input", documents=counts["documents"], empty=counts["empty"], partitions=counts["partitions"])
     stats.count("rejected", **counts["rejected"])
     docs, rejected = split_rejected(everything)
     if not exact:
-        return empty_groups(docs, io.id_field), docs, rejected
-    stats.count("exact", groups=counts["exact_groups"], removed=counts["exact_removed"])
-    return dd.read_parquet(run.store.path("exact")), docs, rejected
+        return empty_groups(docs, io.id_field), docs, rejected, key
+    # Only the candidates' texts are read again and shuffled to confirm byte equality.
+    candidates = dd.read_parquet(run.store.path("read"))
+    key = stage_key("exact_candidates", {}, (key,))
+    selected = run.key_file("exact_candidates", key, candidates)
+    key = stage_key("exact", {"keep": str(keep)}, (key,))
+    groups = run.checkpoint("exact", key, lambda: dedup_exact.groups(select_keys(docs, selected, columns=(MD5,))))
+    done = run("exact", groups=(groups._doc == groups._rep).sum(), removed=(groups._doc != groups._rep).sum())
+    stats.count("exact", groups=done["groups"], removed=done["removed"])
+    return groups, docs, rejected, key
 
 
 def _fuzzy(docs: dd.DataFrame, exact_key: str, config: RunConfig, keep: KeepPolicy, run, stats: Stats) -> tuple[dd.DataFrame, str]:
@@ -279,8 +301,8 @@ def empty_groups(docs: dd.DataFrame, id_field: str) -> dd.DataFrame:
     return dd.from_pandas(group_meta(docs[id_field]._meta), npartitions=1)
 
 
-def resolve(exact: dd.DataFrame, fuzzy: dd.DataFrame) -> tuple[dd.DataFrame, dd.DataFrame]:
-    """Final removed and duplicates tables from the exact and fuzzy group tables (lazy, distributed).
+def removed_table(exact: dd.DataFrame, fuzzy: dd.DataFrame) -> dd.DataFrame:
+    """The removed documents, from the exact and fuzzy group tables (lazy, distributed).
 
     Fuzzy dedup runs on what exact dedup kept, so a chain is at most two long: an exact
     duplicate whose representative was then removed as a fuzzy duplicate points to that
@@ -288,14 +310,10 @@ def resolve(exact: dd.DataFrame, fuzzy: dd.DataFrame) -> tuple[dd.DataFrame, dd.
 
     Returns
     -------
-    removed : dask.dataframe.DataFrame
+    dask.dataframe.DataFrame
         ``_doc``, ``id``, ``kind`` ("exact"/"fuzzy"), ``representative`` (kept id), ``jaccard``
         (float64, with the representative), one row per removed document (unordered:
         :func:`curate.dedup.removal.sort_by_doc` orders it).
-    duplicates : dask.dataframe.DataFrame
-        ``_doc``, ``id``, ``group`` (the group's representative id), ``kind``, ``kept`` (bool: in
-        the output), ``jaccard`` (float64, with the group's representative), one row per document
-        per group it belongs to (unordered).
     """
     fuzzy_removed = fuzzy[fuzzy._doc != fuzzy._rep]
     exact_removed = exact[exact._doc != exact._rep]
@@ -304,18 +322,54 @@ def resolve(exact: dd.DataFrame, fuzzy: dd.DataFrame) -> tuple[dd.DataFrame, dd.
     onward = fuzzy_removed[[DOC, "_rep_id", "_jaccard"]].rename(columns={DOC: "_rep", "_rep_id": "_onward", "_jaccard": "_onward_jaccard"})
     moved = exact_removed.drop(columns="_jaccard").merge(onward, on="_rep")
     stayed = _left_only(exact_removed, onward[["_rep"]], "_rep")
-    removed = dd.concat(
+    return dd.concat(
         [
             _removed_rows(moved, "exact", "_onward", "_onward_jaccard"),
             _removed_rows(stayed, "exact", "_rep_id", "_jaccard"),
             _removed_rows(fuzzy_removed, "fuzzy", "_rep_id", "_jaccard"),
         ]
     )
+
+
+def duplicates_table(exact: dd.DataFrame, fuzzy: dd.DataFrame, removed: dd.DataFrame) -> dd.DataFrame:
+    """Every member of every duplicate group, and whether it is kept (lazy, distributed).
+
+    Parameters
+    ----------
+    exact, fuzzy : dask.dataframe.DataFrame
+        The group tables.
+    removed : dask.dataframe.DataFrame
+        :func:`removed_table` of the same groups (or that table read back from disk).
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+        ``_doc``, ``id``, ``group`` (the group's representative id), ``kind``, ``kept`` (bool: in
+        the output), ``jaccard`` (float64, with the group's representative), one row per document
+        per group it belongs to (unordered).
+    """
     members = dd.concat([exact.assign(kind="exact"), fuzzy.assign(kind="fuzzy")])
     members = members.merge(removed[[DOC]].assign(_gone=True), on=DOC, how="left")
     duplicates = members.assign(kept=~members._gone.fillna(False).astype(bool))
     duplicates = duplicates[[DOC, "_id", "_rep_id", "kind", "kept", "_jaccard"]]
-    return removed, duplicates.rename(columns={"_id": "id", "_rep_id": "group", "_jaccard": "jaccard"})
+    return duplicates.rename(columns={"_id": "id", "_rep_id": "group", "_jaccard": "jaccard"})
+
+
+def resolve(exact: dd.DataFrame, fuzzy: dd.DataFrame) -> tuple[dd.DataFrame, dd.DataFrame]:
+    """:func:`removed_table` and :func:`duplicates_table` of the exact and fuzzy group tables."""
+    removed = removed_table(exact, fuzzy)
+    return removed, duplicates_table(exact, fuzzy, removed)
+
+
+def coalesce(groups: dd.DataFrame, rows: int, rows_per_partition: int = 1_000_000) -> dd.DataFrame:
+    """``groups`` in ``ceil(rows / rows_per_partition)`` partitions (at least one) if it has more.
+
+    A group table comes out of a shuffle with as many partitions as the input, mostly empty when
+    few documents are duplicates; joined and sorted as they are, each costs a task per partition
+    in every step. Adjacent partitions are concatenated: nothing is shuffled.
+    """
+    wanted = max(1, -(-rows // rows_per_partition))
+    return groups.repartition(npartitions=wanted) if groups.npartitions > wanted else groups
 
 
 def _left_only(left: dd.DataFrame, right: dd.DataFrame, on: str) -> dd.DataFrame:
@@ -368,8 +422,9 @@ class _Runner:
     when ``store`` holds the stage finished with the same key.
     """
 
-    def __init__(self, stats: Stats, show_progress: bool, store: StageStore):
+    def __init__(self, stats: Stats, show_progress: bool, store: StageStore, stall_timeout: float = 0, hint: str = ""):
         self.stats, self.show_progress, self.store = stats, show_progress, store
+        self.stall_timeout, self.hint = stall_timeout, hint  # see curate.cluster.gather
 
     def __call__(self, stage: str, **collections) -> dict:
         names = list(collections)
@@ -384,12 +439,11 @@ class _Runner:
                 if client is None:
                     results = dask.compute(*collections.values())
                 else:
-                    futures = client.compute(list(collections.values()))
                     if self.show_progress:
                         print(f"[{stage}]", file=sys.stderr)
-                        progress(futures)
+                    results = gather(client, list(collections.values()), stall_timeout=self.stall_timeout, show_progress=self.show_progress, hint=self.hint)
+                    if self.show_progress:
                         print(file=sys.stderr)
-                    results = client.gather(futures)
         return dict(zip(names, results))
 
     def stage(self, name: str, key: str, compute) -> dict:
@@ -502,4 +556,4 @@ def versions() -> dict:
     return {"python": platform.python_version(), **{n: metadata.version(n) for n in names}}
 
 
-__all__ = ["AccountingError", "Stats", "check_accounting", "dedup", "resolve", "with_location"]
+__all__ = ["AccountingError", "Stats", "check_accounting", "coalesce", "dedup", "duplicates_table", "removed_table", "resolve", "with_location"]

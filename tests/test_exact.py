@@ -4,7 +4,7 @@ import pytest
 
 from curate.dedup import ExactDedup, KeepPolicy
 from curate.io import read_documents
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, write_jsonl
 
 
 @pytest.fixture(autouse=True)
@@ -28,3 +28,26 @@ def test_keep_column_may_be_the_id_column():
     groups = ExactDedup(keep=KeepPolicy("max", "id"))(docs).compute(scheduler="sync")
     # string ids: "a3" > "a12" > "a1"
     assert dict(zip(groups._id, groups._rep_id)) == {"a1": "a3", "a3": "a3", "a12": "a3", "a6": "a8", "a8": "a8"}
+
+
+def _shuffled_bytes(client) -> int:
+    metrics = client.run_on_scheduler(lambda dask_scheduler: dict(dask_scheduler.cumulative_worker_metrics))
+    return int(metrics.get(("p2p", "foreground", "shards", "bytes"), 0))
+
+
+def test_only_keys_and_digests_are_shuffled(client, tmp_path):
+    # 300 documents of 20 kB, a third of them copies: the digests shuffle some 50 bytes a document,
+    # the texts of the copies are read where they lie and only those are shuffled.
+    import random
+
+    rng = random.Random(0)
+    texts = ["".join(rng.choice("abcdefgh ") for _ in range(20_000)) for _ in range(200)]
+    records = [{"id": f"d{i}", "text": texts[i % 200]} for i in range(300)]
+    docs = read_documents(str(write_jsonl(tmp_path / "docs.jsonl", records)), blocksize="1MB")
+    text_bytes = sum(len(r["text"]) for r in records)
+    with dask.config.set({"dataframe.shuffle.method": "p2p"}):
+        before = _shuffled_bytes(client)
+        candidates = ExactDedup().candidates(docs).compute()
+        digests = _shuffled_bytes(client) - before
+    assert sorted(candidates._doc) == sorted(docs._doc.compute()[[i % 200 < 100 for i in range(300)]])
+    assert digests < text_bytes / 100

@@ -251,3 +251,23 @@ def test_report_of_other_runs(client, tmp_path, fixture_docs, overrides, ids, sh
         assert "No duplicate groups." in page and "Nothing was removed." in page
         result = CliRunner().invoke(main, ["inspect", str(tmp_path / "out"), "--width", "240"])
         assert result.exit_code == 0 and "3 documents in, 0 removed, 3 kept; showing 0" in result.output
+
+
+def test_inspect_sides_meet_again_after_a_change():
+    # The removed side has a long insertion that wraps over several lines; the kept side does not.
+    # The common text after it must start on the same line on both sides.
+    from io import StringIO
+
+    from rich.console import Console
+
+    from curate.cli import print_pair
+    from curate.diff import word_diff
+    from curate.review import Pair
+
+    common = "alpha beta gamma delta " * 3
+    kept = f"{common}short. MARKER and the rest of the text " + "omega " * 30
+    removed = f"{common}{'inserted words that only the removed side has ' * 6}short. MARKER and the rest of the text " + "omega " * 30
+    out = StringIO()
+    print_pair(Console(file=out, width=80, color_system=None), Pair("r", "k", "fuzzy", 0.5, "k", 2, word_diff(removed, kept)))
+    rows = [line for line in out.getvalue().splitlines() if "MARKER" in line]
+    assert len(rows) == 1 and rows[0].count("MARKER") == 2, out.getvalue()

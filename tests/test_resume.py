@@ -16,7 +16,7 @@ from curate.config import load_config
 from curate.pipeline import _Runner, dedup
 from tests.conftest import FIXTURES, shared_corpus
 
-STAGES = ["exact", "exact_removed", "minhash+lsh", "candidate_nodes", "select", "verify", "components", "groups", "removed", "duplicates"]
+STAGES = ["read", "exact_candidates", "exact", "exact_removed", "minhash+lsh", "candidate_nodes", "select", "verify", "components", "groups", "removed", "duplicates"]
 
 # Runs one dedup in a fresh process on an in-process cluster (no worker start-up cost) and
 # SIGKILLs that process as stage KILL_AT finishes writing, before it is published; KILL_AT
@@ -89,15 +89,16 @@ def test_changed_parameter_recomputes_exactly_the_stages_after_it(client, tmp_pa
     run(out, fuzzy={"threshold": 0.9, **bands})
     assert run(out, resume=True, fuzzy={"threshold": 0.9, **bands})["reused_stages"] == STAGES
     changed = run(out, resume=True, fuzzy={"threshold": 0.7, **bands})
-    assert changed["reused_stages"] == STAGES[:5]  # up to candidate selection
+    assert changed["reused_stages"] == STAGES[:7]  # up to candidate selection
     fresh = run(tmp_path / "fresh", fuzzy={"threshold": 0.7, **bands})
     assert changed["counts"] == fresh["counts"]
     assert (out / "removed.parquet").read_bytes() == (tmp_path / "fresh" / "removed.parquet").read_bytes()
-    assert run(out, resume=True, keep="longest", fuzzy={"threshold": 0.7, **bands})["reused_stages"] == []  # exact groups change
-    assert run(out, resume=True, keep="longest", fuzzy={"threshold": 0.7, "verify": False, **bands})["reused_stages"] == STAGES[:5]
+    # exact groups change; the read and the digests do not depend on the keep policy
+    assert run(out, resume=True, keep="longest", fuzzy={"threshold": 0.7, **bands})["reused_stages"] == STAGES[:2]
+    assert run(out, resume=True, keep="longest", fuzzy={"threshold": 0.7, "verify": False, **bands})["reused_stages"] == STAGES[:7]
     changed = run(out, resume=True, keep="longest", fuzzy={"threshold": 0.7, "num_bands": 10, "rows_per_band": 13})
-    assert changed["reused_stages"] == STAGES[:2]
-    assert run(out, resume=True, keep="longest", fuzzy={"threshold": 0.8})["reused_stages"] == STAGES[:2]  # bands chosen: 0.8 -> new bands
+    assert changed["reused_stages"] == STAGES[:4]
+    assert run(out, resume=True, keep="longest", fuzzy={"threshold": 0.8})["reused_stages"] == STAGES[:4]  # bands chosen: 0.8 -> new bands
 
 
 def test_changed_input_recomputes_everything(client, tmp_path):

@@ -1,4 +1,4 @@
-"""Exact dedup: md5 of the text bytes, shuffle on the digest, byte equality confirmed per group."""
+"""Exact dedup: md5 of the text bytes, shuffle of the digests, byte equality confirmed per group."""
 
 import dask.dataframe as dd
 import pandas as pd
@@ -8,16 +8,22 @@ from curate.dedup.groups import group_frame, group_meta
 from curate.dedup.keep import KeepPolicy
 from curate.io.read import DOC
 
-_MD5 = "_md5"
+MD5 = "_md5"
 
 
 class ExactDedup:
     """Find groups of documents with byte-identical text.
 
-    Each document's UTF-8 text is hashed with md5 (hashlib on CPU; the same digest as cudf's
-    ``hash_values(method="md5")``); documents are shuffled on the digest, and within a digest
-    group only documents whose text is byte-for-byte equal are grouped, so a digest collision
-    never merges different texts. The keep policy picks each group's representative.
+    Two steps, so that texts never travel with the digests:
+
+    1. :meth:`candidates`: each document's UTF-8 text is hashed with md5 (hashlib on CPU; the
+       same digest as cudf's ``hash_values(method="md5")``) where it lies, and only ``(_doc,
+       digest)`` pairs are shuffled on the digest; documents whose digest is shared are the
+       candidates.
+    2. :meth:`groups`: the candidates, with their texts (a small share of the corpus), are
+       shuffled on the digest; within a digest group only documents whose text is byte-for-byte
+       equal are grouped, so a digest collision never merges different texts. The keep policy
+       picks each group's representative.
 
     Parameters
     ----------
@@ -37,38 +43,71 @@ class ExactDedup:
     def __repr__(self) -> str:
         return f"ExactDedup(keep={self.keep})"
 
-    def __call__(self, docs: dd.DataFrame) -> dd.DataFrame:
-        """Duplicate groups of ``docs``.
+    def columns(self) -> list[str]:
+        """The document columns :meth:`groups` reads: ``_doc``, the id, the text and the keep policy's column."""
+        return list(dict.fromkeys([DOC, self.id_field, self.text_field, *self.keep.columns()]))
+
+    def candidates(self, docs: dd.DataFrame) -> dd.DataFrame:
+        """Documents whose md5 digest another document shares.
 
         Parameters
         ----------
         docs : dask.dataframe.DataFrame
-            Columns ``_doc`` (int64, unique, increasing in input order), the id and text fields
-            and the keep policy's column.
+            Columns ``_doc`` (int64, unique) and the text field.
+
+        Returns
+        -------
+        dask.dataframe.DataFrame
+            ``_doc`` (int64) and ``_md5`` (str, 32 hex digits), one row per candidate; partitioned
+            by digest. Only these two columns are shuffled: about 50 bytes per document.
+        """
+        meta = {DOC: "int64", MD5: "str"}  # a description: Dask builds it in the partitions' backend
+        digests = docs[[DOC, self.text_field]].map_partitions(_digests, self.text_field, meta=meta)
+        return digests.shuffle(MD5).map_partitions(_shared, meta=meta)
+
+    def groups(self, members: dd.DataFrame) -> dd.DataFrame:
+        """Duplicate groups of the candidates, confirmed on their bytes.
+
+        Parameters
+        ----------
+        members : dask.dataframe.DataFrame
+            The candidates of :meth:`candidates` with their :meth:`columns` (``_md5`` and the
+            documents' ``_doc``, id, text and keep column), in any partitioning.
 
         Returns
         -------
         dask.dataframe.DataFrame
             One row per document in a group of two or more: ``_doc``, ``_rep`` (the kept
             document's ``_doc``), ``_id``, ``_rep_id`` (their ids), ``_jaccard`` (1.0). A
-            representative has ``_rep == _doc``.
+            representative has ``_rep == _doc``. Pandas partitions whatever the backend: groups
+            are small next to the corpus.
         """
-        cols = list(dict.fromkeys([DOC, self.id_field, self.text_field, *self.keep.columns()]))
-        hashed = docs[cols].map_partitions(_add_md5, self.text_field, meta={**docs[cols]._meta.dtypes.to_dict(), _MD5: "str"})
-        # Groups are small next to the corpus: they are formed on the host (pandas) whatever the
-        # backend, after the digest and the shuffle ran where the documents are.
-        return hashed.shuffle(_MD5).map_partitions(
-            _exact_groups, self.text_field, self.id_field, self.keep, meta=to_host(group_meta(docs[self.id_field]._meta))
+        members = members[[*self.columns(), MD5]]
+        return members.shuffle(MD5).map_partitions(
+            _exact_groups, self.text_field, self.id_field, self.keep, meta=to_host(group_meta(members[self.id_field]._meta))
         )
 
+    def __call__(self, docs: dd.DataFrame) -> dd.DataFrame:
+        """Duplicate groups of ``docs`` (columns :meth:`columns`): :meth:`groups` of :meth:`candidates`.
 
-def _add_md5(part: pd.DataFrame, text_field: str) -> pd.DataFrame:
-    return part.assign(**{_MD5: md5_hex(part[text_field])})
+        The candidates are joined to all of ``docs`` here, which shuffles every text once more; a
+        pipeline that can select the candidates' rows where they lie (as ``curate dedup`` does,
+        with :func:`curate.dedup.select_keys`) passes only those to :meth:`groups`.
+        """
+        return self.groups(self.candidates(docs).merge(docs[self.columns()], on=DOC))
+
+
+def _digests(part, text_field: str):
+    return type(part)({DOC: part[DOC], MD5: md5_hex(part[text_field])})
+
+
+def _shared(part):
+    return part[part[MD5].duplicated(keep=False)]
 
 
 def _exact_groups(part: pd.DataFrame, text_field: str, id_field: str, keep: KeepPolicy) -> pd.DataFrame:
-    part = keep.sort(to_host(part[part[_MD5].duplicated(keep=False)]), [_MD5], text_field)
+    part = keep.sort(to_host(part), [MD5], text_field)
     # Group on the text itself inside each digest group: byte equality, not digest equality.
-    first = part.groupby([_MD5, text_field], sort=False)[[DOC, id_field]].transform("first")
-    size = part.groupby([_MD5, text_field], sort=False)[DOC].transform("size")
+    first = part.groupby([MD5, text_field], sort=False)[[DOC, id_field]].transform("first")
+    size = part.groupby([MD5, text_field], sort=False)[DOC].transform("size")
     return group_frame(part[DOC], first[DOC], part[id_field], first[id_field], 1.0)[(size > 1).to_numpy()]

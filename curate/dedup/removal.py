@@ -26,7 +26,8 @@ def sort_by_doc(frame: dd.DataFrame, by: list[str] | None = None, rows_per_parti
     (33 values each, a few KB in all), the client merges them into about
     ``len / rows_per_partition`` ranges, and ``set_index`` moves each row to its range.
     Equal keys land in one partition. ``frame`` is computed twice (once for the quantiles), so
-    give it a cheap input, such as a stage read back from disk.
+    give it a cheap input, such as a stage read back from disk; a frame of one partition is
+    only sorted.
 
     Returns
     -------
@@ -34,6 +35,9 @@ def sort_by_doc(frame: dd.DataFrame, by: list[str] | None = None, rows_per_parti
         Same columns, ``_doc`` first; partition ``i`` holds smaller keys than ``i + 1``.
     """
     by = by or [DOC]
+    if frame.npartitions == 1:  # already one range: no pass for the divisions, nothing to move
+        frame = frame[[DOC, *(c for c in frame.columns if c != DOC)]]
+        return frame.map_partitions(lambda part: part.sort_values(by, kind="stable", ignore_index=True), meta=frame._meta)
     samples = dask.compute(*[dask.delayed(_quantiles)(part) for part in frame[DOC].to_delayed()])
     samples = [(n, q) for n, q in samples if n]
     if not samples:
@@ -54,15 +58,22 @@ def _quantiles(keys) -> tuple[int, np.ndarray]:
 
 
 def write_keys(keys: dd.DataFrame, path: str):
-    """Lazily write the ``_doc`` keys of ``keys`` (int64, any order, repeats dropped) sorted into the folder ``path``.
+    """Lazily write ``keys`` sorted by ``_doc`` (int64, any order, repeats dropped) into the folder ``path``.
+
+    Parameters
+    ----------
+    keys : dask.dataframe.DataFrame
+        A ``_doc`` column, and any columns to return with the selected documents (see
+        :func:`select_keys`); of repeated keys the first row stays.
+    path : str
 
     Returns
     -------
     dask collection
         The write; compute it (with other work, to share reads).
     """
-    ordered = sort_by_doc(keys[[DOC]])
-    unique = ordered.map_partitions(lambda part: part.drop_duplicates(ignore_index=True), meta=ordered._meta)
+    ordered = sort_by_doc(keys)
+    unique = ordered.map_partitions(lambda part: part.drop_duplicates(DOC, ignore_index=True), meta=ordered._meta)
     return unique.to_parquet(path, write_index=False, row_group_size=_ROW_GROUP, compute=False)
 
 
@@ -84,15 +95,40 @@ def drop_keys(docs: dd.DataFrame, keys_path: str) -> dd.DataFrame:
     return docs.map_partitions(_filter_partition, keys_path, False, meta=docs._meta)
 
 
-def select_keys(docs: dd.DataFrame, keys_path: str) -> dd.DataFrame:
-    """Documents whose ``_doc`` is in the key file at ``keys_path`` (a semi-join); see :func:`drop_keys`."""
-    return docs.map_partitions(_filter_partition, keys_path, True, meta=docs._meta)
+def select_keys(docs: dd.DataFrame, keys_path: str, columns: tuple[str, ...] = ()) -> dd.DataFrame:
+    """Documents whose ``_doc`` is in the key file at ``keys_path`` (a semi-join); see :func:`drop_keys`.
+
+    Parameters
+    ----------
+    columns : tuple of str, default=()
+        Columns of the key file to add to the selected documents (a join without a shuffle:
+        each partition reads the key rows of its own ``_doc`` range). With columns the
+        partitions are pandas, whatever the backend: use it for small selections that the host
+        works on.
+    """
+    if not columns:
+        return docs.map_partitions(_filter_partition, keys_path, True, meta=docs._meta)
+    meta = _join_partition(to_host(docs._meta), keys_path, list(columns))
+    return docs.map_partitions(_join_partition, keys_path, list(columns), meta=meta)
+
+
+def _keys_in_range(keys_path, part, columns):
+    doc = part[DOC].to_numpy()
+    lo, hi = int(doc.min()), int(doc.max())
+    return doc, pq.read_table(keys_path, columns=[DOC, *columns], filters=[(DOC, ">=", lo), (DOC, "<=", hi)])
 
 
 def _filter_partition(part, keys_path, listed):
     if len(part) == 0:
         return part
-    doc = part[DOC].to_numpy()
-    lo, hi = int(doc.min()), int(doc.max())
-    keys = pq.read_table(keys_path, columns=[DOC], filters=[(DOC, ">=", lo), (DOC, "<=", hi)])[DOC].to_numpy()
-    return part[np.isin(doc, keys) == listed]
+    doc, keys = _keys_in_range(keys_path, part, [])
+    return part[np.isin(doc, keys[DOC].to_numpy()) == listed]
+
+
+def _join_partition(part, keys_path, columns):
+    part = to_host(part)
+    if len(part) == 0:
+        keys = pq.ParquetDataset(keys_path).schema.empty_table().select([DOC, *columns])
+    else:
+        _, keys = _keys_in_range(keys_path, part, columns)
+    return part.merge(keys.to_pandas(), on=DOC)

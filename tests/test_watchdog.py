@@ -1,0 +1,76 @@
+"""A run that cannot finish stops with a message naming what to change; it never hangs silently."""
+
+import os
+import time
+
+import dask
+import pytest
+from distributed import Client, LocalCluster
+
+from curate.cluster import ClusterError, gather, worker_memory, worker_settings
+from curate.config import ClusterConfig
+
+
+def test_shuffle_buffers_fit_the_memory_limit():
+    # Distributed's default lets a worker buffer 1 GiB of P2P shards: a 1 GB worker was
+    # restarted again and again while shuffling.
+    small = ClusterConfig(n_workers=2, threads_per_worker=1, memory_limit="1GB")
+    assert worker_memory(small) == 10**9
+    assert worker_settings(small) == {"distributed.p2p.comm.buffer": 125_000_000}
+    big = ClusterConfig(n_workers=1, memory_limit="64GB")
+    assert worker_settings(big) == {"distributed.p2p.comm.buffer": 2**30}
+    assert worker_settings(ClusterConfig(memory_limit=None)) == {}
+
+
+def test_embedded_workers_take_the_buffer_setting():
+    from curate.cluster import connect
+
+    with connect(ClusterConfig(n_workers=1, threads_per_worker=1, memory_limit="1GB")) as client:
+        (buffer,) = client.run(lambda: dask.config.get("distributed.p2p.comm.buffer")).values()
+    assert buffer == 125_000_000
+
+
+@pytest.fixture(scope="module")
+def lonely():
+    """One single-threaded worker process of its own (these tests stall or kill it); a task that
+    kills its worker fails at once (the scheduler reads allowed-failures when it starts)."""
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as c:
+            yield c
+
+
+def _idle(seconds):
+    time.sleep(seconds)  # holds its thread without computing, like a worker paused at its memory limit
+    return seconds
+
+
+def test_stall_stops_with_the_hint(lonely):
+    started = time.monotonic()
+    with pytest.raises(ClusterError, match=r"no progress for 3 s: no worker is computing; raise it"):
+        gather(lonely, [dask.delayed(_idle)(60)], stall_timeout=3, hint="raise it")
+    assert time.monotonic() - started < 20
+    lonely.restart()
+
+
+def test_busy_worker_is_not_a_stall(lonely):
+    def spin(seconds):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass
+        return seconds
+
+    assert gather(lonely, [dask.delayed(spin)(12)], stall_timeout=4) == [12]
+
+
+def test_progress_is_not_a_stall(lonely):
+    # No single task lasts the timeout, but together they outlast it many times.
+    steps = [dask.delayed(_idle)(0.5, dask_key_name=f"step-{i}") for i in range(16)]
+    assert gather(lonely, steps, stall_timeout=2) == [0.5] * 16
+
+
+def test_dying_workers_stop_the_run(lonely):
+    def die():
+        os._exit(1)
+
+    with pytest.raises(ClusterError, match="workers died running a task .*; raise it"):
+        gather(lonely, [dask.delayed(die)()], stall_timeout=30, hint="raise it")
