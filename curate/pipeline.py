@@ -27,7 +27,7 @@ import pandas as pd
 from distributed import get_client, progress
 
 from curate import __version__
-from curate.backend import to_host
+from curate.backend import on_host, to_host, to_parquet
 from curate.config import RunConfig
 from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy, drop_keys, select_keys, write_keys
 from curate.dedup.groups import group_meta
@@ -211,7 +211,7 @@ def _check_input_and_exact(everything, inputs, key: str, config: RunConfig, keep
             todo["rejected"] = rejected["_kind"].value_counts()
         if exact:
             groups = ExactDedup(text_field=io.text_field, id_field=io.id_field, keep=keep)(docs)
-            todo["exact"] = groups.to_parquet(path, write_index=False, compute=False)
+            todo["exact"] = to_parquet(groups, path)
         done = run("read+exact", **todo)
         done["repeated_ids"] = to_host(done["repeated_ids"])  # ids seen twice: bad input, not every id
         if len(done["repeated_ids"]):
@@ -356,7 +356,7 @@ def check_accounting(n_input: int, n_kept: int, removed: dd.DataFrame, n_rejecte
     if n_input != n_kept + n_removed + n_rejected:
         raise AccountingError(f"{n_input} input records != {n_kept} kept + {n_removed} removed + {n_rejected} rejected")
     if n_lost:
-        examples = sorted(lost.id.compute().tolist())[:3]
+        examples = sorted(on_host(lost.id).compute().tolist())[:3]
         raise AccountingError(f"{n_lost} representative(s) were removed themselves, e.g. {examples}")
     return int(n_removed)
 
@@ -382,9 +382,9 @@ class _Runner:
                 # to_parquet(compute=False) is graph-backed, counts are expressions; mixing is fine.
                 warnings.filterwarnings("ignore", "Computing mixed collections", UserWarning)
                 if client is None:
-                    results = dask.compute(*collections.values())
+                    results = dask.compute(*map(on_host, collections.values()))
                 else:
-                    futures = client.compute(list(collections.values()))
+                    futures = client.compute([on_host(c) for c in collections.values()])
                     if self.show_progress:
                         print(f"[{stage}]", file=sys.stderr)
                         progress(futures)
@@ -410,7 +410,7 @@ class _Runner:
         def compute(path: Path) -> dict:
             with self.stats.timed(name):
                 built = frame()
-            self(name, written=built.to_parquet(path, write_index=False, compute=False))
+            self(name, written=to_parquet(built, path))
             return {}
 
         self.stage(name, key, compute)

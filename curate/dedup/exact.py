@@ -14,8 +14,8 @@ _MD5 = "_md5"
 class ExactDedup:
     """Find groups of documents with byte-identical text.
 
-    Each document's UTF-8 text is hashed with md5 (hashlib on CPU; the same digest as cudf's
-    ``hash_values(method="md5")``); documents are shuffled on the digest, and within a digest
+    Each document's UTF-8 text is hashed with md5, chunked above 4 KiB (see
+    :mod:`curate.kernels.md5`; the same digest on both backends); documents are shuffled on the digest, and within a digest
     group only documents whose text is byte-for-byte equal are grouped, so a digest collision
     never merges different texts. The keep policy picks each group's representative.
 
