@@ -10,10 +10,10 @@ The pandas implementations are below, named ``<op>_pandas``; the cudf ones are i
 own cudf dispatches), so nothing imports cudf until a cudf partition reaches a dispatcher.
 """
 
-import hashlib
 import importlib.util
 
 import dask
+import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -22,11 +22,16 @@ from dask.utils import Dispatch
 
 from curate.kernels import jaccard as _jaccard
 from curate.kernels import lsh as _lsh
+from curate.kernels import md5 as _md5
 from curate.kernels import minhash as _minhash
 
 BACKENDS = {
     "cpu": {"dataframe.backend": "pandas", "array.backend": "numpy"},
-    "gpu": {"dataframe.backend": "cudf", "array.backend": "cupy"},
+    # Task shuffles keep cudf partitions on the device. P2P shuffles (distributed's default)
+    # copy every partition to a host Arrow table and back, and cudf names an unnamed index
+    # `__index_level_0__` there when it is a RangeIndex and `index` otherwise, so partitions
+    # of both kinds in one shuffle came back with an extra `index` column (first H200 run).
+    "gpu": {"dataframe.backend": "cudf", "array.backend": "cupy", "dataframe.shuffle.method": "tasks"},
 }
 GPU_PACKAGES = ("cudf", "dask_cudf", "dask_cuda", "cupy")
 GPU_INSTALL_HINT = "pip install 'curate[gpu-cu13]' (CUDA 13) or 'curate[gpu-cu12]' (CUDA 12)"
@@ -40,13 +45,14 @@ jaccard = Dispatch("jaccard")
 greedy_representatives = Dispatch("greedy_representatives")
 to_host = Dispatch("to_host")
 to_arrow = Dispatch("to_arrow")
+parquet_engine = Dispatch("parquet_engine")
 
 
 def _register_cudf():
     import curate.backend_cudf  # noqa: F401  (registers the cudf and cupy implementations)
 
 
-for _dispatch in (text_buffers, md5_hex, normalize_text, minhash_signatures, jaccard, greedy_representatives, to_host, to_arrow):
+for _dispatch in (text_buffers, md5_hex, normalize_text, minhash_signatures, jaccard, greedy_representatives, to_host, to_arrow, parquet_engine):
     _dispatch.register_lazy("cudf", _register_cudf)
 band_buckets.register_lazy("cupy", _register_cudf)
 
@@ -135,6 +141,50 @@ def to_host_pandas(frame):
     return frame
 
 
+def on_host(collection):
+    """``collection`` with its partitions copied to host memory (pandas) on the workers.
+
+    Everything the client gathers goes through this (see :class:`curate.pipeline._Runner`), so
+    the client never deserialises a cudf object: with cudf spilling on in the workers (the GPU
+    default) their frames arrive as spillable buffers, which a client without cudf's global
+    spill manager cannot build, and a process that already used cudf cannot start one.
+    Collections of other kinds (scalars, writes) are returned as they are.
+    """
+    if isinstance(collection, (dd.DataFrame, dd.Series, dd.Index)):
+        return collection.map_partitions(to_host, meta=to_host(collection._meta))
+    return collection
+
+
+@parquet_engine.register(pd.DataFrame)
+def parquet_engine_pandas(meta: pd.DataFrame) -> str:
+    """Dask's Parquet engine for pandas partitions: ``"pyarrow"``."""
+    return "pyarrow"
+
+
+def to_parquet(frame: dd.DataFrame, path: str, **options):
+    """Lazily write ``frame`` (without its index) as Parquet with the engine of its partitions' type.
+
+    The one way curate writes a collection to Parquet. Dask picks the engine from
+    ``dataframe.backend`` when none is given, so on the GPU backend a collection of host
+    (pandas) partitions, such as a group table, went to dask-cudf's engine and failed; the
+    engine here follows the collection's meta instead (:data:`parquet_engine`).
+
+    Parameters
+    ----------
+    frame : dask.dataframe.DataFrame
+    path : str
+        Output folder.
+    **options
+        Passed to ``dask.dataframe.to_parquet`` (e.g. ``row_group_size``).
+
+    Returns
+    -------
+    dask collection
+        The write; compute it (with other work, to share reads).
+    """
+    return frame.to_parquet(path, engine=parquet_engine(frame._meta), write_index=False, compute=False, **options)
+
+
 @to_arrow.register(pd.DataFrame)
 def to_arrow_pandas(frame: pd.DataFrame, schema: pa.Schema | None = None) -> pa.Table:
     """Arrow table of a partition (with ``schema`` if given), without its index or pandas metadata."""
@@ -164,9 +214,11 @@ def text_buffers_pandas(text: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 
 @md5_hex.register(pd.Series)
 def md5_hex_pandas(text: pd.Series) -> pd.Series:
-    """Hex md5 digest of each string's UTF-8 bytes (same strings as cudf ``hash_values(method="md5")``)."""
-    digests = [hashlib.md5(t.encode("utf-8", "surrogatepass")).hexdigest() for t in text.fillna("")]
-    return pd.Series(digests, index=text.index, dtype="str")
+    """Hex digest of each string's UTF-8 bytes: md5, chunked for long texts (:mod:`curate.kernels.md5`).
+
+    Nulls hash as empty strings; the GPU backend computes the same digests.
+    """
+    return pd.Series(_md5.md5_hex(*text_buffers(text)), index=text.index, dtype="str")
 
 
 @normalize_text.register(pd.Series)

@@ -5,7 +5,8 @@ Imported only when a cudf partition (or a cupy array) first reaches a dispatcher
 
 Where the work happens (see the README's "GPU" section):
 
-- on the GPU with cudf's own operation: md5 (``hash_values(method="md5")``), MinHash of
+- on the GPU with cudf's own operation: md5 (libcudf's md5 over the chunks of
+  :mod:`curate.kernels.md5`, so long documents do not serialise it), MinHash of
   character n-grams with ``width >= 2`` (``str.minhash``, the libcudf ``nvtext::minhash`` /
   ``minhash64`` that the CPU kernel reproduces);
 - on the GPU with curate's ``numba.cuda`` kernels (:mod:`curate.kernels.cuda`): MinHash of word
@@ -15,12 +16,19 @@ Where the work happens (see the README's "GPU" section):
   components (they need per-document shingle sets; they run only on candidate documents).
   cudf's ``str.jaccard_index`` is not used: it compares sets of whitespace-free substrings, not
   curate's shingles (word windows keep their inner whitespace; sets are of 64-bit hashes).
+
+Each ``<op>_cudf`` takes the parameters of its ``<op>_pandas`` (tests/test_backend_dispatch.py
+reads both from the source and compares them). Series that go to the host and back go through
+:func:`_to_device`, which keeps nulls null.
 """
 
 import cudf
 import cupy
 import numpy as np
+import pandas as pd
 import pylibcudf as plc
+
+from dask_cudf.io.parquet import CudfEngine
 
 from curate.backend import (
     band_buckets,
@@ -32,17 +40,31 @@ from curate.backend import (
     minhash_signatures,
     normalize_text,
     normalize_text_pandas,
+    parquet_engine,
     text_buffers,
     to_arrow,
     to_host,
 )
 from curate.kernels.cuda import band_buckets_cuda, minhash_cuda
+from curate.kernels.md5 import MD5_CHUNK_BYTES, chunk_offsets
 
 
 @to_host.register((cudf.DataFrame, cudf.Series, cudf.Index))
 def to_host_cudf(frame):
     """The pandas copy of a cudf object (strings become pandas' default string dtype)."""
     return frame.to_pandas()
+
+
+def _to_device(host: pd.Series) -> cudf.Series:
+    # Through Arrow, so a null stays null (a numpy round trip turns it into a float NaN, which
+    # cudf refuses in a string column: the first H200 run).
+    return cudf.from_pandas(host)
+
+
+@parquet_engine.register(cudf.DataFrame)
+def parquet_engine_cudf(meta: cudf.DataFrame):
+    """Dask's Parquet engine for cudf partitions: dask-cudf's ``CudfEngine``."""
+    return CudfEngine
 
 
 @to_arrow.register(cudf.DataFrame)
@@ -72,17 +94,47 @@ def text_buffers_cudf(text: cudf.Series) -> tuple[cupy.ndarray, cupy.ndarray]:
     return offsets, data
 
 
+def _strings(offsets: cupy.ndarray, chars) -> plc.Column:
+    """A strings column over ``chars`` (a device buffer, not copied) cut at ``offsets`` (from 0)."""
+    kind = np.int32 if int(offsets[-1]) < 2**31 else np.int64
+    children = [plc.Column.from_cuda_array_interface(offsets.astype(kind))]
+    return plc.Column(plc.DataType(plc.TypeId.STRING), len(offsets) - 1, chars, None, 0, 0, children)
+
+
 @md5_hex.register(cudf.Series)
 def md5_hex_cudf(text: cudf.Series) -> cudf.Series:
-    """Hex md5 digest of each string's UTF-8 bytes (the digests of :func:`curate.backend.md5_hex_pandas`)."""
-    return text.fillna("").hash_values(method="md5")
+    """Hex digest of each string's UTF-8 bytes, the digests of :func:`curate.backend.md5_hex_pandas`.
+
+    libcudf's md5 runs once over every ``MD5_CHUNK_BYTES`` chunk of the texts (a strings column
+    over the texts' own bytes), then once over each long text's concatenated chunk digests (a
+    strings column over the first digests' bytes); a text of one chunk keeps its chunk's digest.
+    """
+    offsets, data = text_buffers(text)
+    if len(offsets) == 1:
+        return cudf.Series([], index=text.index, dtype="str")
+    start, end = int(offsets[0]), int(offsets[-1])
+    offsets = offsets.astype(np.int64) - start
+    # A column needs a buffer even when every text is empty.
+    chars = plc.gpumemoryview(data[start:end] if end > start else cupy.zeros(1, np.uint8))
+    bounds, per_doc, first = chunk_offsets(offsets, MD5_CHUNK_BYTES, cupy)
+    chunks = plc.hashing.md5(plc.Table([_strings(bounds, chars)]))
+    # Each hex digest is 32 bytes, so a document's digests are 32 * per_doc contiguous bytes.
+    joined = cupy.concatenate([cupy.zeros(1, np.int64), 32 * cupy.cumsum(per_doc)])
+    of_chunks = plc.hashing.md5(plc.Table([_strings(joined, chunks.data())]))
+    one_chunk = plc.copying.gather(plc.Table([chunks]), plc.Column.from_cuda_array_interface(first), plc.copying.OutOfBoundsPolicy.DONT_CHECK)
+    digests = plc.copying.copy_if_else(
+        of_chunks, one_chunk.columns()[0], plc.Column.from_cuda_array_interface(per_doc > 1)
+    )
+    result = cudf.Series.from_pylibcudf(digests)
+    result.index = text.index
+    return result
 
 
 @normalize_text.register(cudf.Series)
-def normalize_text_cudf(text: cudf.Series, **options) -> cudf.Series:
-    """Normalised text, computed on the host by :func:`curate.backend.normalize_text_pandas`."""
-    normalised = normalize_text_pandas(text.to_pandas(), **options)
-    return cudf.Series(normalised.to_numpy(), index=text.index, dtype="str")
+def normalize_text_cudf(text: cudf.Series, *, lowercase: bool, whitespace: bool, punctuation: bool, nfkc: bool) -> cudf.Series:
+    """Normalised text, computed on the host by :func:`curate.backend.normalize_text_pandas`; nulls stay null."""
+    options = {"lowercase": lowercase, "whitespace": whitespace, "punctuation": punctuation, "nfkc": nfkc}
+    return _to_device(normalize_text_pandas(text.to_pandas(), **options))
 
 
 @minhash_signatures.register(cudf.Series)
@@ -128,9 +180,10 @@ def band_buckets_cupy(
 
 
 @jaccard.register(cudf.Series)
-def jaccard_cudf(x: cudf.Series, y: cudf.Series, width, words) -> np.ndarray:
-    """Jaccard similarity of ``x[i]`` and ``y[i]``, float64 ``(n,)`` numpy, computed on the host."""
-    return jaccard_pandas(x.to_pandas(), y.to_pandas(), width, words)
+def jaccard_cudf(x: cudf.Series, y: cudf.Series, width, words, x_keys=None) -> np.ndarray:
+    """Jaccard similarity of ``x[i]`` and ``y[i]``, float64 ``(n,)`` numpy, computed on the host
+    by :func:`curate.backend.jaccard_pandas` (``x_keys``: see there)."""
+    return jaccard_pandas(x.to_pandas(), y.to_pandas(), width, words, x_keys)
 
 
 @greedy_representatives.register(cudf.Series)

@@ -31,6 +31,10 @@ def connect(config: ClusterConfig, backend: str = "cpu"):
     :func:`local_cuda_cluster`), with the given workers, threads, host memory limit (bytes or a
     string such as ``"8GB"``, per worker) and local (spill and shuffle scratch) directory.
 
+    The client process's cudf options (spilling) are left as they are: curate gathers only host
+    objects (:func:`curate.backend.on_host`), so the client never rebuilds the workers' spillable
+    cudf buffers.
+
     Parameters
     ----------
     config : ClusterConfig
@@ -75,8 +79,7 @@ def connect(config: ClusterConfig, backend: str = "cpu"):
             )
     client = Client(cluster)
     try:
-        with _client_spill(backend == "gpu" and config.gpu.enable_cudf_spill):
-            yield client
+        yield client
     finally:
         client.close()
         cluster.close()
@@ -249,23 +252,6 @@ def local_cuda_cluster(config: ClusterConfig):
     options = local_cuda_cluster_options(config)
     logger.info("starting LocalCUDACluster(%s)", options)
     return LocalCUDACluster(**options)
-
-
-@contextlib.contextmanager
-def _client_spill(enable: bool):
-    # dask-cuda asks that the client process spill too when its workers do (objects the client
-    # builds or gathers are cuDF buffers as well); restored on exit.
-    if not enable:
-        yield
-        return
-    import cudf
-
-    before = cudf.get_option("spill")
-    cudf.set_option("spill", True)
-    try:
-        yield
-    finally:
-        cudf.set_option("spill", before)
 
 
 def _size(value: str | None):

@@ -28,7 +28,7 @@ from dask.utils import parse_bytes
 from distributed import get_client
 
 from curate import __version__
-from curate.backend import to_host
+from curate.backend import on_host, to_host, to_parquet
 from curate.cluster import gather
 from curate.config import RunConfig
 from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy, drop_keys, select_keys, write_keys
@@ -230,7 +230,7 @@ def _read_and_exact(everything, inputs, key: str, config: RunConfig, keep: KeepP
         if rejected is not None:
             todo["rejected"] = rejected["_kind"].value_counts()
         if exact:  # (key, digest) of the documents whose digest is shared: no text is shuffled
-            todo["candidates"] = dedup_exact.candidates(docs).to_parquet(path, write_index=False, compute=False)
+            todo["candidates"] = to_parquet(dedup_exact.candidates(docs), path)
         done = run("read+exact", **todo)
         done["repeated_ids"] = to_host(done["repeated_ids"])  # ids seen twice: bad input, not every id
         if len(done["repeated_ids"]):
@@ -410,7 +410,7 @@ def check_accounting(n_input: int, n_kept: int, removed: dd.DataFrame, n_rejecte
     if n_input != n_kept + n_removed + n_rejected:
         raise AccountingError(f"{n_input} input records != {n_kept} kept + {n_removed} removed + {n_rejected} rejected")
     if n_lost:
-        examples = sorted(lost.id.compute().tolist())[:3]
+        examples = sorted(on_host(lost.id).compute().tolist())[:3]
         raise AccountingError(f"{n_lost} representative(s) were removed themselves, e.g. {examples}")
     return int(n_removed)
 
@@ -437,11 +437,11 @@ class _Runner:
                 # to_parquet(compute=False) is graph-backed, counts are expressions; mixing is fine.
                 warnings.filterwarnings("ignore", "Computing mixed collections", UserWarning)
                 if client is None:
-                    results = dask.compute(*collections.values())
+                    results = dask.compute(*map(on_host, collections.values()))
                 else:
                     if self.show_progress:
                         print(f"[{stage}]", file=sys.stderr)
-                    results = gather(client, list(collections.values()), stall_timeout=self.stall_timeout, show_progress=self.show_progress, hint=self.hint)
+                    results = gather(client, [on_host(c) for c in collections.values()], stall_timeout=self.stall_timeout, show_progress=self.show_progress, hint=self.hint)
                     if self.show_progress:
                         print(file=sys.stderr)
         return dict(zip(names, results))
@@ -464,7 +464,7 @@ class _Runner:
         def compute(path: Path) -> dict:
             with self.stats.timed(name):
                 built = frame()
-            self(name, written=built.to_parquet(path, write_index=False, compute=False))
+            self(name, written=to_parquet(built, path))
             return {}
 
         self.stage(name, key, compute)

@@ -1,8 +1,15 @@
 """Run by tests/test_cuda_kernels.py under numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1, set
-before numba is imported, in a process of its own so the setting does not leak into other tests).
+before numba is imported, in a process of its own so the setting does not leak into other tests),
+and by tests/test_gpu.py on a real device (``--device``).
 
 Every numba.cuda kernel of curate.kernels.cuda against its CPU kernel, on the project's fixture
-plus non-ASCII and edge-case texts. Prints one line per case; any mismatch raises.
+plus non-ASCII and edge-case texts and one long document. Prints one line per case; any mismatch
+raises.
+
+The simulator runs the kernels as Python on numpy scalars, so it cannot see how numba types the
+compiled code (a uint64 meeting an int64 becomes a float64 there, not here): that is what
+tests/test_cuda_kernels.py's typing check is for. What runs here is the kernels' logic: which
+thread hashes which shingle, and how the blocks of a long document are merged.
 """
 
 import json
@@ -23,9 +30,21 @@ EXTRA = [
     "東京は日本の首都です。大阪は二番目に大きい都市です。",  # 3-byte UTF-8, no spaces
     "emoji 😀😃😄 mixed 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 text",  # 4-byte UTF-8
     "ab",  # shorter than the window
+    "",  # empty: no shingle, a row of zeros
     "   ",  # whitespace only: no word shingle
     "\tword\n\nsplit \x0b by\r odd  spaces ",
 ]
+# Longer than several segments of the min-reduction, with multi-byte characters across their edges.
+LONG = " ".join(f"w{i % 97} Straße 東京{i % 7} 😀" if i % 5 == 0 else f"word{i % 13}" for i in range(130))
+# Character widths 1, 5, 24 and every word width 1..5, at 32 and 64 bits.
+SHINGLES = [(False, 1), (False, 5), (False, 24), (True, 1), (True, 2), (True, 3), (True, 4), (True, 5)]
+
+
+def texts(segment: int) -> list[str]:
+    """The fixture's first documents, one longer than three segments of ``segment`` bytes, EXTRA."""
+    fixture = [json.loads(line)["text"] for line in FIXTURE.read_text().splitlines()]
+    long = LONG * (1 + 3 * segment // len(LONG.encode("utf-8")))
+    return fixture[:4] + [long] + EXTRA + fixture[4:6]
 
 
 def buffers(texts):
@@ -35,57 +54,36 @@ def buffers(texts):
 
 
 def main():
-    # `--device` runs the same checks on a real GPU (tests/test_gpu.py).
-    assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or "--device" in sys.argv, (
-        "run with NUMBA_ENABLE_CUDASIM=1"
-    )
-    texts = [
-        json.loads(line)["text"] for line in FIXTURE.read_text().splitlines()
-    ] + EXTRA
-    offsets, data = buffers(texts)
-    # A slice that does not start at byte 0, as a chunk of a partition is.
-    sliced = offsets[3:12]
+    device = "--device" in sys.argv
+    assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or device, "run with NUMBA_ENABLE_CUDASIM=1"
+    if not device:
+        # The simulator runs a Python thread per GPU thread; small segments make the fixture's
+        # documents span several blocks (and blocks hold several documents) at a tenth of the cost.
+        gpu.SEGMENT = 256
+    offsets, data = buffers(texts(gpu.SEGMENT))
+    assert offsets[5] - offsets[4] > 3 * gpu.SEGMENT, "the long document must span several segments"
+    # A slice that does not start at byte 0 (as a chunk of a partition), with int32 offsets.
+    sliced = offsets[3:11].astype(np.int32)
     for bits in (32, 64):
         a, b = minhash.permutations(8, 42, bits)
-        for words, width in ((False, 5), (False, 1), (False, 24), (True, 1), (True, 3)):
-            for name, offs in (("all", offsets), ("slice", sliced)):
-                expected, expected_counts = minhash.minhash(
-                    offs, data, 42, a, b, width, words
-                )
-                signatures, counts = gpu.minhash_cuda(
-                    offs, data, 42, a, b, width, words
-                )
-                assert np.array_equal(signatures.copy_to_host(), expected), (
-                    bits,
-                    words,
-                    width,
-                    name,
-                )
-                assert np.array_equal(counts.copy_to_host(), expected_counts), (
-                    bits,
-                    words,
-                    width,
-                    name,
-                )
-                print(
-                    f"minhash bits={bits} words={words} width={width} {name}: {len(offs) - 1} docs equal"
-                )
+        for words, width in SHINGLES:
+            cases = [("all", offsets)] + ([("slice", sliced)] if width in (3, 5) else [])
+            for name, offs in cases:
+                expected, expected_counts = minhash.minhash(offs.astype(np.int64), data, 42, a, b, width, words)
+                signatures, counts = gpu.minhash_cuda(offs, data, 42, a, b, width, words)
+                assert np.array_equal(counts.copy_to_host(), expected_counts), (bits, words, width, name)
+                assert np.array_equal(signatures.copy_to_host(), expected), (bits, words, width, name)
+                print(f"minhash bits={bits} words={words} width={width} {name}: {len(offs) - 1} docs equal")
         signatures, _ = minhash.minhash(offsets, data, 42, a, b, 5)
         for num_bands, rows in ((4, 2), (2, 3), (1, 8)):
             sig_bytes = signatures.view(np.uint8).reshape(len(signatures), -1)
-            got = gpu.band_buckets_cuda(
-                sig_bytes, num_bands, rows * signatures.itemsize
-            ).copy_to_host()
-            assert np.array_equal(got, lsh.band_buckets(signatures, num_bands, rows)), (
-                bits,
-                num_bands,
-                rows,
-            )
+            got = gpu.band_buckets_cuda(sig_bytes, num_bands, rows * signatures.itemsize).copy_to_host()
+            assert np.array_equal(got, lsh.band_buckets(signatures, num_bands, rows)), (bits, num_bands, rows)
             print(f"band_buckets bits={bits} bands={num_bands}x{rows}: equal")
-    empty, _ = gpu.minhash_cuda(
-        np.zeros(1, np.int64), np.zeros(0, np.uint8), 0, a, b, 5
-    )
+    empty, _ = gpu.minhash_cuda(np.zeros(1, np.int64), np.zeros(0, np.uint8), 0, a, b, 5)
     assert empty.shape == (0, 8)
+    blank, blank_counts = gpu.minhash_cuda(np.zeros(3, np.int64), np.zeros(0, np.uint8), 0, a, b, 5)
+    assert not blank.copy_to_host().any() and not blank_counts.copy_to_host().any()
     print("ok")
 
 

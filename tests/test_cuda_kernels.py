@@ -1,36 +1,98 @@
-"""numba.cuda kernels equal the CPU kernels: under the CUDA simulator here, on the device with a GPU."""
+"""numba.cuda kernels equal the CPU kernels: under the CUDA simulator here, on the device with a GPU;
+and numba types them as the integer code they are, which the simulator cannot show."""
 
 import os
 import subprocess
 import sys
+import types as pytypes
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 CHECK = Path(__file__).with_name("cuda_simulator_check.py")
 
 
 def test_cuda_kernels_match_cpu_kernels_under_the_simulator():
-    pytest.importorskip(
-        "numba.cuda.simulator",
-        reason="numba-cuda (pip install numba-cuda) provides the CUDA simulator",
-    )
-    env = {
-        **os.environ,
-        "NUMBA_ENABLE_CUDASIM": "1",
-        "PYTHONWARNINGS": "ignore::RuntimeWarning",
-    }
-    result = subprocess.run(
-        [sys.executable, str(CHECK)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
+    pytest.importorskip("numba.cuda.simulator", reason="numba-cuda (pip install numba-cuda) provides the CUDA simulator")
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONWARNINGS": "ignore::RuntimeWarning"}
+    result = subprocess.run([sys.executable, str(CHECK)], env=env, capture_output=True, text=True, timeout=900, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
-    # 2 hash widths x 5 shingle settings x 2 buffers, and 2 x 3 band layouts, then "ok".
-    assert sum(line.startswith("minhash") for line in lines) == 20
+    # 2 hash widths x (8 shingle settings + 3 on a slice), and 2 x 3 band layouts, then "ok".
+    assert sum(line.startswith("minhash") for line in lines) == 22
     assert sum(line.startswith("band_buckets") for line in lines) == 6
     assert lines[-1] == "ok"
+
+
+def _kernel_signatures():
+    """Argument types of every launch in curate.kernels.cuda, as numba types them (Python ints are
+    int64, numpy bools boolean), for each dtype the launches take."""
+    from numba import types, typeof
+
+    def arr(dtype, ndim=1):
+        return typeof(np.zeros((1,) * ndim, dtype))
+
+    i64, u64, boolean = types.int64, types.uint64, types.boolean
+    sigs = {"_band_kernel": [(arr(np.uint8, 2), i64, i64, arr(np.uint64, 2))]}
+    for word in (np.uint32, np.uint64):  # the 32- and 64-bit schemes
+        sigs.setdefault("_fill_kernel", []).append((arr(word, 2), arr(np.int64), typeof(word(0))))
+        sigs.setdefault("_empty_rows_kernel", []).append((arr(word, 2), arr(np.int64)))
+        for offsets in (np.int32, np.int64):  # cudf string columns hold either
+            sigs.setdefault("_shingle_hash_kernel", []).append(
+                (arr(offsets), arr(np.uint8), i64, u64, i64, boolean, boolean, arr(word))
+            )
+            sigs.setdefault("_min_kernel", []).append(
+                (arr(offsets), arr(word), i64, arr(word), arr(word), boolean, arr(word, 2), arr(np.int64))
+            )
+    return sigs
+
+
+def _typemaps(cres, seen):
+    """The typemap of a compiled function and of every device function it calls, recursively."""
+    from numba.core.types import Dispatcher
+
+    yield cres.fndesc.qualname, cres.type_annotation.typemap
+    for value in cres.type_annotation.typemap.values():
+        if isinstance(value, Dispatcher) and value.dispatcher not in seen:
+            seen.add(value.dispatcher)
+            for callee in value.dispatcher.overloads.values():
+                yield from _typemaps(callee, seen)
+
+
+def test_cuda_kernels_are_typed_as_integer_code(monkeypatch):
+    """No value in any CUDA kernel or device function is typed as a float.
+
+    The first run on an H200 found 64-bit signatures off by a few units in the last place: the
+    kernel ended with ``out[i, j] = m if n > 0 else 0``, and numba unifies the uint64 ``m`` with
+    the int64 literal ``0`` to float64 (as numpy's promotion of uint64 with int64), so every
+    value above 2**53 was rounded. The CUDA simulator runs that line as Python on numpy scalars,
+    where the conditional expression never converts anything, so the simulator test passed.
+    Compiling the kernels with numba-cuda's typing (no device needed) shows every such
+    conversion; curate's kernels are integer code, so any float is that kind of bug.
+    """
+    pytest.importorskip("numba.cuda", reason="numba-cuda provides the CUDA target")
+    from numba import cuda, types
+    from numba.cuda import compiler, dispatcher
+
+    if cuda.is_available() or os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        pytest.skip("types are checked where no device or simulator replaces the compiler")
+    # Device functions ask the current device for its compute capability; there is none here.
+    monkeypatch.setattr(dispatcher, "get_current_device", lambda: pytypes.SimpleNamespace(compute_capability=(9, 0)))
+    from curate.kernels import cuda as kernels
+
+    launched = {
+        name for name, obj in vars(kernels).items() if isinstance(obj, dispatcher.CUDADispatcher) and not obj.targetoptions["device"]
+    }
+    signatures = _kernel_signatures()
+    assert launched == set(signatures), "every kernel needs its launch signatures in _kernel_signatures"
+    checked, floats = set(), []
+    for name, sigs in signatures.items():
+        for sig in sigs:
+            cres = compiler.compile_cuda(getattr(kernels, name).py_func, types.void, sig, cc=(9, 0))
+            for function, typemap in _typemaps(cres, set()):
+                checked.add(function.split(".")[-1])
+                floats += [f"{function}: {var} is {ty}" for var, ty in typemap.items() if isinstance(ty, (types.Float, types.Complex))]
+    assert not floats, "\n".join(sorted(set(floats)))
+    # The device functions were reached, so their bodies were checked too.
+    assert {"murmur3_32", "murmur3_64", "_fmix64", "_rotl64", "window_at", "mod_mersenne61", "_doc_of"} <= checked

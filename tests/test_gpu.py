@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pytest
@@ -16,9 +17,10 @@ from click.testing import CliRunner
 
 from curate import backend
 from curate.cli import main
+from curate.kernels.md5 import MD5_CHUNK_BYTES
 from curate.kernels.minhash import permutations
 from tests.conftest import FIXTURES, shared_corpus
-from tests.cuda_simulator_check import EXTRA
+from tests.cuda_simulator_check import EXTRA, LONG
 
 pytestmark = [
     pytest.mark.gpu,
@@ -40,7 +42,16 @@ def texts() -> pd.Series:
             json.loads(line)["text"]
             for line in (FIXTURES / "docs.jsonl").read_text().splitlines()
         ]
-    return pd.Series(real + EXTRA + [None], dtype="str")
+    # Long texts: several md5 chunks, several segments of the MinHash kernel's reduction.
+    long = [LONG * 10, "x" * MD5_CHUNK_BYTES, "y" * (MD5_CHUNK_BYTES + 1)]
+    return pd.Series(real + EXTRA + long + [None], dtype="str")
+
+
+@pytest.fixture(scope="module")
+def books() -> pd.Series:
+    """Whole books (the first gutenberg shard): long documents, where one thread per document starved the GPU."""
+    shard = shared_corpus("gutenberg") / "part-00000.jsonl.zst"
+    return pd.read_json(shard, lines=True, dtype=False)["text"].astype("str")
 
 
 def on_gpu(series: pd.Series):
@@ -60,6 +71,14 @@ def test_md5(texts):
         backend.md5_hex(on_gpu(texts)).to_pandas().tolist()
         == backend.md5_hex(texts).tolist()
     )
+
+
+def test_md5_of_books_and_a_slice(books):
+    # A slice of a column: its offsets do not start at 0.
+    for series in (books, books.iloc[3:17]):
+        gpu = backend.md5_hex(on_gpu(series))
+        assert gpu.to_pandas().tolist() == backend.md5_hex(series).tolist()
+        assert gpu.index.to_pandas().tolist() == series.index.tolist()
 
 
 def test_text_buffers(texts):
@@ -91,18 +110,32 @@ def test_minhash_and_bands(texts, bits, width, words):
     assert np.array_equal(host(buckets), backend.band_buckets(cpu_signatures, 20, 13))
 
 
+@pytest.mark.parametrize("bits", [32, 64])
+@pytest.mark.parametrize(("width", "words"), [(5, True), (1, True), (24, False)])
+def test_minhash_of_books(books, bits, width, words):
+    a, b = permutations(112, 42, bits)
+    signatures, counts = backend.minhash_signatures(on_gpu(books.iloc[:12]), 42, a, b, width, words)
+    cpu_signatures, cpu_counts = backend.minhash_signatures(books.iloc[:12], 42, a, b, width, words)
+    assert np.array_equal(host(counts), cpu_counts)
+    assert np.array_equal(host(signatures), cpu_signatures)
+
+
 def test_normalize_jaccard_greedy(texts):
     options = {"lowercase": True, "whitespace": True, "punctuation": True, "nfkc": True}
-    normalised = backend.normalize_text(on_gpu(texts), **options)
-    assert (
-        normalised.to_pandas().tolist()
-        == backend.normalize_text(texts, **options).tolist()
-    )
-    x, y = texts.iloc[:-1], texts.iloc[1:].reset_index(drop=True)
+    # The texts end with a null: it stays null on its way to the host and back.
+    gpu = backend.normalize_text(on_gpu(texts), **options).to_pandas()
+    cpu = backend.normalize_text(texts, **options)
+    assert gpu.isna().tolist() == cpu.isna().tolist() == [False] * (len(texts) - 1) + [True]
+    assert gpu.fillna("").tolist() == cpu.fillna("").tolist()
+    # As verification calls it: pairs sorted by their x document, x_keys naming it (its set is
+    # built once per run of equal keys).
+    x_keys = np.repeat(np.arange(len(texts)), 2)
+    partner = (x_keys + np.tile([1, 7], len(texts))) % len(texts)
+    x, y = texts.iloc[x_keys].reset_index(drop=True), texts.iloc[partner].reset_index(drop=True)
     for words, width in ((False, 24), (True, 3)):
         assert np.array_equal(
-            backend.jaccard(on_gpu(x), on_gpu(y), width, words),
-            backend.jaccard(x, y, width, words),
+            backend.jaccard(on_gpu(x), on_gpu(y), width, words, x_keys=x_keys),
+            backend.jaccard(x, y, width, words, x_keys=x_keys),
         )
     starts = np.array([0, 10, 40, len(texts)], np.int64)
     for gpu, cpu in zip(
@@ -124,6 +157,26 @@ def test_numba_cuda_kernels_on_the_device():
     assert result.returncode == 0 and result.stdout.splitlines()[-1] == "ok", (
         result.stdout + result.stderr
     )
+
+
+def test_partitions_with_either_kind_of_index_keep_their_columns():
+    # A RangeIndex partition and filtered ones (unnamed integer index) in one shuffle: P2P
+    # shuffles brought them back with an extra `index` column (first H200 run, in sort_by_doc).
+    import cudf
+    from dask_cuda import LocalCUDACluster
+    from distributed import Client
+
+    from curate.dedup.removal import sort_by_doc
+
+    frame = pd.DataFrame({"_doc": np.arange(100, dtype=np.int64)[::-1], "kind": "exact"})
+    with LocalCUDACluster(n_workers=1) as cluster, Client(cluster), backend.use_backend("gpu"):
+        whole = dd.from_pandas(cudf.from_pandas(frame.iloc[:50]), npartitions=2)
+        filtered = dd.from_pandas(cudf.from_pandas(frame.iloc[50:]), npartitions=2)
+        filtered = filtered[filtered["_doc"] % 2 == 0]
+        ordered = sort_by_doc(dd.concat([whole, filtered]), by=["_doc", "kind"], rows_per_partition=20)
+        result = backend.on_host(ordered).compute()
+    assert list(result.columns) == ["_doc", "kind"]
+    assert result["_doc"].tolist() == sorted([*range(50, 100), *range(0, 50, 2)])
 
 
 def dedup(inputs, out: Path, *flags) -> bytes:

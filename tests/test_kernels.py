@@ -12,6 +12,7 @@ from curate.kernels.jaccard import greedy_representatives, jaccard_pairs
 from curate.kernels.lsh import band_buckets
 from curate.kernels.minhash import MERSENNE_61, minhash, permutations
 from curate.kernels.murmur import murmur3_32, murmur3_64
+from curate.kernels.shingles import window_at
 
 try:  # tests/ is on sys.path under pytest's default (prepend) import mode
     import reference as ref
@@ -306,6 +307,26 @@ def test_kernel_shingles_match_reference(text, width, words):
     from curate.kernels.shingles import shingle_spans
 
     assert shingle_spans(text, width, words) == ref.shingles(text, width, words)
+
+
+@njit
+def _spans_by_position(data, start, end, width, words):
+    out = []
+    for pos in range(start, end):
+        lo, hi = window_at(data, start, pos, end, width, words)
+        if lo < hi:
+            out.append((lo, hi))
+    return out
+
+
+@SETTINGS
+@given(texts_st, width_st, st.booleans())
+def test_window_at_finds_the_reference_shingles_byte_by_byte(text, width, words):
+    # What the GPU kernel's threads do, one byte each: a document placed inside a larger buffer.
+    raw = text.encode("utf-8")
+    data = np.frombuffer(b"x y" + raw + b" z", np.uint8)
+    spans = _spans_by_position(data, 3, 3 + len(raw), width, words) if raw else []
+    assert [data[lo:hi].tobytes() for lo, hi in spans] == ref.shingles(text, width, words)
 
 
 def test_reference_shingles_by_hand():

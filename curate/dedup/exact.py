@@ -16,8 +16,8 @@ class ExactDedup:
 
     Two steps, so that texts never travel with the digests:
 
-    1. :meth:`candidates`: each document's UTF-8 text is hashed with md5 (hashlib on CPU; the
-       same digest as cudf's ``hash_values(method="md5")``) where it lies, and only ``(_doc,
+    1. :meth:`candidates`: each document's UTF-8 text is hashed with md5, chunked above 4 KiB
+       (see :mod:`curate.kernels.md5`; the same digest on both backends) where it lies, and only ``(_doc,
        digest)`` pairs are shuffled on the digest; documents whose digest is shared are the
        candidates.
     2. :meth:`groups`: the candidates, with their texts (a small share of the corpus), are

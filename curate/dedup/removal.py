@@ -11,7 +11,7 @@ import dask.dataframe as dd
 import numpy as np
 import pyarrow.parquet as pq
 
-from curate.backend import to_host
+from curate.backend import to_host, to_parquet
 from curate.io.read import DOC
 
 _ROW_GROUP = 1 << 16
@@ -74,7 +74,7 @@ def write_keys(keys: dd.DataFrame, path: str):
     """
     ordered = sort_by_doc(keys)
     unique = ordered.map_partitions(lambda part: part.drop_duplicates(DOC, ignore_index=True), meta=ordered._meta)
-    return unique.to_parquet(path, write_index=False, row_group_size=_ROW_GROUP, compute=False)
+    return to_parquet(unique, path, row_group_size=_ROW_GROUP)
 
 
 def drop_keys(docs: dd.DataFrame, keys_path: str) -> dd.DataFrame:

@@ -12,6 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from curate.backend import on_host
 from curate.io.read import DOC, POSITION_BITS, REJECT_COLUMNS, arrow_typed, locate
 
 REJECTED_SCHEMA = pa.schema(
@@ -31,7 +32,7 @@ def repeated_ids_error(docs: dd.DataFrame, repeated: pd.Series, id_field: str, i
         Occurrences (int) indexed by the repeated ids.
     """
     examples = sorted(repeated.index)[:5]
-    rows = docs[docs[id_field].isin(examples)][[DOC, id_field]].compute().sort_values(DOC)
+    rows = on_host(docs[docs[id_field].isin(examples)][[DOC, id_field]]).compute().sort_values(DOC)
     where = dict(zip(rows[DOC].tolist(), locate(inputs, rows[DOC].tolist())))
     shown = [f"{value!r} ({', '.join(where[k] for k in rows[DOC][rows[id_field] == value])})" for value in examples]
     return ValueError(f"{len(repeated)} id(s) in field {id_field!r} appear more than once, e.g. {', '.join(shown)}")
@@ -58,7 +59,7 @@ def reject_repeated_ids(docs: dd.DataFrame, repeated: pd.Index, id_field: str, n
         ``docs`` with those records' ``_kind`` = "duplicate-id", ``_field``, ``_reason`` (naming
         the first occurrence's file and line) and ``_record`` (the row as a JSON object) set.
     """
-    rows = docs[docs["_kind"].isna() & docs[id_field].isin(list(repeated))][[DOC, id_field, "_line"]].compute()
+    rows = on_host(docs[docs["_kind"].isna() & docs[id_field].isin(list(repeated))][[DOC, id_field, "_line"]]).compute()
     rows = rows.sort_values(DOC, kind="stable")
     first = rows.drop_duplicates(id_field).set_index(id_field)
     later = rows[rows.duplicated(id_field)]

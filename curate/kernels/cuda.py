@@ -1,11 +1,15 @@
 """CUDA kernels for what cudf has no exact equivalent of, compiled by ``numba.cuda`` from the
 same Python source as the CPU kernels.
 
-The device functions (MurmurHash3, shingle windows) are the ``py_func`` of the ``@njit``
-functions in :mod:`curate.kernels.murmur` and :mod:`curate.kernels.shingles`, recompiled for the
-GPU with their helpers swapped for the GPU versions: one source, two targets, so the GPU cannot
-drift from the CPU kernels that the golden-value tests pin. Without a GPU these kernels run under
-numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``), which is how CI tests them.
+The device functions (MurmurHash3, shingle windows, the Mersenne reduction) are the ``py_func``
+of the ``@njit`` functions in :mod:`curate.kernels.murmur`, :mod:`curate.kernels.shingles` and
+:mod:`curate.kernels.minhash`, recompiled for the GPU with their helpers swapped for the GPU
+versions: one source, two targets, so the GPU cannot drift from the CPU kernels that the
+golden-value tests pin. Without a GPU, CI runs these kernels under numba's CUDA simulator
+(``NUMBA_ENABLE_CUDASIM=1``) and compiles them with numba-cuda's typing to check that no value
+is typed as a float: the simulator runs Python on numpy scalars, so it cannot show the
+conversions compiled code makes (a uint64 meeting an int64 is unified to float64, which rounded
+64-bit signatures on the first H200 run). Keep every integer expression in one unsigned type.
 
 Arrays may be numpy (copied to the device) or anything with ``__cuda_array_interface__``
 (cupy, cudf buffers, numba device arrays: used in place). Results are numba device arrays;
@@ -17,13 +21,14 @@ import types
 import numpy as np
 from numba import cuda
 
-from curate.kernels import murmur, shingles
-from curate.kernels.minhash import MERSENNE_61
+from curate.kernels import minhash, murmur, shingles
 
 _M32 = np.uint64(0xFFFFFFFF)
 _ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
-_BLOCK_1D = 128
+_BLOCK_1D = 256
 _BLOCK_2D = (16, 16)
+# Shingle slots (text bytes) per block of the min-reduction: 16 KiB of shared memory.
+SEGMENT = 2048
 
 
 def _device_function(cpu_function, namespace: dict):
@@ -50,17 +55,17 @@ for _module, _names in (
             "_next_char",
             "_skip_space",
             "_skip_word",
-            "first_window",
-            "next_window",
+            "window_at",
         ),
     ),
+    (minhash, ("mod_mersenne61",)),
 ):
     for (
         _name
     ) in _names:  # helpers first, so each function sees the GPU versions of its callees
         _DEVICE[_name] = _device_function(getattr(_module, _name), _DEVICE)
 murmur3_32, murmur3_64 = _DEVICE["murmur3_32"], _DEVICE["murmur3_64"]
-first_window, next_window = _DEVICE["first_window"], _DEVICE["next_window"]
+window_at, mod_mersenne61 = _DEVICE["window_at"], _DEVICE["mod_mersenne61"]
 
 
 def _to_device(array):
@@ -102,45 +107,89 @@ def band_buckets_cuda(sig_bytes, num_bands: int, band_bytes: int):
     return out
 
 
-@cuda.jit
-def _shingle_hash_kernel(offsets, data, seed, width, words, wide, hashes, counts):
-    # Pass 1, one thread per document: hash every shingle into the document's slice of
-    # `hashes` (a document has at most one shingle per byte, so its byte range fits).
-    i = cuda.grid(1)
-    if i >= counts.shape[0]:
-        return
-    base = offsets[i] - offsets[0]
-    end = offsets[i + 1]
-    lo, hi = first_window(data, offsets[i], end, width, words)
-    n = 0
-    while lo < hi:
-        h = murmur3_64(data, lo, hi, seed) if wide else murmur3_32(data, lo, hi, seed)
-        hashes[base + n] = max(h, np.uint64(1))  # libcudf reserves 0
-        n += 1
-        lo, hi = next_window(data, lo, hi, end, words)
-    counts[i] = n
-
-
-@cuda.jit
-def _min_reduce_kernel(offsets, hashes, counts, a, b, wide, out):
-    # Pass 2, one thread per (document, permutation): the same arithmetic as the CPU kernel.
-    i, j = cuda.grid(2)
-    if i >= out.shape[0] or j >= out.shape[1]:
-        return
-    n = counts[i]
-    base = offsets[i] - offsets[0]
-    aj = np.uint64(a[j])
-    bj = np.uint64(b[j])
-    m = _ALL_ONES
-    for k in range(n):
-        x = hashes[base + k] * aj + bj
-        if wide:
-            r = (x & MERSENNE_61) + (x >> np.uint64(61))
-            v = min(r, r - MERSENNE_61)
+@cuda.jit(device=True)
+def _doc_of(offsets, pos):
+    # The document holding byte `pos` (offsets[0] <= pos < offsets[-1]): the last d with
+    # offsets[d] <= pos, so an empty document, which holds no byte, is never the answer.
+    lo = 0
+    hi = offsets.shape[0] - 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if offsets[mid] <= pos:
+            lo = mid
         else:
-            v = x & _M32
-        m = min(m, v)
-    out[i, j] = m if n > 0 else 0
+            hi = mid
+    return lo
+
+
+@cuda.jit
+def _fill_kernel(out, counts, fill):
+    i, j = cuda.grid(2)
+    if i < out.shape[0] and j < out.shape[1]:
+        out[i, j] = fill
+        if j == 0:
+            counts[i] = 0
+
+
+@cuda.jit
+def _shingle_hash_kernel(offsets, data, n_bytes, seed, width, words, wide, hashes):
+    # Pass 1, one thread per byte of the batch: the hash of the shingle that starts at that
+    # byte, 0 where none does (libcudf reserves 0, so no shingle hashes to it).
+    p = cuda.grid(1)
+    if p >= n_bytes:
+        return
+    pos = offsets[0] + p
+    d = _doc_of(offsets, pos)
+    lo, hi = window_at(data, offsets[d], pos, offsets[d + 1], width, words)
+    h = np.uint64(0)
+    if lo < hi:
+        h = max(murmur3_64(data, lo, hi, seed) if wide else murmur3_32(data, lo, hi, seed), np.uint64(1))
+    hashes[p] = h
+
+
+@cuda.jit
+def _min_kernel(offsets, hashes, n_bytes, a, b, wide, out, counts):
+    # Pass 2, one block per SEGMENT bytes of the batch, one thread per permutation: each
+    # document's part of the segment is reduced from shared memory (every thread reads the same
+    # slot, a broadcast), then merged into the document's row with an atomic min. A long
+    # document spans many blocks; a segment may hold many short documents.
+    seg = cuda.shared.array(SEGMENT, np.uint64)
+    first = cuda.blockIdx.x * SEGMENT
+    last = min(first + SEGMENT, n_bytes)
+    t = cuda.threadIdx.x
+    for k in range(t, last - first, cuda.blockDim.x):
+        seg[k] = hashes[first + k]
+    cuda.syncthreads()
+    base = offsets[0]
+    d = _doc_of(offsets, base + first)
+    while d < out.shape[0] and offsets[d] - base < last:
+        lo = max(offsets[d] - base, first) - first
+        hi = min(offsets[d + 1] - base, last) - first
+        for j in range(t, a.shape[0], cuda.blockDim.x):
+            aj = np.uint64(a[j])
+            bj = np.uint64(b[j])
+            m = _ALL_ONES  # above every permuted value: 32-bit ones and mod 2**61 - 1 both are smaller
+            for k in range(lo, hi):
+                h = seg[k]
+                if h != 0:
+                    x = h * aj + bj
+                    m = min(m, mod_mersenne61(x) if wide else x & _M32)
+            if m != _ALL_ONES:
+                cuda.atomic.min(out, (d, j), m)
+        if t == 0:
+            n = 0
+            for k in range(lo, hi):
+                if seg[k] != 0:
+                    n += 1
+            cuda.atomic.add(counts, d, n)
+        d += 1
+
+
+@cuda.jit
+def _empty_rows_kernel(out, counts):
+    i, j = cuda.grid(2)
+    if i < out.shape[0] and j < out.shape[1] and counts[i] == 0:
+        out[i, j] = 0
 
 
 def minhash_cuda(offsets, data, seed: int, a, b, width: int, words: bool = False):
@@ -148,6 +197,13 @@ def minhash_cuda(offsets, data, seed: int, a, b, width: int, words: bool = False
 
     Used where cudf's ``str.minhash`` does not compute curate's shingles: word n-grams (cudf
     has no byte-span word windows) and ``width == 1`` (libcudf requires ``width >= 2``).
+
+    The work is spread over the bytes of the batch, not over documents, so a partition of a
+    few hundred books keeps the device as busy as one of many short posts: pass 1 gives every
+    byte a thread, which hashes the shingle starting there
+    (:func:`curate.kernels.shingles.window_at`); pass 2 gives every ``SEGMENT`` bytes a block
+    and every permutation a thread, and merges the segments of one document with atomic
+    minima.
 
     Parameters
     ----------
@@ -164,34 +220,37 @@ def minhash_cuda(offsets, data, seed: int, a, b, width: int, words: bool = False
     signatures : numba device array of shape (n_docs, n_hashes), dtype of ``a``
     n_shingles : numba device array of shape (n_docs,), dtype int64
 
+    Raises
+    ------
+    ValueError
+        If ``a`` and ``b`` differ in shape or dtype, or the dtype is not uint32/uint64.
+
     Notes
     -----
-    Scratch memory: 8 bytes per text byte of the batch (the shingle hashes of pass 1).
+    Scratch memory: 4 (32-bit) or 8 (64-bit) bytes per text byte of the batch, the shingle
+    hashes of pass 1.
     """
     a, b = np.asarray(a), np.asarray(b)
-    if (
-        a.shape != b.shape
-        or a.dtype != b.dtype
-        or a.dtype not in (np.uint32, np.uint64)
-    ):
-        raise ValueError(
-            f"a and b must be equal-length uint32 or uint64 arrays, got {a.dtype}/{b.dtype}"
-        )
+    if a.shape != b.shape or a.dtype != b.dtype or a.dtype not in (np.uint32, np.uint64):
+        raise ValueError(f"a and b must be equal-length uint32 or uint64 arrays, got {a.dtype}/{b.dtype}")
     offsets, data = _to_device(offsets), _to_device(data)
     n_docs = offsets.shape[0] - 1
     wide = a.dtype == np.uint64
-    hashes = cuda.device_array(
-        max(1, int(offsets[n_docs]) - int(offsets[0])), dtype=np.uint64
-    )
-    counts = cuda.device_array(n_docs, dtype=np.int64)
     out = cuda.device_array((n_docs, len(a)), dtype=a.dtype)
+    counts = cuda.device_array(n_docs, dtype=np.int64)
     if n_docs == 0:
         return out, counts
-    _shingle_hash_kernel[_blocks(n_docs, _BLOCK_1D), _BLOCK_1D](
-        offsets, data, np.uint64(seed), width, words, wide, hashes, counts
-    )
     grid = (_blocks(n_docs, _BLOCK_2D[0]), _blocks(len(a), _BLOCK_2D[1]))
-    _min_reduce_kernel[grid, _BLOCK_2D](
-        offsets, hashes, counts, cuda.to_device(a), cuda.to_device(b), wide, out
-    )
+    _fill_kernel[grid, _BLOCK_2D](out, counts, a.dtype.type(np.iinfo(a.dtype).max))
+    n_bytes = int(offsets[n_docs]) - int(offsets[0])
+    if n_bytes:
+        hashes = cuda.device_array(n_bytes, dtype=a.dtype)
+        _shingle_hash_kernel[_blocks(n_bytes, _BLOCK_1D), _BLOCK_1D](
+            offsets, data, n_bytes, np.uint64(seed), width, words, wide, hashes
+        )
+        threads = min(1024, 32 * _blocks(len(a), 32))  # whole warps, one thread per permutation
+        _min_kernel[_blocks(n_bytes, SEGMENT), threads](
+            offsets, hashes, n_bytes, cuda.to_device(a), cuda.to_device(b), wide, out, counts
+        )
+    _empty_rows_kernel[grid, _BLOCK_2D](out, counts)
     return out, counts

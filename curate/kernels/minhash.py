@@ -39,16 +39,21 @@ def _reduce32(hashes, a, b, row):
 
 
 @njit(inline="always")
+def mod_mersenne61(x):
+    """``x mod (2**61 - 1)`` of a uint64 ``x``, without a division (shared with the CUDA kernel)."""
+    # x = hi * 2**61 + lo, and 2**61 = 1 there; then r < 2 * (2**61 - 1), and min(r, r - P)
+    # (wrapping) subtracts P only if r >= P.
+    r = (x & MERSENNE_61) + (x >> np.uint64(61))
+    return min(r, r - MERSENNE_61)
+
+
+@njit(inline="always")
 def _reduce64(hashes, a, b, row):
     for j in range(a.shape[0]):
         aj, bj = a[j], b[j]
         m = np.uint64(0xFFFFFFFFFFFFFFFF)
         for k in range(hashes.shape[0]):
-            # x mod (2**61 - 1) without a division: x = hi * 2**61 + lo, and 2**61 = 1 there;
-            # then r < 2 * (2**61 - 1), and min(r, r - P) (wrapping) subtracts P only if r >= P.
-            x = hashes[k] * aj + bj
-            r = (x & MERSENNE_61) + (x >> np.uint64(61))
-            m = min(m, min(r, r - MERSENNE_61))
+            m = min(m, mod_mersenne61(hashes[k] * aj + bj))
         row[j] = m
 
 

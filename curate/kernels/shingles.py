@@ -88,6 +88,44 @@ def next_window(data, lo, hi, end, words):
 
 
 @njit(inline="always")
+def window_at(data, start, pos, end, width, words):
+    """The shingle of ``data[start:end]`` that starts at byte ``pos``, as ``(lo, hi)``; ``(pos, pos)`` when none does.
+
+    Every shingle that :func:`first_window` / :func:`next_window` enumerate starts at a different
+    byte, so testing each byte of a document with this function finds the same shingles with no
+    walk from the start: the GPU kernel gives each byte its own thread (long documents would
+    leave the device idle with one thread each).
+    """
+    if words:
+        # A word starts here: a non-space byte at the start or after a space.
+        if _is_space(data[pos]) or (pos > start and not _is_space(data[pos - 1])):
+            return pos, pos
+        hi = _skip_word(data, pos, end)
+        n = 1
+        while n < width:
+            nxt = _skip_space(data, hi, end)
+            if nxt == end:
+                break
+            hi = _skip_word(data, nxt, end)
+            n += 1
+        # Fewer than `width` words left: only the first word starts a (shorter) shingle.
+        if n < width and _skip_space(data, start, end) != pos:
+            return pos, pos
+        return pos, hi
+    if pos > start and _is_continuation(data[pos]):
+        return pos, pos
+    hi = pos
+    n = 0
+    while n < width and hi < end:
+        hi = _next_char(data, hi, end)
+        n += 1
+    # Fewer than `width` characters left: only the document's start begins a (shorter) shingle.
+    if n < width and pos != start:
+        return pos, pos
+    return pos, hi
+
+
+@njit(inline="always")
 def count_windows(data, start, end, width, words):
     """Number of shingles of ``data[start:end]``."""
     n = 0
