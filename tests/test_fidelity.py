@@ -267,16 +267,12 @@ def test_small_files_share_partitions(tmp_path):
     pd.testing.assert_frame_equal(small.compute().reset_index(drop=True), docs.compute().reset_index(drop=True))  # same _doc keys
 
 
-def test_packing_keeps_input_order_around_split_files(tmp_path):
-    class Sizes:
-        def size(self, path):
-            raise AssertionError("sizes are given")
-
+def test_packing_keeps_input_order_around_split_files():
     paths = ["a.jsonl.gz", "b.jsonl.gz", "big.jsonl", "c.jsonl.gz", "d.jsonl.gz", "e.jsonl.gz"]
     sizes = [40, 50, 250, 30, 80, 10]
-    sources = plan_sources(Sizes(), paths, "jsonl", 100, None, sizes)
+    sources = plan_sources(paths, "jsonl", 100, None, sizes)
     assert [(s.file_indices, s.offset) for s in sources] == [((0, 1), 0), ((2,), 0), ((2,), 100), ((2,), 200), ((3,), 0), ((4, 5), 0)]
-    sources = plan_sources(Sizes(), paths, "jsonl", 100, 2, sizes)
+    sources = plan_sources(paths, "jsonl", 100, 2, sizes)
     assert [(s.file_indices, s.offset) for s in sources] == [((0, 1), 0), ((2,), 0), ((2,), 100), ((2,), 200), ((3, 4), 0), ((5,), 0)]
 
 

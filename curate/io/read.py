@@ -1,15 +1,18 @@
 """Read JSONL (plain, .gz, .zst) and Parquet through fsspec into a Dask DataFrame of documents.
 
 Every document gets ``_doc`` (int64), a key that is unique and increases in input order, made
-from the file's position in the sorted input list and the record's byte offset (JSONL, in the
-decompressed stream) or row (Parquet) in that file: ``_doc = file_index << 40 | position``. It
-does not depend on how the input is split into partitions, so results do not either.
+from the file's position in the input list (:func:`expand_paths`) and the record's byte offset
+(JSONL, in the decompressed stream) or row (Parquet) in that file:
+``_doc = file_index << 40 | position``. It does not depend on how the input is split into
+partitions, so results do not either.
 
-Uncompressed JSONL is split into partitions of about ``blocksize`` bytes at line ends;
-compressed JSONL and Parquet files are read whole, ``files_per_partition`` to a partition.
+Uncompressed JSONL larger than ``blocksize`` is split into partitions of about that size at
+line ends; other files are read whole and packed into partitions of about ``blocksize`` bytes
+(or ``files_per_partition`` to a partition; see :func:`plan_sources`).
 
 The input's fields and their types are taken from the start of every file (the first MiB of
-each JSONL file, each Parquet file's schema), so files may differ in their fields. A record
+each JSONL file, each Parquet file's schema), so files may differ in their fields. Only the
+fields asked for are read (``columns``); the others are never parsed. A record
 that cannot be read (see :mod:`curate.io.records`) stops the read with its file, line and field
 (``on_error="fail"``), or is kept as a *rejected* row (``on_error="skip"``; see
 :func:`split_rejected`).
@@ -162,12 +165,11 @@ def _format_of(path: str) -> str | None:
     return None
 
 
-def plan_sources(fs, paths: list[str], fmt: str, blocksize: int | None, files_per_partition: int | None, sizes: list[int]) -> list[Source]:
+def plan_sources(paths: list[str], fmt: str, blocksize: int | None, files_per_partition: int | None, sizes: list[int]) -> list[Source]:
     """Split the input files into partitions, in input order.
 
     Parameters
     ----------
-    fs : fsspec.AbstractFileSystem
     paths : list of str
     fmt : {"jsonl", "parquet"}
     blocksize : int or None
@@ -321,7 +323,7 @@ def read_documents(
     layout = Layout(schema, fields, only=columns is not None, json_text=frozenset(json_text) & set(schema.names))
     returned = None if columns is None else tuple(columns)
     reader = _Reader(fs, names, layout, returned, assign_ids, on_error == "skip", records)
-    sources = plan_sources(fs, paths, fmt, blocksize, files_per_partition, [size for _, size in samples])
+    sources = plan_sources(paths, fmt, blocksize, files_per_partition, [size for _, size in samples])
     if assign_ids or reader.skip:
         sources = _with_line_numbers(fs, sources)
     # Workers do not see the client's dask.config: the backend travels with the tasks.
