@@ -86,6 +86,19 @@ def test_ids_that_fit_int64_stay_integers_and_a_later_big_one_is_named(tmp_path)
     assert good.id.dtype == "int64" and 9007199254740993 in set(good.id.tolist()) and len(good) == 5999
 
 
+def test_assigned_ids_are_put_first_in_the_records(client, tmp_path):
+    lines = [b'{"text": "a", "score": 0.1234567890123456}', b'  { "text":"b"}', b"", b'{"text": "a"}', b'{"text": "c", "id2": [1, {"x": 2.50}]}\r']
+    (tmp_path / "in.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    out = tmp_path / "out"
+    run(out, [tmp_path / "in.jsonl"], mode="exact")
+    assert output_lines(out) == [
+        b'{"id": "in.jsonl:1", "text": "a", "score": 0.1234567890123456}',
+        b'{"id": "in.jsonl:2", "text":"b"}',
+        b'{"id": "in.jsonl:5", "text": "c", "id2": [1, {"x": 2.50}]}',
+    ]
+    assert pd.read_parquet(out / "removed.parquet")[["id", "representative"]].values.tolist() == [["in.jsonl:4", "in.jsonl:1"]]
+
+
 def test_parquet_keeps_its_schema_and_values(client, tmp_path):
     nan = float("nan")
     table = pa.table(
