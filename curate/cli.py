@@ -37,8 +37,8 @@ def main():
 @click.option("--resume", is_flag=True, help="Reuse the finished stages of a killed or changed run in the output directory.")
 @click.option("--id-field", help="Id field, required in every record (default: id if present, else assigned file:line).")
 @click.option("--text-field", help="Text column (default text).")
-@click.option("--blocksize", help="Partition size for uncompressed JSONL (default 64MB).")
-@click.option("--files-per-partition", type=int, help="Whole files (compressed JSONL, Parquet) per partition.")
+@click.option("--blocksize", help="Partition size (default 64MB): larger uncompressed JSONL files are split, smaller files packed together.")
+@click.option("--files-per-partition", type=int, help="Whole files (compressed JSONL, Parquet) per partition, instead of packing them by size.")
 @click.option("--output-format", type=click.Choice(["jsonl", "parquet"]), help="Default: the input's format.")
 @click.option("--on-error", type=click.Choice(["fail", "skip"]), help="Bad record: fail (default; names file, line, field) or skip (listed in OUT/rejected/).")
 @click.option("--ngram", type=click.Choice(["char", "word"]), help="Shingle unit (default char).")
@@ -174,6 +174,7 @@ def print_pair(console: Console, pair: Pair) -> None:
     table = Table(title=title, title_justify="left", expand=True)
     table.add_column(f"removed: {escape(str(pair.removed))}", ratio=1, overflow="fold")
     table.add_column(f"kept: {escape(str(pair.representative))}", ratio=1, overflow="fold")
+    width = max(8, (console.width - 7) // 2)  # of each column: the borders and padding take 7
     for block in diff_blocks(pair.diff):
         if isinstance(block, int):
             gap = Text(f"… {block:,} identical words …", style="dim italic")
@@ -182,10 +183,8 @@ def print_pair(console: Console, pair: Pair) -> None:
         left, right = Text(), Text()
         for segment in block:
             if segment.kind == "same":
-                # Common text starts a new row: the two sides wrap a change differently, and a
-                # row is as tall as its taller side, so they meet again here.
-                if left or right:
-                    table.add_row(left, right)
+                if (left or right) and _drifted(console, left, right, segment.a, width):
+                    table.add_row(left, right)  # a row is as tall as its taller side: they meet again below
                     left, right = Text(), Text()
                 left.append(segment.a)
                 right.append(segment.b)
@@ -199,6 +198,16 @@ def print_pair(console: Console, pair: Pair) -> None:
                     right.append(b, style="bold green").append(b_space)
         table.add_row(left, right)
     console.print(table)
+
+
+def _drifted(console: Console, left: Text, right: Text, common: str, width: int) -> bool:
+    """Whether common text that follows ``left`` / ``right`` would start on different lines of
+    the two columns, or wrap differently from different columns: then it starts a new row."""
+    a, b = left.wrap(console, width), right.wrap(console, width)
+    if len(a) != len(b):
+        return True
+    ends = a[-1].cell_len, b[-1].cell_len
+    return ends[0] != ends[1] and max(ends) + len(common.rstrip()) > width
 
 
 def _validated(build, *args, **kwargs):

@@ -131,11 +131,16 @@ def dedup(
     stats = Stats()
     started = time.perf_counter()
     io, keep = config.io, KeepPolicy.parse(config.keep)
-
+    input_fmt = expand_paths(inputs)[2]
+    fmt = io.output_format or input_fmt
+    # The stages read only the columns they use; the final write reads the input once more.
+    # JSONL to Parquet converts every field, so the first read checks them all, as that one will.
+    needed = None if (input_fmt, fmt) == ("jsonl", "parquet") else list(dict.fromkeys([io.id_field, io.text_field, *keep.columns()]))
     everything = read_documents(
         inputs,
         id_field=io.id_field if io.id_field_given else None,
         text_field=io.text_field,
+        columns=needed,
         blocksize=io.blocksize,
         files_per_partition=io.files_per_partition,
         on_error=io.on_error,
@@ -149,7 +154,8 @@ def dedup(
     files = input_fingerprint(inputs)
     # Everything a stage computes follows from this key's parts (output_format only affects the last write).
     key = stage_key("input", {"files": files, "io": io.model_dump(exclude={"output_format"}), "curate": __version__})
-    exact_groups, docs, rejected, key = _read_and_exact(everything, inputs, key, config, keep, run, stats)
+    key = read_key = stage_key("read", {"mode": config.mode}, (key,))
+    exact_groups, docs, key = _read_and_exact(everything, inputs, key, config, keep, run, stats)
     fuzzy_groups = empty_groups(docs, io.id_field)
     if config.mode in ("fuzzy", "both"):
         key = stage_key("exact_removed", {}, (key,))
@@ -164,11 +170,10 @@ def dedup(
     names = source_names([path for path, _, _ in files])
     members = lambda: duplicates_table(exact_groups, fuzzy_groups, removed)  # noqa: E731
     run.checkpoint("duplicates", stage_key("duplicates", {}, (key,)), lambda: with_location(sort_by_doc(members(), by=[DOC, "kind"]), names))
-    kept_docs = drop_keys(docs, str(run.store.path("removed")))
-    fmt = io.output_format or expand_paths(inputs)[2]
-    writes = {"kept": write_documents(kept_docs, str(out / "deduplicated.tmp"), fmt)}
+    output, rejected = _read_for_output([path for path, _, _ in files], io, keep, input_fmt == fmt == "jsonl", _repeated_ids_path(run, read_key))
+    writes = {"kept": write_documents(drop_keys(output, str(run.store.path("removed"))), str(out / "deduplicated.tmp"), fmt)}
     if rejected is not None:
-        rows = rejected_rows(rejected, source_names(expand_paths(inputs)[1]))
+        rows = rejected_rows(rejected, names)
         writes["rejected"] = write_documents(rows, str(out / "rejected.tmp"), "parquet", REJECTED_SCHEMA)
     written = run("write", **writes)
     kept, n_rejected = int(written["kept"]), int(written.get("rejected", 0))
@@ -211,14 +216,12 @@ def _read_and_exact(everything, inputs, key: str, config: RunConfig, keep: KeepP
     """Count documents, empty texts and rejected records, refuse (or reject) repeated ids and, in
     the same pass, shuffle the digests of exact dedup; then confirm the groups on the candidates' texts.
 
-    Returns the exact group table (lazy), the documents, the rejected records (None in fail mode)
-    and the key of the last stage.
+    ``key`` is the read stage's key. Returns the exact group table (lazy), the documents and the
+    key of the last stage.
     """
     io, exact = config.io, config.mode in ("exact", "both")
     dedup_exact = ExactDedup(text_field=io.text_field, id_field=io.id_field, keep=keep)
-    key = stage_key("read", {"mode": config.mode}, (key,))
-    # Named by the key, so that a resumed run marks the same records its read stage left out.
-    repeated_ids = str(run.store.root / f"repeated_ids-{key[:16]}.parquet")
+    repeated_ids = str(_repeated_ids_path(run, key))
     if Path(repeated_ids).exists() and run.store.finished("read", key) is not None:
         everything = mark_repeated_ids(everything, repeated_ids, io.id_field)
 
@@ -248,9 +251,9 @@ def _read_and_exact(everything, inputs, key: str, config: RunConfig, keep: KeepP
     counts = run.stage("read", key, compute)
     stats.count("input", documents=counts["documents"], empty=counts["empty"], partitions=counts["partitions"])
     stats.count("rejected", **counts["rejected"])
-    docs, rejected = split_rejected(everything)
+    docs, _ = split_rejected(everything)
     if not exact:
-        return empty_groups(docs, io.id_field), docs, rejected, key
+        return empty_groups(docs, io.id_field), docs, key
     # Only the candidates' texts are read again and shuffled to confirm byte equality.
     candidates = dd.read_parquet(run.store.path("read"))
     key = stage_key("exact_candidates", {}, (key,))
@@ -259,7 +262,38 @@ def _read_and_exact(everything, inputs, key: str, config: RunConfig, keep: KeepP
     groups = run.checkpoint("exact", key, lambda: dedup_exact.groups(select_keys(docs, selected, columns=(MD5,))))
     done = run("exact", groups=(groups._doc == groups._rep).sum(), removed=(groups._doc != groups._rep).sum())
     stats.count("exact", groups=done["groups"], removed=done["removed"])
-    return groups, docs, rejected, key
+    return groups, docs, key
+
+
+def _repeated_ids_path(run, exact_key: str) -> Path:
+    # Named by the read stage's key, so that a resumed run marks the same records that stage left out.
+    return run.store.root / f"repeated_ids-{exact_key[:16]}.parquet"
+
+
+def _read_for_output(paths: list[str], io, keep: KeepPolicy, raw: bool, repeated_ids: Path) -> tuple[dd.DataFrame, dd.DataFrame | None]:
+    """The input read once more for the final write: documents to keep (and the rejected records).
+
+    ``raw`` (JSONL to JSONL): each record's line as read (``_record``), so the output holds every
+    record byte for byte, whatever its fields; otherwise every field, converted. It checks what
+    the first read checked (the text, the id, the keep policy's column; every field for JSONL to
+    Parquet), so it rejects the same records, and marks the repeated ids that read found.
+    Pandas partitions whatever the backend: writing gains nothing from a GPU.
+    """
+    with dask.config.set({"dataframe.backend": "pandas"}):
+        docs = read_documents(
+            paths,
+            id_field=io.id_field if io.id_field_given else None,
+            text_field=io.text_field,
+            columns=keep.columns() if raw else None,
+            blocksize=io.blocksize,
+            files_per_partition=io.files_per_partition,
+            on_error=io.on_error,
+            records=raw,
+        )
+    if repeated_ids.exists():
+        docs = mark_repeated_ids(docs, str(repeated_ids), io.id_field)
+    docs, rejected = split_rejected(docs, records=raw)
+    return (docs.drop(columns=keep.columns()) if raw else docs), rejected
 
 
 def _fuzzy(docs: dd.DataFrame, exact_key: str, config: RunConfig, keep: KeepPolicy, run, stats: Stats) -> tuple[dd.DataFrame, str]:

@@ -130,21 +130,33 @@ def test_text_of_another_type(tmp_path):
 
 
 def test_other_fields_of_another_type_and_bad_escapes(tmp_path):
-    path = jsonl(
-        tmp_path / "x.jsonl",
+    lines = [
         '{"id": 1, "text": "a", "score": 1}',
         '{"id": 2, "text": "b", "score": "high"}',
         '{"id": 3, "text": "c", "score": 2.5}',
         '{"id": 4, "text": "\\ud800"}',  # a lone surrogate: Python's json takes it, Arrow does not
-    )
-    convert = "cannot convert string to double (Failed to parse string: 'high' as a scalar of type double)"
-    assert fail_message(path) == f"x.jsonl:2: field 'score': {convert}"
-    good, rejected = read_skip(path)
-    assert good.to_dict("list") == {"id": [1, 3], "text": ["a", "c"], "score": [1.0, 2.5]}
-    assert [r[:4] for r in rejected] == [
-        (2, "wrong-type", "score", convert),
-        (4, "invalid-json", None, "invalid JSON: The surrogate pair in string is invalid"),
     ]
+    path = jsonl(tmp_path / "x.jsonl", *lines)
+    surrogate = (4, "invalid-json", None, "invalid JSON: The surrogate pair in string is invalid")
+    assert fail_message(path) == "x.jsonl:4: invalid JSON: The surrogate pair in string is invalid"
+    # A field whose types differ holds each value's JSON text; no record is bad for it.
+    good, rejected = read_skip(path)
+    assert good.to_dict("list") == {"id": [1, 2, 3], "text": ["a", "b", "c"], "score": ["1", '"high"', "2.5"]}
+    assert [r[:4] for r in rejected] == [surrogate]
+    # Fields not asked for are not read at all.
+    good, rejected = read_skip(path, columns=["id", "text"])
+    assert good.to_dict("list") == {"id": [1, 2, 3], "text": ["a", "b", "c"]} and [r[:4] for r in rejected] == [surrogate]
+
+
+def test_a_value_of_another_type_after_the_sample(tmp_path):
+    lines = doc_lines(6000)  # about 1.5 MiB: the fields are taken from the first MiB
+    lines = [line[:-1] + ', "score": 1}' for line in lines]
+    lines[5000] = '{"id": 5000, "text": "late", "score": "high"}'
+    path = jsonl(tmp_path / "x.jsonl", *lines)
+    convert = "cannot convert string to int64 (Failed to parse string: 'high' as a scalar of type int64)"
+    assert fail_message(path, blocksize="256KB") == f"x.jsonl:5001: field 'score': {convert}"  # every field read
+    assert read(path, blocksize="256KB", columns=["id", "text"]).id.tolist() == list(range(6000))  # not read
+    assert fail_message(path, blocksize="256KB", columns=["score"]) == f"x.jsonl:5001: field 'score': {convert}"
 
 
 def test_field_first_seen_after_the_sample_and_null_ids(tmp_path):

@@ -1,21 +1,25 @@
 """Read JSONL (plain, .gz, .zst) and Parquet through fsspec into a Dask DataFrame of documents.
 
 Every document gets ``_doc`` (int64), a key that is unique and increases in input order, made
-from the file's position in the sorted input list and the record's byte offset (JSONL, in the
-decompressed stream) or row (Parquet) in that file: ``_doc = file_index << 40 | position``. It
-does not depend on how the input is split into partitions, so results do not either.
+from the file's position in the input list (:func:`expand_paths`) and the record's byte offset
+(JSONL, in the decompressed stream) or row (Parquet) in that file:
+``_doc = file_index << 40 | position``. It does not depend on how the input is split into
+partitions, so results do not either.
 
-Uncompressed JSONL is split into partitions of about ``blocksize`` bytes at line ends;
-compressed JSONL and Parquet files are read whole, ``files_per_partition`` to a partition.
+Uncompressed JSONL larger than ``blocksize`` is split into partitions of about that size at
+line ends; other files are read whole and packed into partitions of about ``blocksize`` bytes
+(or ``files_per_partition`` to a partition; see :func:`plan_sources`).
 
 The input's fields and their types are taken from the start of every file (the first MiB of
-each JSONL file, each Parquet file's schema), so files may differ in their fields. A record
+each JSONL file, each Parquet file's schema), so files may differ in their fields. Only the
+fields asked for are read (``columns``); the others are never parsed. A record
 that cannot be read (see :mod:`curate.io.records`) stops the read with its file, line and field
 (``on_error="fail"``), or is kept as a *rejected* row (``on_error="skip"``; see
 :func:`split_rejected`).
 """
 
 import json
+import logging
 import os
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -31,18 +35,24 @@ import pyarrow.parquet as pq
 import zstandard
 from dask.utils import parse_bytes
 from fsspec.core import url_to_fs
+from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import infer_compression, read_block, seek_delimiter
 
 from curate.backend import from_arrow
 from curate.io.records import (
     Bad,
     Fields,
+    Layout,
     Mismatch,
     conform,
     json_kind,
+    json_text,
     parse_records,
+    python_rows,
     record_lines,
 )
+
+logger = logging.getLogger(__name__)
 
 DOC = "_doc"
 # Columns of a skip-mode read: the record's line (JSONL, 1-based) or row (Parquet, 0-based), and,
@@ -71,7 +81,12 @@ class Source:
 
 
 def expand_paths(inputs: list[str] | str) -> tuple[object, list[str], str]:
-    """Files named by paths, directories, globs or fsspec URLs, sorted, one format.
+    """Files named by paths, directories, globs or fsspec URLs: one canonical list, one format.
+
+    Each argument's files are sorted; the arguments keep their order. Local paths become
+    absolute, so files, folders and globs, absolute or relative, mix freely. A file named by
+    more than one argument (a folder and a file inside it, a glob and a path, a symlink and its
+    target) is listed once, where it first appears; :func:`read_documents` logs such overlaps.
 
     Returns
     -------
@@ -86,9 +101,17 @@ def expand_paths(inputs: list[str] | str) -> tuple[object, list[str], str]:
     ValueError
         If the files mix formats or have an unknown extension.
     """
+    fs, paths, fmt, _ = _expand(inputs)
+    return fs, paths, fmt
+
+
+def _expand(inputs) -> tuple[object, list[str], str, list[tuple[str, str, str]]]:
+    """:func:`expand_paths`, and the repeats left out: (path, the input that first named it, the input naming it again)."""
     inputs = [inputs] if isinstance(inputs, str) else list(inputs)
     fs, _ = url_to_fs(inputs[0])
-    paths = []
+    local = isinstance(fs, LocalFileSystem)
+    first: dict[str, tuple[str, str]] = {}  # identity -> (path, input)
+    repeats = []
     for item in inputs:
         if fs.isdir(item):
             found = sorted(p for p in fs.find(item) if _format_of(p) and not os.path.basename(p).startswith((".", "_")))
@@ -96,14 +119,31 @@ def expand_paths(inputs: list[str] | str) -> tuple[object, list[str], str]:
             found = sorted(fs.glob(item)) if any(c in item for c in "*?[") else ([item] if fs.exists(item) else [])
         if not found:
             raise FileNotFoundError(f"input {item!r} matches no JSONL or Parquet file")
-        paths.extend(found)
+        for path in found:
+            path = os.path.abspath(path) if local else fs._strip_protocol(path)
+            # The same file under another spelling: a relative path, a symlink, "a/../a".
+            identity = os.path.realpath(path) if local else path
+            if identity in first:
+                repeats.append((path, first[identity][1], item))
+            else:
+                first[identity] = (path, item)
+    paths = [path for path, _ in first.values()]
     formats = {_format_of(p) for p in paths}
     if None in formats:
         bad = next(p for p in paths if _format_of(p) is None)
         raise ValueError(f"{bad}: unknown file type (expected .jsonl[.gz|.zst] or .parquet)")
     if len(formats) > 1:
         raise ValueError(f"inputs mix formats {sorted(formats)}; give one kind of file per run")
-    return fs, [fs.unstrip_protocol(p) if "://" in inputs[0] else p for p in paths], formats.pop()
+    if "://" in inputs[0]:
+        paths = [fs.unstrip_protocol(p) for p in paths]
+    return fs, paths, formats.pop(), repeats
+
+
+def overlap_message(repeats: list[tuple[str, str, str]]) -> str:
+    """One line naming the files that several inputs named (from :func:`_expand`), e.g. for a log."""
+    shown = "; ".join(f"{path} (in {a!r} and {b!r})" for path, a, b in repeats[:3])
+    more = f"; and {len(repeats) - 3} more" if len(repeats) > 3 else ""
+    return f"inputs overlap: {len(repeats)} file(s) named more than once are read once: {shown}{more}"
 
 
 def source_names(paths: list[str]) -> tuple[str, ...]:
@@ -125,21 +165,54 @@ def _format_of(path: str) -> str | None:
     return None
 
 
-def plan_sources(fs, paths: list[str], fmt: str, blocksize: int | None, files_per_partition: int) -> list[Source]:
-    """Split the input files into partitions (see the module docstring)."""
+def plan_sources(paths: list[str], fmt: str, blocksize: int | None, files_per_partition: int | None, sizes: list[int]) -> list[Source]:
+    """Split the input files into partitions, in input order.
+
+    Parameters
+    ----------
+    paths : list of str
+    fmt : {"jsonl", "parquet"}
+    blocksize : int or None
+        Target partition size in bytes (of JSONL as read, decompressed). Uncompressed JSONL
+        larger than this is split into byte ranges at line ends; other files are read whole and
+        consecutive ones are packed into a partition while their sizes sum to at most
+        ``blocksize`` (at least one file each). None: no splitting, one file per partition.
+    files_per_partition : int or None
+        Instead of packing by size, this many consecutive whole files per partition.
+    sizes : list of int
+        Each file's size in bytes, decompressed (estimated for compressed JSONL; see
+        :func:`_sample`); Parquet files count their size on disk.
+
+    Returns
+    -------
+    list of Source
+        Ordered by their first document, so partition order is input order.
+    """
     sources: list[Source] = []
-    whole: list[tuple[str, int]] = []
+    run: list[int] = []  # consecutive whole files not yet placed
+
+    def place_run():
+        groups, group, total = [], [], 0
+        for index in run:
+            full = len(group) == files_per_partition if files_per_partition else total + sizes[index] > (blocksize or 0)
+            if group and full:
+                groups.append(group)
+                group, total = [], 0
+            group.append(index)
+            total += sizes[index]
+        groups += [group] if group else []
+        sources.extend(Source(tuple(paths[i] for i in g), tuple(g), fmt) for g in groups)
+        run.clear()
+
     for index, path in enumerate(paths):
-        size = fs.size(path)
         splittable = fmt == "jsonl" and infer_compression(path) is None and blocksize
-        if splittable and size > blocksize:
-            sources.extend(Source((path,), (index,), fmt, off, blocksize, None if off else 1) for off in range(0, size, blocksize))
+        if splittable and sizes[index] > blocksize:
+            place_run()
+            sources.extend(Source((path,), (index,), fmt, off, blocksize, None if off else 1) for off in range(0, sizes[index], blocksize))
         else:
-            whole.append((path, index))
-    for i in range(0, len(whole), files_per_partition):
-        group = whole[i : i + files_per_partition]
-        sources.append(Source(tuple(p for p, _ in group), tuple(k for _, k in group), fmt))
-    return sorted(sources, key=lambda s: (s.file_indices[0], s.offset))
+            run.append(index)
+    place_run()
+    return sources
 
 
 def read_documents(
@@ -147,9 +220,11 @@ def read_documents(
     *,
     id_field: str | None = None,
     text_field: str = "text",
+    columns: list[str] | None = None,
     blocksize: int | str | None = "64MB",
-    files_per_partition: int = 1,
+    files_per_partition: int | None = None,
     on_error: Literal["fail", "skip"] = "fail",
+    records: bool = False,
 ) -> dd.DataFrame:
     """Read documents into a Dask DataFrame with ``_doc``, the id and text fields and all other fields.
 
@@ -157,29 +232,44 @@ def read_documents(
     ----------
     inputs : str or list of str
         Files, directories (searched recursively for ``.jsonl[.gz|.zst]`` / ``.parquet``), globs
-        or fsspec URLs (``s3://...``).
+        or fsspec URLs (``s3://...``), in any mix; a file named twice is read once (see
+        :func:`expand_paths`).
     id_field : str or None, default=None
         Field holding unique document ids (int or string); every record must have it. None:
         ``id`` if any file has it (then every record must), else ids ``"<file>:<line>"`` (JSONL,
         1-based line) or ``"<file>:<row>"`` (Parquet, 0-based row) are assigned in column ``id``.
-        Ids that are integers in one file and strings in another are all read as strings.
+        Ids are int64 when every id at the start of the files is an integer that fits int64,
+        else strings, integers written exactly (``18446744073709551616``, ``5``).
     text_field : str, default="text"
         Field holding the document text: a string, or null (read as empty).
+    columns : list of str or None, default=None
+        The input fields to return (an assigned ``id`` is always returned; naming it is
+        allowed). None: all. Only these, the id and the text are read from JSONL and Parquet,
+        and only they are checked: other fields are never parsed, so their values and types
+        cannot make a record bad.
     blocksize : int or str or None, default="64MB"
-        Target partition size for uncompressed JSONL; None reads whole files.
-    files_per_partition : int, default=1
-        Whole files (compressed JSONL, Parquet) per partition.
+        Target partition size in bytes of JSONL as read (decompressed) or Parquet on disk:
+        larger uncompressed JSONL files are split at line ends, smaller files of any kind are
+        packed whole into partitions of about this size (see :func:`plan_sources`). None: one
+        file per partition.
+    files_per_partition : int or None, default=None
+        Whole files per partition instead of packing by size.
     on_error : {"fail", "skip"}, default="fail"
         What a record that cannot be read does: "fail" raises ``ValueError`` naming its file,
         line (or row) and field; "skip" keeps it as a rejected row (see :func:`split_rejected`).
+    records : bool, default=False
+        JSONL only: also return ``_record`` (binary), each record's line exactly as read,
+        without its line end (to write records unchanged).
 
     Returns
     -------
     dask.dataframe.DataFrame
         Columns ``_doc`` (int64), the assigned ``id`` if any, then the input's fields in the order
         first seen (a field absent from a file is null there); with ``on_error="skip"`` also
-        :data:`REJECT_COLUMNS`. Pandas partitions with Arrow-backed strings, or cudf partitions
-        when ``dask.config``'s ``dataframe.backend`` is ``cudf`` (``curate.backend.use_backend("gpu")``).
+        :data:`REJECT_COLUMNS`. Pandas partitions (the text and string ids as pandas strings,
+        the other fields Arrow-typed, ``pd.ArrowDtype``, so every value stays as read), or cudf
+        partitions when ``dask.config``'s ``dataframe.backend`` is ``cudf``
+        (``curate.backend.use_backend("gpu")``).
 
     Raises
     ------
@@ -188,28 +278,34 @@ def read_documents(
     PermissionError
         If a file cannot be read (raised here, before any partition is read).
     ValueError
-        If no file has the text field (or the given id field); when computed, with
-        ``on_error="fail"``, at the first record that cannot be read, naming its file, line (or
-        row) and field, e.g. ``a.jsonl:12: field 'text': expected a string, got a number``.
+        If no file has the text field (or the given id field, or a field in ``columns``); when
+        computed, with ``on_error="fail"``, at the first record that cannot be read, naming its
+        file, line (or row) and field, e.g. ``a.jsonl:12: field 'text': expected a string, got a number``.
 
     Notes
     -----
-    A field whose types differ between files is widened where Arrow can (``int64`` and
-    ``double`` to ``double``; an id to ``string``); otherwise the first type seen holds and
-    records that do not fit it are bad records. A field that first appears after the first MiB
-    of every file is not known, so records with it are bad records too.
+    Fields and their types come from the start of every file (the first MiB of JSONL, the
+    Parquet schema). Where a field's types differ, they are widened where Arrow can (``int64``
+    and ``double`` to ``double``); an id becomes a string; any other field holds each value's
+    JSON text (a string column: ``3``, ``"high"``). Reading every field (``columns=None``), a
+    value found later that does not fit its field's type, or a field that first appears after
+    the first MiB of every JSONL file, makes its record bad.
     """
-    if files_per_partition < 1:
+    if files_per_partition is not None and files_per_partition < 1:
         raise ValueError(f"files_per_partition must be >= 1, got {files_per_partition}")
     if on_error not in ("fail", "skip"):
         raise ValueError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
     blocksize = parse_bytes(blocksize) if isinstance(blocksize, str) else blocksize
-    fs, paths, fmt = expand_paths(inputs)
+    fs, paths, fmt, repeats = _expand(inputs)
+    if repeats:
+        logger.warning(overlap_message(repeats))
+    if records and fmt != "jsonl":
+        raise ValueError("records=True needs JSONL input")
     names = source_names(paths)
     id_name = id_field or "id"
     with ThreadPoolExecutor(min(16, len(paths))) as pool:  # remote stores: overlap the requests
-        found = list(pool.map(lambda path: _file_schema(fs, path, fmt, text_field, id_name), paths))
-    schema = _unify(found, text_field, id_name)
+        samples = list(pool.map(lambda path: _sample(fs, path, fmt), paths))
+    schema, json_text = _unify([s for schemas, _ in samples for s in schemas], text_field, id_name)
     if text_field not in schema.names:
         if schema.names:
             raise ValueError(f"no text field {text_field!r} in any input file (fields: {schema.names})")
@@ -217,8 +313,17 @@ def read_documents(
     if id_field is not None and id_field not in schema.names:
         raise ValueError(f"no id field {id_field!r} in any input file (fields: {schema.names})")
     assign_ids = id_name not in schema.names
-    reader = _Reader(fs, names, schema, Fields(text_field, None if assign_ids else id_name), assign_ids, on_error == "skip")
-    sources = plan_sources(fs, paths, fmt, blocksize, files_per_partition)
+    fields = Fields(text_field, None if assign_ids else id_name)
+    if columns is not None:
+        missing = [c for c in columns if c not in schema.names and not (assign_ids and c == "id")]
+        if missing:
+            raise ValueError(f"no field {missing[0]!r} in any input file (fields: {schema.names})")
+        read = {text_field, id_name, *columns}
+        schema = pa.schema([f for f in schema if f.name in read])
+    layout = Layout(schema, fields, only=columns is not None, json_text=frozenset(json_text) & set(schema.names))
+    returned = None if columns is None else tuple(columns)
+    reader = _Reader(fs, names, layout, returned, assign_ids, on_error == "skip", records)
+    sources = plan_sources(paths, fmt, blocksize, files_per_partition, [size for _, size in samples])
     if assign_ids or reader.skip:
         sources = _with_line_numbers(fs, sources)
     # Workers do not see the client's dask.config: the backend travels with the tasks.
@@ -234,18 +339,20 @@ def read_documents(
     )
 
 
-def split_rejected(docs: dd.DataFrame) -> tuple[dd.DataFrame, dd.DataFrame | None]:
+def split_rejected(docs: dd.DataFrame, records: bool = False) -> tuple[dd.DataFrame, dd.DataFrame | None]:
     """Split a skip-mode read into good documents and rejected records (one pass over the input).
 
     Parameters
     ----------
     docs : dask.dataframe.DataFrame
         From :func:`read_documents`.
+    records : bool, default=False
+        Whether ``docs`` was read with ``records=True``: then the documents keep ``_record``.
 
     Returns
     -------
     good : dask.dataframe.DataFrame
-        The documents, without :data:`REJECT_COLUMNS`.
+        The documents, without :data:`REJECT_COLUMNS` (``_record`` kept with ``records``).
     rejected : dask.dataframe.DataFrame or None
         ``_doc`` and :data:`REJECT_COLUMNS` of the rejected records, in input order; None for a
         fail-mode read (which has no such columns).
@@ -253,7 +360,8 @@ def split_rejected(docs: dd.DataFrame) -> tuple[dd.DataFrame, dd.DataFrame | Non
     if "_kind" not in docs.columns:
         return docs, None
     bad = docs["_kind"].notnull()
-    return docs[~bad].drop(columns=list(REJECT_COLUMNS)), docs[bad][[DOC, *REJECT_COLUMNS]]
+    dropped = [c for c in REJECT_COLUMNS if not (records and c == "_record")]
+    return docs[~bad].drop(columns=dropped), docs[bad][[DOC, *REJECT_COLUMNS]]
 
 
 def locate(inputs, keys) -> list[str]:
@@ -458,10 +566,11 @@ def _load_partition(src: Source, reader: "_Reader", frame_backend: str):
 def _frame(table: pa.Table, keys: tuple[str, ...], frame_backend: str):
     if frame_backend != "pandas":
         return from_arrow(table, frame_backend)
-    # Nested values (lists, structs) and bytes stay Arrow-typed: as object columns Dask would
-    # turn them into strings ("dataframe.convert-string"). Integers and booleans too, so that a
-    # field that is absent somewhere keeps its type (numpy's int64 has no null); the key columns,
-    # never null, stay numpy. Everything else gets pandas' own mapping.
+    # Every value stays Arrow-typed but strings (pandas' own str dtype, Arrow-backed too): as
+    # object columns Dask would turn nested values and bytes into strings
+    # ("dataframe.convert-string"); numpy's int64 has no null and its float64 makes null and
+    # NaN one value; dates, decimals and timestamps keep their exact type. So a field rides
+    # along unchanged into the output. The key columns, never null, stay numpy.
     frame = table.to_pandas(types_mapper=arrow_typed)
     for name in keys:
         if name in frame.columns and isinstance(frame[name].dtype, pd.ArrowDtype):
@@ -470,10 +579,9 @@ def _frame(table: pa.Table, keys: tuple[str, ...], frame_backend: str):
 
 
 def arrow_typed(dtype: pa.DataType) -> pd.ArrowDtype | None:
-    """The pandas dtype of an Arrow type in curate's frames (a ``types_mapper``; see ``_frame``)."""
-    t = pa.types
-    keep = t.is_nested(dtype) or t.is_integer(dtype) or t.is_boolean(dtype) or t.is_binary(dtype) or t.is_large_binary(dtype)
-    return pd.ArrowDtype(dtype) if keep else None
+    """The pandas dtype of an Arrow type in curate's frames (a ``types_mapper``; see ``_frame``):
+    pandas' own for strings, ``pd.ArrowDtype`` for everything else."""
+    return None if pa.types.is_string(dtype) or pa.types.is_large_string(dtype) else pd.ArrowDtype(dtype)
 
 
 class _Broken(Exception):
@@ -510,54 +618,92 @@ def _chunks(f, codec: str | None):
         raise _Broken(f"truncated {codec} stream", "it ends inside a compressed block")
 
 
-def _file_schema(fs, path: str, fmt: str, text_field: str, id_field: str) -> pa.Schema | None:
-    """A file's fields and types (from the first MiB of JSONL); None for a file without records."""
+def _sample(fs, path: str, fmt: str) -> tuple[list[pa.Schema], int]:
+    """A file's fields and types, and its size in bytes as read (decompressed JSONL; Parquet on disk).
+
+    JSONL: the types of the records in the first MiB (decompressed), one schema per run of
+    records pyarrow reads alike (several where a field's type changes within the sample); none
+    for a file without records. A compressed file's size is exact when the sample reached its
+    end, else its size on disk times the sample's compression ratio.
+    """
     with fs.open(path, "rb") as f:
+        size = f.size if getattr(f, "size", None) is not None else fs.size(path)
         if fmt == "parquet":
             schema = pq.read_schema(f).remove_metadata()
-            return schema if len(schema) else None
-        raw = bytearray()
+            return ([schema] if len(schema) else []), size
+        raw, ended, codec = bytearray(), True, infer_compression(path)
         try:
-            for chunk in _chunks(f, infer_compression(path)):
+            for chunk in _chunks(f, codec):
                 raw += chunk
                 if len(raw) >= _SAMPLE_BYTES and b"\n" in chunk:
+                    ended = False
                     break
         except _Broken:
             pass  # reported with its line when the file is read
+        if codec is not None:
+            size = len(raw) if ended else int(len(raw) * size / max(f.tell(), 1))
     raw = bytes(raw).removeprefix(_BOM)
     if b"\n" in raw:
         raw = raw[: raw.rindex(b"\n") + 1]
     starts, ends, keep = record_lines(raw)
-    pieces, _ = parse_records(raw, starts[keep], ends[keep], None, Fields(None, None))  # bad lines: reported later
-    return _unify([table.schema for _, table in pieces], text_field, id_field) if pieces else None
+    starts, ends = starts[keep], ends[keep]
+    pieces, bad = parse_records(raw, starts, ends, Layout(None, Fields(None, None)))  # bad lines: reported later
+    schemas = [table.schema for _, table in pieces]
+    for b in bad:  # lines Python's json reads but pyarrow does not: learn their fields one by one
+        try:
+            record = json.loads(raw[starts[b.index] : ends[b.index]])
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            schemas.append(pa.schema([_value_field(name, value) for name, value in record.items()]))
+    return schemas, size
 
 
-def _unify(schemas: list, text_field: str, id_field: str) -> pa.Schema:
-    """One schema for all files: fields in the order first seen, the text a string, nulls strings.
+# Marks a field whose value no Arrow type holds (a list of numbers and objects): it holds JSON text.
+_UNTYPED = {b"curate": b"untyped"}
 
-    Where a field's types differ, numbers are widened (``int64`` and ``double`` to ``double``)
-    and an id that is an integer in one place and a string in another becomes a string. Types
-    that cannot be reconciled keep the first one seen: records that do not fit it are bad
-    records, reported with their file and line when read.
+
+def _value_field(name: str, value) -> pa.Field:
+    """The field pyarrow's JSON reader would give one value (integers beyond int64: double)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return pa.field(name, pa.int64() if -(1 << 63) <= value < (1 << 63) else pa.float64())
+    try:
+        return pa.field(name, pa.array([value]).type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, UnicodeEncodeError):
+        return pa.field(name, pa.null(), metadata=_UNTYPED)
+
+
+def _unify(schemas: list[pa.Schema], text_field: str, id_field: str) -> tuple[pa.Schema, set[str]]:
+    """One schema for all files, and the fields whose types differ beyond widening.
+
+    Fields are in the order first seen; the text is a string, a field that is always null a
+    string. Where a field's types differ, they are widened where Arrow can (``int64`` and
+    ``double`` to ``double``); otherwise the field holds JSON text (a string; returned in the
+    set). An id is an integer type only where every id seen is an integer, else a string.
     """
     types: dict[str, pa.DataType] = {}
+    json_text: set[str] = set()
     for schema in schemas:
-        for field in schema or ():
+        for field in schema:
             seen = types.get(field.name)
-            if seen is None or pa.types.is_null(seen):
+            if field.metadata == _UNTYPED:
+                json_text.add(field.name)
+                types.setdefault(field.name, pa.null())
+            elif seen is None or pa.types.is_null(seen):
                 types[field.name] = field.type
-            elif seen != field.type and not pa.types.is_null(field.type):
-                types[field.name] = _widen(field, seen, id_field)
-    return pa.schema([(n, pa.string() if n == text_field or pa.types.is_null(t) else t) for n, t in types.items()])
-
-
-def _widen(field: pa.Field, seen: pa.DataType, id_field: str) -> pa.DataType:
-    if field.name == id_field:
-        return pa.string()
-    try:
-        return pa.unify_schemas([pa.schema([field.with_type(seen)]), pa.schema([field])], promote_options="permissive").field(0).type
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return seen
+            elif seen != field.type and not pa.types.is_null(field.type) and field.name not in json_text:
+                try:
+                    types[field.name] = pa.unify_schemas([pa.schema([field.with_type(seen)]), pa.schema([field])], promote_options="permissive").field(0).type
+                except (pa.ArrowInvalid, pa.ArrowTypeError):
+                    json_text.add(field.name)
+    out = []
+    for name, dtype in types.items():
+        if name == id_field:
+            dtype = dtype if pa.types.is_integer(dtype) and name not in json_text else pa.string()
+        elif name == text_field or pa.types.is_null(dtype) or name in json_text:
+            dtype = pa.string()
+        out.append(pa.field(name, dtype))
+    return pa.schema(out), json_text - {text_field, id_field}
 
 
 @dataclass(frozen=True)
@@ -566,21 +712,24 @@ class _Reader:
 
     fs: object
     names: tuple[str, ...]
-    schema: pa.Schema  # the records' fields (without _doc and an assigned id)
-    fields: Fields
+    layout: Layout  # the fields read (without _doc and an assigned id), their types, what is checked
+    returned: tuple[str, ...] | None  # the fields returned (None: all)
     assign_ids: bool
     skip: bool
+    records: bool  # return each JSONL record's line as _record
 
     def output_schema(self) -> pa.Schema:
-        """``_doc``, an assigned id, the record fields and, skipping, the reject columns."""
-        schema = pa.schema([(DOC, pa.int64())] + ([("id", pa.string())] if self.assign_ids else []) + list(self.schema))
+        """``_doc``, an assigned id, the returned fields, ``_record`` and, skipping, the reject columns."""
+        assigned = [("id", pa.string())] if self.assign_ids else []
+        fields = [f for f in self.layout.schema if self.returned is None or f.name in self.returned]
+        schema = pa.schema([(DOC, pa.int64()), *assigned, *fields])
         if self.skip:
-            schema = pa.schema(list(schema) + list(zip(REJECT_COLUMNS, _REJECT_TYPES)))
-        return schema
+            return pa.schema(list(schema) + list(zip(REJECT_COLUMNS, _REJECT_TYPES)))
+        return pa.schema(list(schema) + [("_record", pa.binary())]) if self.records else schema
 
     def keys(self) -> tuple[str, ...]:
         """Columns that are never null: ``_doc``, the id, ``_line``."""
-        return (DOC, self.fields.id or "id", "_line")
+        return (DOC, self.layout.fields.id or "id", "_line")
 
     def read(self, src: Source) -> pa.Table:
         """The documents (and, skipping, rejected records) of one source, in input order."""
@@ -597,8 +746,10 @@ class _Reader:
         starts, ends, keep = record_lines(raw)
         line_index = np.flatnonzero(keep)
         starts, ends = starts[keep], ends[keep]
-        pieces, bad = parse_records(raw, starts, ends, self.schema, self.fields)
+        pieces, bad = parse_records(raw, starts, ends, self.layout)
         positions = start + starts
+        # A record's line without its line end ("\r\n" too: a JSON line cannot hold a raw CR).
+        lines = [raw[s:e].removesuffix(b"\r") for s, e in zip(starts, ends)] if self.records else None
         records = [raw[starts[b.index] : ends[b.index]].removesuffix(b"\r") for b in bad]
         if broken is not None:  # whole files only, so lines are counted from 1
             reason = f"{broken.what} after line {len(keep)} ({broken.detail})"
@@ -608,45 +759,53 @@ class _Reader:
         first_line = src.first_line
         if bad and first_line is None:  # only where a record is rejected or stops the run
             first_line = _lines_before(self.fs, path, start) + 1
-        return self._assemble(pieces, bad, records, positions, (first_line or 1) + line_index, index)
+        return self._assemble(pieces, bad, records, positions, (first_line or 1) + line_index, index, lines)
 
     def _parquet(self, src: Source, path: str, index: int) -> pa.Table:
         with self.fs.open(path, "rb") as f:
-            table = pq.read_table(f)
-        problems = _row_problems(table, self.fields)
+            parquet = pq.ParquetFile(f)
+            present = parquet.schema_arrow.names
+            table = parquet.read(columns=[n for n in self.layout.schema.names if n in present] if self.layout.only else None)
+        table = table.replace_schema_metadata(None)
+        problems = _row_problems(table, self.layout)
         rows = np.arange(table.num_rows, dtype=np.int64)
         good = np.setdiff1d(rows, list(problems))
         try:
-            pieces = [(good, conform(table.take(good), self.schema, self.fields))]
+            pieces = [(good, conform(table.take(good), self.layout))]
         except Mismatch as err:  # a column of another type than in other files: every row
             pieces, problems = [], dict.fromkeys(rows.tolist(), (err.kind, err.field, err.reason)) | problems
         bad = [Bad(row, *problems[row]) for row in sorted(problems)]
         records = _row_json(table.take([b.index for b in bad])) if bad else []
         return self._assemble(pieces, bad, records, rows, rows, index)
 
-    def _assemble(self, pieces, bad: list[Bad], records: list[bytes], positions, lines, index: int) -> pa.Table:
-        """The file's good records as documents, and its bad ones raised or as rejected rows."""
+    def _assemble(self, pieces, bad: list[Bad], records: list[bytes], positions, lines, index: int, raw_lines=None) -> pa.Table:
+        """The file's good records as documents, and its bad ones raised or as rejected rows.
+
+        ``raw_lines`` (JSONL, with ``records``): every record's line, by record index.
+        """
         if bad and not self.skip:
             first = bad[0]
             field = f"field {first.field!r}: " if first.field else ""
             raise ValueError(f"{self.names[index]}:{lines[first.index]}: {field}{first.reason}")
+        schema = self.output_schema()
         rows = np.concatenate([i for i, _ in pieces]) if pieces else np.zeros(0, np.int64)
-        table = pa.concat_tables([t for _, t in pieces]) if pieces else self.schema.empty_table()
-        if self.assign_ids:
-            table = table.add_column(0, "id", pa.array([f"{self.names[index]}:{line}" for line in lines[rows]], pa.string()))
+        table = pa.concat_tables([t for _, t in pieces]) if pieces else self.layout.schema.empty_table()
         key = (np.int64(index) << POSITION_BITS) | np.asarray(positions, dtype=np.int64)
-        table = table.add_column(0, DOC, pa.array(key[rows], pa.int64()))
-        if not self.skip:
-            return table
-        extra = [pa.array(lines[rows], pa.int64())] + [pa.nulls(len(rows), t) for t in _REJECT_TYPES[1:]]
-        table = pa.table(table.columns + extra, schema=self.output_schema())
+        columns = {DOC: pa.array(key[rows], pa.int64())}
+        if self.assign_ids:
+            columns["id"] = pa.array([f"{self.names[index]}:{line}" for line in lines[rows]], pa.string())
+        if self.records:
+            columns["_record"] = pa.array([raw_lines[i] for i in rows], pa.binary())
+        if self.skip:
+            columns["_line"] = pa.array(lines[rows], pa.int64())
+        table = pa.table([columns[f.name] if f.name in columns else (table[f.name] if f.name in table.column_names else pa.nulls(len(rows), f.type)) for f in schema], schema=schema)
         if not bad:
             return table
         at = np.array([b.index for b in bad], dtype=np.int64)
         columns = {DOC: pa.array(key[at], pa.int64()), "_line": pa.array(lines[at], pa.int64())}
         columns |= {"_kind": [b.kind for b in bad], "_field": [b.field for b in bad], "_reason": [b.reason for b in bad]}
         columns["_record"] = pa.array(records, pa.binary())
-        rejected = pa.table([columns.get(f.name, _placeholder(f.type, len(bad))) for f in table.schema], schema=table.schema)
+        rejected = pa.table([columns.get(f.name, _placeholder(f.type, len(bad))) for f in schema], schema=schema)
         both = pa.concat_tables([table, rejected])
         return both.take(np.argsort(both[DOC].to_numpy(), kind="stable"))
 
@@ -674,8 +833,13 @@ def _read_bytes(fs, src: Source, path: str) -> tuple[bytes, int, _Broken | None]
     return raw, start, broken
 
 
-def _row_problems(table: pa.Table, fields: Fields) -> dict[int, tuple[str, str | None, str]]:
-    """Parquet rows that cannot be documents: row -> (kind, field, reason), the first problem only."""
+def _row_problems(table: pa.Table, layout: Layout) -> dict[int, tuple[str, str | None, str]]:
+    """Parquet rows that cannot be documents: row -> (kind, field, reason), the first problem only.
+
+    Only the fields read are checked: reading every field, just the text and the id (the
+    others ride along as they are, bytes that are not UTF-8 included).
+    """
+    fields = layout.fields
     problems: dict[int, tuple[str, str | None, str]] = {}
     everything = range(table.num_rows)
     if fields.text not in table.column_names:
@@ -694,7 +858,8 @@ def _row_problems(table: pa.Table, fields: Fields) -> dict[int, tuple[str, str |
         else:
             for row in np.flatnonzero(table[fields.id].is_null().to_numpy(zero_copy_only=False)):
                 problems.setdefault(int(row), ("missing-field", fields.id, "null"))
-    for name in table.column_names:  # Parquet readers do not check UTF-8; pandas would fail on it
+    checked = table.column_names if layout.only else [n for n in (fields.text, fields.id) if n in table.column_names]
+    for name in checked:  # Parquet readers do not check UTF-8; pandas would fail on it
         column = table[name]
         if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
             continue
@@ -711,14 +876,7 @@ def _row_problems(table: pa.Table, fields: Fields) -> dict[int, tuple[str, str |
 
 def _row_json(table: pa.Table) -> list[bytes]:
     """Rows as JSON objects (UTF-8); bytes of strings that are not valid UTF-8 written as ``\\xNN``."""
-    columns = {}
-    for name in table.column_names:
-        column = table[name]
-        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-            columns[name] = [None if v is None else v.decode("utf-8", "backslashreplace") for v in column.cast(pa.large_binary()).to_pylist()]
-        else:
-            columns[name] = column.to_pylist()
-    return [json.dumps(dict(zip(columns, values)), ensure_ascii=False, default=str).encode() for values in zip(*columns.values())]
+    return [json_text(row).encode() for row in python_rows(table)]
 
 
 def _placeholder(dtype: pa.DataType, n: int) -> pa.Array:

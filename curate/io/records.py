@@ -5,6 +5,11 @@ A block of JSONL bytes is first parsed whole by pyarrow (the fast path). Only wh
 with Python's ``json`` to find the bad records and say what is wrong with each, and the good lines
 are parsed by pyarrow again, halving the run wherever one still fails. No file system here:
 :mod:`curate.io.read` reads the bytes and places the results.
+
+A :class:`Layout` says which fields are read: only some (the others are never parsed, so their
+values and types cannot stop a read), or all of them (then a field not seen at the start of
+the files is a bad record). Ids are read exactly: an integer id that does not fit int64 is
+never a double.
 """
 
 import json
@@ -16,6 +21,8 @@ import pyarrow as pa
 import pyarrow.json as pajson
 
 _WHITESPACE = np.array([9, 10, 11, 12, 13, 32], dtype=np.uint8)
+# How a string id column parses ids: as strings, or integers (exact up to 38 digits), then cast.
+_STRING_ID_TYPES = (pa.string(), pa.int64(), pa.decimal128(38, 0))
 _JSON_KINDS = {dict: "an object", list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
 
 
@@ -30,6 +37,44 @@ class Fields:
 
     text: str | None
     id: str | None
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What a block's records become: the fields read, their types, and what is checked.
+
+    ``schema`` holds the fields read, with the input's (unified) types; None takes every field
+    as it comes (sampling). ``only``: read just ``schema``'s fields (pyarrow ignores the others);
+    otherwise every field is read and one not in ``schema`` makes the record bad. Fields in
+    ``json_text`` (typed string in ``schema``) hold each value's JSON text: their types differ
+    between files, so no Arrow type holds them all.
+    """
+
+    schema: pa.Schema | None
+    fields: Fields
+    only: bool = False
+    json_text: frozenset = frozenset()
+
+    def explicit(self) -> bool:
+        """Whether pyarrow reads only the schema's fields (others ignored): reading just some
+        fields, or every field where some hold JSON text (checked from each line's own parse,
+        as pyarrow cannot read a field whose types differ, let alone a list of numbers and objects)."""
+        return self.only or bool(self.json_text)
+
+    def parse_types(self) -> list[pa.Schema]:
+        """The explicit schemas pyarrow is given, tried in order (they differ in the id's type only).
+
+        A string id column also takes integer ids, as int64 or, beyond int64, as a 38-digit
+        decimal, so that their text is exact (pyarrow would otherwise read them as doubles).
+        """
+        if self.schema is None:
+            return [None]
+        names = self.schema.names if self.explicit() else [n for n in (self.fields.text, self.fields.id) if n in self.schema.names]
+        base = [self.schema.field(n) for n in names if n not in self.json_text]
+        id_type = self.schema.field(self.fields.id).type if self.fields.id in self.schema.names else None
+        if id_type is None or not (pa.types.is_string(id_type) or pa.types.is_large_string(id_type)):
+            return [pa.schema(base)]
+        return [pa.schema([f.with_type(t) if f.name == self.fields.id else f for f in base]) for t in _STRING_ID_TYPES]
 
 
 @dataclass(frozen=True)
@@ -73,17 +118,16 @@ def record_lines(raw: bytes) -> tuple[np.ndarray, np.ndarray]:
     return starts.astype(np.int64), ends.astype(np.int64), keep
 
 
-def parse_records(raw: bytes, starts: np.ndarray, ends: np.ndarray, schema: pa.Schema | None, fields: Fields):
-    """Parse the records ``raw[starts[i]:ends[i]]`` into tables that fit ``schema``.
+def parse_records(raw: bytes, starts: np.ndarray, ends: np.ndarray, layout: Layout):
+    """Parse the records ``raw[starts[i]:ends[i]]`` into tables that fit ``layout``.
 
     Parameters
     ----------
     raw : bytes
         JSONL; ``starts``/``ends`` (int64) delimit its non-blank lines.
-    schema : pyarrow.Schema or None
-        The input's record fields and types. A record with another field, or a value that cannot
-        be cast to the field's type, is bad. None: take the types as they come (sampling).
-    fields : Fields
+    layout : Layout
+        The fields read and their types. A value that cannot be cast to its field's type (or,
+        reading every field, a field not in the layout's schema) makes its record bad.
 
     Returns
     -------
@@ -98,26 +142,36 @@ def parse_records(raw: bytes, starts: np.ndarray, ends: np.ndarray, schema: pa.S
     everything = np.arange(len(starts), dtype=np.int64)
     if _valid_utf8(raw):
         try:
-            table = _read_json(raw)
-            if table.num_rows == len(starts) and not _lacks_field(raw, starts, ends, table, fields):
-                return [(everything, conform(table, schema, fields))], []
+            table = _read_json(raw, layout)
+            if table.num_rows == len(starts) and not _lacks_field(raw, starts, ends, table, layout.fields):
+                return [(everything, conform(table, layout, [raw[s:e] for s, e in zip(starts, ends)] if layout.json_text else None))], []
         except (pa.ArrowInvalid, Mismatch):
             pass
-    bad = [b for b in (_check_line(raw[s:e], i, fields) for i, (s, e) in enumerate(zip(starts, ends))) if b is not None]
+    bad = [b for b in (_check_line(raw[s:e], i, layout.fields) for i, (s, e) in enumerate(zip(starts, ends))) if b is not None]
     good = np.setdiff1d(everything, [b.index for b in bad])
-    pieces, unparsed = _parse_runs(raw, starts, ends, good, schema, fields)
+    pieces, unparsed = _parse_runs(raw, starts, ends, good, layout)
     return pieces, sorted(bad + unparsed, key=lambda b: b.index)
 
 
-def conform(table: pa.Table, schema: pa.Schema | None, fields: Fields) -> pa.Table:
-    """``table`` with ``schema``'s fields in its order (absent ones null) and types, text as string.
+def conform(table: pa.Table, layout: Layout, lines: list[bytes] | None = None) -> pa.Table:
+    """``table`` with the layout's fields in its order (absent ones null) and types, text as string.
+
+    Parameters
+    ----------
+    table : pyarrow.Table
+        Records as parsed (JSONL) or read (Parquet).
+    layout : Layout
+    lines : list of bytes, optional
+        The records' JSONL lines, one per row: the JSON text of a ``json_text`` field is taken
+        from them exactly (else it is written from the parsed values).
 
     Raises
     ------
     Mismatch
-        If a field is not in ``schema``, the text field is not a string, or a value cannot be
-        cast to its field's type.
+        If a field is not in the schema (reading every field), the text field is not a string,
+        or a value cannot be cast to its field's type.
     """
+    fields, schema = layout.fields, layout.schema
     if fields.text is not None and fields.text in table.column_names:
         text = table[fields.text]
         if pa.types.is_dictionary(text.type):
@@ -129,19 +183,52 @@ def conform(table: pa.Table, schema: pa.Schema | None, fields: Fields) -> pa.Tab
         table = table.set_column(table.column_names.index(fields.text), fields.text, text.cast(pa.string()).fill_null(""))
     if schema is None:
         return table
-    extra = [name for name in table.column_names if name not in schema.names]
-    if extra:
-        raise Mismatch("unknown-field", extra[0], "not among the input's fields (those found at the start of each file)")
+    decoded = [json.loads(line) for line in lines] if lines is not None and layout.json_text else None
+    if not layout.only:
+        names = table.column_names if decoded is None else dict.fromkeys(name for d in decoded for name in d)
+        extra = [name for name in names if name not in schema.names]
+        if extra:
+            raise Mismatch("unknown-field", extra[0], "not among the input's fields (those found at the start of each file)")
     columns = []
     for field in schema:
-        if field.name not in table.column_names:
+        if field.name in layout.json_text:
+            values = [d.get(field.name) for d in decoded] if decoded is not None else (python_values(table[field.name]) if field.name in table.column_names else [None] * table.num_rows)
+            columns.append(pa.array([None if v is None else json_text(v) for v in values], pa.string()))
+        elif field.name not in table.column_names:
             columns.append(pa.nulls(table.num_rows, field.type))
-            continue
-        try:
-            columns.append(table[field.name].cast(field.type))
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as err:
-            raise Mismatch("wrong-type", field.name, f"cannot convert {table[field.name].type} to {field.type} ({err})") from None
+        else:
+            try:
+                columns.append(table[field.name].cast(field.type))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as err:
+                raise Mismatch("wrong-type", field.name, f"cannot convert {table[field.name].type} to {field.type} ({err})") from None
     return pa.table(columns, schema=schema)
+
+
+def python_values(column) -> list:
+    """A column's values as Python objects; bytes of strings that are not valid UTF-8 written as ``\\xNN``."""
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        return [None if v is None else v.decode("utf-8", "backslashreplace") for v in column.cast(pa.large_binary()).to_pylist()]
+    return column.to_pylist()
+
+
+def python_rows(table: pa.Table) -> list[dict]:
+    """A table's rows as dicts of Python values (see :func:`python_values`), in column order."""
+    columns = {name: python_values(table[name]) for name in table.column_names}
+    return [{name: values[i] for name, values in columns.items()} for i in range(table.num_rows)]
+
+
+def json_text(value) -> str:
+    """A decoded value as JSON text, exactly: integers whole, floats as the shortest text that
+    reads back as the same double (Python's ``repr``), non-ASCII characters as they are.
+
+    Values JSON has no notation for are written as strings: bytes decoded as UTF-8 (other
+    bytes as ``\\xNN``), anything else (a Parquet timestamp, a decimal) as its ``str``.
+    """
+    return json.dumps(value, ensure_ascii=False, default=_as_string)
+
+
+def _as_string(value) -> str:
+    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)
 
 
 def json_kind(value) -> str:
@@ -149,13 +236,23 @@ def json_kind(value) -> str:
     return "null" if value is None else _JSON_KINDS.get(type(value), type(value).__name__)
 
 
-def _read_json(raw: bytes) -> pa.Table:
-    # Explicit block size: one block holds the whole buffer, however long a record is.
-    return pajson.read_json(
-        pa.py_buffer(raw),
-        read_options=pajson.ReadOptions(block_size=min(max(len(raw), 1 << 20), (1 << 31) - 1)),
-        parse_options=pajson.ParseOptions(newlines_in_values=False),
-    )
+def _read_json(raw: bytes, layout: Layout) -> pa.Table:
+    """Parse a block with pyarrow, trying each of the layout's explicit schemas in turn."""
+    error = None
+    for schema in layout.parse_types():
+        options = pajson.ParseOptions(newlines_in_values=False)
+        if schema is not None:
+            options = pajson.ParseOptions(
+                newlines_in_values=False, explicit_schema=schema, unexpected_field_behavior="ignore" if layout.explicit() else "infer"
+            )
+        try:
+            # Explicit block size: one block holds the whole buffer, however long a record is.
+            return pajson.read_json(
+                pa.py_buffer(raw), read_options=pajson.ReadOptions(block_size=min(max(len(raw), 1 << 20), (1 << 31) - 1)), parse_options=options
+            )
+        except pa.ArrowInvalid as err:
+            error = err
+    raise error
 
 
 def _valid_utf8(raw: bytes) -> bool:
@@ -207,12 +304,13 @@ def _check_line(line: bytes, index: int, fields: Fields) -> Bad | None:
     return None
 
 
-def _parse_runs(raw, starts, ends, good: np.ndarray, schema, fields: Fields):
+def _parse_runs(raw, starts, ends, good: np.ndarray, layout: Layout):
     """Parse the ``good`` lines with pyarrow, halving any run that fails until the culprit is alone."""
     if len(good) == 0:
         return [], []
+    lines = [raw[starts[i] : ends[i]] for i in good]
     try:
-        table = conform(_read_json(b"\n".join(raw[starts[i] : ends[i]] for i in good)), schema, fields)
+        table = conform(_read_json(b"\n".join(lines), layout), layout, lines)
         if table.num_rows != len(good):
             raise pa.ArrowInvalid(f"{table.num_rows} records read from {len(good)} lines")
         return [(good, table)], []
@@ -220,10 +318,49 @@ def _parse_runs(raw, starts, ends, good: np.ndarray, schema, fields: Fields):
         if len(good) == 1:
             return [], [Bad(int(good[0]), err.kind, err.field, err.reason)]
     except pa.ArrowInvalid as err:
-        if len(good) == 1:  # e.g. an escaped lone surrogate, which Python's json accepts
-            message = re.sub(r"\.?( in row \d+)?$", "", str(err).removeprefix("JSON parse error: "))
-            return [], [Bad(int(good[0]), "invalid-json", None, f"invalid JSON: {message}")]
+        if len(good) == 1:
+            return [], [_diagnose(lines[0], int(good[0]), layout, err)]
     half = len(good) // 2
-    left, left_bad = _parse_runs(raw, starts, ends, good[:half], schema, fields)
-    right, right_bad = _parse_runs(raw, starts, ends, good[half:], schema, fields)
+    left, left_bad = _parse_runs(raw, starts, ends, good[:half], layout)
+    right, right_bad = _parse_runs(raw, starts, ends, good[half:], layout)
     return left + right, left_bad + right_bad
+
+
+def _diagnose(line: bytes, index: int, layout: Layout, err: pa.ArrowInvalid) -> Bad:
+    """Why pyarrow could not read one line that Python's ``json`` reads: a value of another type
+    than its field's (named), or else (an escaped lone surrogate) invalid JSON."""
+    record = json.loads(line)
+    for field in layout.parse_types()[0] or ():
+        value = record.get(field.name)
+        if value is None or field.name == layout.fields.text:  # the text's type was checked before
+            continue
+        if field.name == layout.fields.id:
+            reason = _id_problem(value, layout.schema.field(field.name).type)
+            if reason:
+                return Bad(index, "wrong-type", field.name, reason)
+            continue
+        try:
+            found = pa.array([value])
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, UnicodeEncodeError):
+            continue  # not even alone: the line is invalid JSON to Arrow (say, a lone surrogate)
+        try:
+            found.cast(field.type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as cast_error:
+            return Bad(index, "wrong-type", field.name, f"cannot convert {found.type} to {field.type} ({cast_error})")
+    message = re.sub(r"\.?( in row \d+)?$", "", str(err).removeprefix("JSON parse error: "))
+    return Bad(index, "invalid-json", None, f"invalid JSON: {message}")
+
+
+def _id_problem(value, id_type: pa.DataType) -> str | None:
+    """What is wrong with an id value for an id column of ``id_type`` (int64 or string), or None."""
+    integer = isinstance(value, int) and not isinstance(value, bool)
+    if pa.types.is_integer(id_type):
+        if not integer:
+            return f"expected an integer (as the ids at the start of the input files), got {json_kind(value)}"
+        if not -(1 << 63) <= value < (1 << 63):
+            return f"integer {value} does not fit int64 (the ids at the start of the input files do)"
+    elif not (integer or isinstance(value, str)):
+        return f"expected a string or an integer, got {json_kind(value)}"
+    elif integer and len(str(abs(value))) > 38:
+        return f"integer {value} has more than 38 digits"
+    return None

@@ -12,8 +12,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curate.backend import on_host
+from curate.backend import on_host, to_arrow
 from curate.io.read import DOC, POSITION_BITS, REJECT_COLUMNS, arrow_typed, locate
+from curate.io.records import json_text, python_rows
 
 REJECTED_SCHEMA = pa.schema(
     [("source", pa.string()), ("line", pa.int64()), ("field", pa.string()), ("kind", pa.string()), ("reason", pa.string()), ("record", pa.binary())]
@@ -87,13 +88,14 @@ def _mark(part: pd.DataFrame, path: str, id_field: str) -> pd.DataFrame:
     if not hit.any():
         return part
     part = part.copy()
+    # The record: its line as read where the read kept it (records=True), else the row as JSON.
+    record = part["_record"].to_numpy(dtype=object)
+    missing = hit & part["_record"].isna().to_numpy()
     fields = [c for c in part.columns if c != DOC and c not in REJECT_COLUMNS]
-    records = part.loc[hit, fields].to_json(orient="records", lines=True, force_ascii=False).splitlines()
+    record[missing] = [json_text(row).encode() for row in python_rows(to_arrow(part.loc[missing, fields]))]
     part.loc[hit, "_kind"] = "duplicate-id"
     part.loc[hit, "_field"] = id_field
     part.loc[hit, "_reason"] = listed.set_index(DOC)["reason"].reindex(doc[hit]).to_numpy()
-    record = part["_record"].to_numpy(dtype=object)
-    record[hit] = [line.encode() for line in records]
     part["_record"] = pd.array(record, dtype=pd.ArrowDtype(pa.binary()))
     return part
 

@@ -1,5 +1,6 @@
 """Write documents (Parquet or JSONL part files) and the small result tables."""
 
+import math
 import os
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from fsspec.core import url_to_fs
 
 from curate.backend import to_arrow, to_host
 from curate.io.read import DOC
+from curate.io.records import json_text, python_rows
 
 ROW_GROUP_ROWS = 1 << 20
 
@@ -18,17 +20,26 @@ ROW_GROUP_ROWS = 1 << 20
 def write_documents(docs: dd.DataFrame, path: str, fmt: str, schema: pa.Schema | None = None) -> dd.Scalar:
     """Lazily write a document frame (without ``_doc``) as ``part.N.parquet`` / ``part.N.jsonl``.
 
+    A partition without rows writes no file, except partition 0, which is always written (then
+    an empty file: 0 bytes of JSONL, or Parquet with the schema and no rows), so the folder
+    always reads back.
+
     Parameters
     ----------
     docs : dask.dataframe.DataFrame
+        With ``_record`` (binary: JSONL lines, from :func:`curate.io.read_documents` with
+        ``records=True``), JSONL output writes each record's line unchanged, the frame's other
+        columns (an assigned ``id``) put in front of its keys. Otherwise each row is written
+        from its Arrow values: in JSONL, integers whole and floats as the shortest text that
+        reads back as the same double (NaN and infinities, which JSON lacks, as null).
     path : str
         Output directory (local path or fsspec URL); created if needed.
     fmt : {"parquet", "jsonl"}
         Parquet files carry a plain Arrow schema (no pandas metadata, which pandas cannot read
         back for nested Arrow columns); JSONL is UTF-8, one object per line.
     schema : pyarrow.Schema, optional
-        Parquet: the files' schema (else inferred per part, which for an empty part of object
-        columns is null-typed).
+        Parquet: the files' schema. Default: the frame's columns' types (``pd.ArrowDtype``
+        columns their own, pandas strings ``string``), the same in every part.
 
     Returns
     -------
@@ -45,16 +56,59 @@ def write_documents(docs: dd.DataFrame, path: str, fmt: str, schema: pa.Schema |
     fs, root = url_to_fs(path)
     fs.makedirs(root, exist_ok=True)
     docs = docs.drop(columns=[DOC]) if DOC in docs.columns else docs
+    schema = schema or _frame_schema(to_host(docs._meta))
     return docs.map_partitions(_write_part, fs, root, fmt, schema, meta=(None, "int64")).sum()
 
 
-def _write_part(part: pd.DataFrame, fs, root: str, fmt: str, schema, partition_info=None) -> int:
-    with fs.open(f"{root}/part.{partition_info['number']}.{fmt}", "wb") as f:
+def _frame_schema(meta: pd.DataFrame) -> pa.Schema:
+    """Arrow schema of a pandas frame: its Arrow-typed columns' types, pandas strings ``string``
+    (the readers' type for them; pandas itself would say ``large_string``)."""
+    schema = pa.Schema.from_pandas(meta, preserve_index=False).remove_metadata()
+    return pa.schema([f.with_type(pa.string()) if isinstance(meta[f.name].dtype, pd.StringDtype) else f for f in schema])
+
+
+def _write_part(part: pd.DataFrame, fs, root: str, fmt: str, schema: pa.Schema, partition_info=None) -> int:
+    number = partition_info["number"]
+    if len(part) == 0 and number:
+        return 0
+    table = to_arrow(part, schema)
+    with fs.open(f"{root}/part.{number}.{fmt}", "wb") as f:
         if fmt == "parquet":
-            pq.write_table(to_arrow(part, schema), f)
+            pq.write_table(table, f)
         else:
-            to_host(part).to_json(f, orient="records", lines=True, force_ascii=False)
+            f.write(jsonl_lines(table))
     return len(part)
+
+
+def jsonl_lines(table: pa.Table) -> bytes:
+    """JSONL of a table's rows (see :func:`write_documents`): each ending in ``\\n``, UTF-8.
+
+    With a ``_record`` column (binary JSON objects), each record as it is, the other columns
+    put first as keys of the object, the rest of its bytes unchanged.
+    """
+    if "_record" not in table.column_names:
+        return b"".join(json_text(_finite(row)).encode() + b"\n" for row in python_rows(table))
+    lines = table["_record"].to_pylist()
+    front = table.drop_columns(["_record"])
+    if front.num_columns == 0:
+        return b"".join(line + b"\n" for line in lines)
+    out = []
+    for row, line in zip(python_rows(front), lines):
+        keys = json_text(row).encode()[:-1]  # '{"id": "a.jsonl:1"'
+        rest = line.lstrip()[1:].lstrip()  # after the record's '{'
+        out.append(keys + (b"" if rest.startswith(b"}") else b", ") + rest + b"\n")
+    return b"".join(out)
+
+
+def _finite(value):
+    """``value`` with NaN and infinite floats (no JSON notation) as None, nested values too."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def write_table(source: str, path: str, columns: list[str]) -> None:

@@ -1,0 +1,301 @@
+"""Data fidelity and inputs: what is not deduplicated comes out exactly as it went in.
+
+Kept JSONL records are their input lines byte for byte; Parquet keeps its schema; conversions
+keep every value; side fields of any type ride along; overlapping inputs are read once; small
+files share partitions.
+"""
+
+import gzip
+import json
+import logging
+import math
+import os
+import random
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from curate.config import load_config
+from curate.io import read_documents
+from curate.io.read import expand_paths, plan_sources
+from curate.pipeline import dedup
+
+
+def run(out, inputs, **overrides):
+    return dedup([str(i) for i in inputs], str(out), load_config(None, overrides))
+
+
+def output_lines(out) -> list[bytes]:
+    files = sorted((out / "deduplicated").glob("part.*.jsonl"), key=lambda f: int(f.name.split(".")[1]))
+    return [line for f in files for line in f.read_bytes().splitlines()]
+
+
+def exact(line: bytes):
+    """A JSON line's value with integers and floats as their exact text (so 1.0 != 1, 2**64 exact)."""
+    return json.loads(line, parse_float=lambda s: ("float", float(s)), parse_int=int)
+
+
+# -- 1. kept records are the input's records, unchanged ------------------------------------------
+
+
+def test_floats_and_big_numbers_ride_along_unchanged(client, tmp_path):
+    # The issue's case: pandas' to_json wrote 0.123456789, 0.0 and 48.8583701235.
+    lines = [
+        b'{"id": 1, "text": "one", "score": 0.1234567890123456, "tiny": 1.5e-12, "lat": 48.858370123456789}',
+        b'{"id": 2, "text": "one", "score": 0.5}',  # an exact copy of 1: removed
+        b'{"text": "two", "id": 3, "big": 18446744073709551616, "neg": -9223372036854775809, "n": 9007199254740993,'
+        b' "sub": 5e-324, "nested": {"b": [1, 2.50, null], "a": "\\u00e9\\ud83d\\ude00"}, "none": null, "x": 1E+2}',
+        b'{"id": 4, "text": "three",   "spaced" :  [ ] }',
+    ]
+    (tmp_path / "in.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    out = tmp_path / "out"
+    summary = run(out, [tmp_path / "in.jsonl"], mode="exact")
+    assert summary["counts"]["output"] == {"kept": 3, "removed": 1, "rejected": 0}
+    assert output_lines(out) == [lines[0], lines[2], lines[3]]  # byte for byte: key order, escapes, spacing
+
+
+def test_ids_outside_int64_are_exact(client, tmp_path):
+    # Read as doubles, 2**64 and -2**63-1 once collided into a false "repeated id" error, and the
+    # output rewrote 5 as 5.0 and 9007199254740993 as 9007199254740992.0.
+    ids = ["18446744073709551616", "-9223372036854775809", "9007199254740993", "9007199254740992", "5", "18446744073709551617"]
+    lines = [f'{{"id": {i}, "text": "t{k % 3}"}}'.encode() for k, i in enumerate(ids)]
+    (tmp_path / "in.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    docs = read_documents(str(tmp_path / "in.jsonl")).compute()
+    assert docs.id.tolist() == ids  # strings holding the integers' exact text
+    out = tmp_path / "out"
+    run(out, [tmp_path / "in.jsonl"], mode="exact")
+    assert output_lines(out) == lines[:3]
+    removed = pd.read_parquet(out / "removed.parquet")
+    assert removed[["id", "representative"]].to_dict("list") == {"id": ids[3:], "representative": ids[:3]}
+
+
+def test_ids_that_fit_int64_stay_integers_and_a_later_big_one_is_named(tmp_path):
+    lines = [json.dumps({"id": i, "text": "x" * 200}) for i in range(6000)]  # about 1.3 MB: beyond the sample
+    lines[5500] = '{"id": 18446744073709551616, "text": "late"}'
+    lines[5501] = '{"id": 9007199254740993, "text": "exact"}'  # in the same block: must not become a double
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"^in.jsonl:5501: field 'id': integer 18446744073709551616 does not fit int64"):
+        read_documents(str(path)).compute()
+    docs = read_documents(str(path), on_error="skip").compute()
+    good = docs[docs._kind.isna()]
+    assert good.id.dtype == "int64" and 9007199254740993 in set(good.id.tolist()) and len(good) == 5999
+
+
+def test_assigned_ids_are_put_first_in_the_records(client, tmp_path):
+    lines = [b'{"text": "a", "score": 0.1234567890123456}', b'  { "text":"b"}', b"", b'{"text": "a"}', b'{"text": "c", "id2": [1, {"x": 2.50}]}\r']
+    (tmp_path / "in.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    out = tmp_path / "out"
+    run(out, [tmp_path / "in.jsonl"], mode="exact")
+    assert output_lines(out) == [
+        b'{"id": "in.jsonl:1", "text": "a", "score": 0.1234567890123456}',
+        b'{"id": "in.jsonl:2", "text":"b"}',
+        b'{"id": "in.jsonl:5", "text": "c", "id2": [1, {"x": 2.50}]}',
+    ]
+    assert pd.read_parquet(out / "removed.parquet")[["id", "representative"]].values.tolist() == [["in.jsonl:4", "in.jsonl:1"]]
+
+
+def test_parquet_keeps_its_schema_and_values(client, tmp_path):
+    nan = float("nan")
+    table = pa.table(
+        {
+            "id": pa.array([1, 2, 3, 4], pa.uint64()),
+            "text": pa.array(["a", "a", "b", "c"], pa.large_string()),
+            "f32": pa.array([1.5, None, nan, -0.0], pa.float32()),
+            "f64": pa.array([0.1234567890123456, nan, None, 5e-324]),
+            "when": pa.array([0, 1, None, 2**57], pa.timestamp("us", tz="UTC")),
+            "day": pa.array([0, None, 19000, -1], pa.date32()),
+            "money": pa.array([None, 1, 2, 3], pa.decimal128(20, 4)),
+            "tags": pa.array([[1], [], None, [2, None]], pa.list_(pa.int32())),
+            "pair": pa.array([{"a": 1, "b": "x"}, None, {"a": None, "b": "é"}, {"a": 2, "b": None}]),
+            "raw": pa.array([b"\x00\xff", None, b"", b"z"], pa.binary()),
+            "cat": pa.array(["p", "q", None, "p"]).dictionary_encode(),
+            "big": pa.array([2**63 + 1, 0, None, 1], pa.uint64()),
+        }
+    )
+    pq.write_table(table, tmp_path / "in.parquet")
+    out = tmp_path / "out"
+    run(out, [tmp_path / "in.parquet"], mode="exact")
+    written = pq.read_table(out / "deduplicated")
+    expected = table.take([0, 2, 3]).cast(pa.schema([f.with_type(pa.string()) if f.name == "text" else f for f in table.schema]))
+    assert written.schema.remove_metadata() == expected.schema  # the text is read as a string
+    assert written.to_pylist().__repr__() == expected.to_pylist().__repr__()  # repr: NaN == NaN, -0.0 != 0.0
+
+
+def test_parquet_to_jsonl_keeps_float_precision(client, tmp_path):
+    pq.write_table(pa.table({"id": [1, 2], "text": ["a", "b"], "score": [0.1234567890123456, 1.5e-12], "n": [2**62 + 1, None]}), tmp_path / "in.parquet")
+    out = tmp_path / "out"
+    run(out, [tmp_path / "in.parquet"], mode="exact", io={"output_format": "jsonl"})
+    assert [json.loads(line) for line in output_lines(out)] == [
+        {"id": 1, "text": "a", "score": 0.1234567890123456, "n": 2**62 + 1},
+        {"id": 2, "text": "b", "score": 1.5e-12, "n": None},
+    ]
+
+
+def test_jsonl_to_parquet_keeps_values(client, tmp_path):
+    records = [{"id": 1, "text": "a", "score": 0.1234567890123456, "tiny": 1.5e-12, "tags": ["x"]}, {"id": 2, "text": "b", "score": 48.858370123456789}]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = tmp_path / "out"
+    run(out, [tmp_path / "in.jsonl"], mode="exact", io={"output_format": "parquet"})
+    rows = pq.read_table(out / "deduplicated").to_pylist()
+    assert rows == [{"tiny": None, "tags": None, **r} if r["id"] == 2 else r for r in records]
+
+
+# The property test: random records through a whole run, every kept line compared with its input.
+
+_floats = st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from([5e-324, 2.2250738585072014e-308, -0.0, 1e308, 0.1])
+_ints = st.integers() | st.sampled_from([2**53 + 1, 2**63, -(2**63) - 1, 2**64, -(2**64)])
+_scalars = st.none() | st.booleans() | _ints | _floats | st.text(max_size=8)
+_values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=8)
+_side = st.dictionaries(st.sampled_from(["score", "meta", "é", "k\u2028", "tags", "n"]), _values, max_size=4)
+
+
+@st.composite
+def _corpora(draw):
+    """(records as (id, text, side fields, key order seed), ensure_ascii per record)."""
+    n = draw(st.integers(1, 12))
+    ids = draw(st.lists(_ints, min_size=n, max_size=n, unique=True))
+    texts = draw(st.lists(st.sampled_from(["a", "b", "", "ünï", "a "]), min_size=n, max_size=n))
+    sides = draw(st.lists(_side, min_size=n, max_size=n))
+    flags = draw(st.lists(st.tuples(st.booleans(), st.integers(0, 5)), min_size=n, max_size=n))
+    return list(zip(ids, texts, sides, flags))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(corpus=_corpora(), split=st.integers(0, 12))
+def test_random_records_come_out_exactly(client, tmp_path_factory, corpus, split):
+    tmp = tmp_path_factory.mktemp("prop")
+    lines = []
+    for doc_id, text, side, (ascii_only, order) in corpus:
+        record = {"id": doc_id, "text": text, **side}
+        keys = list(record)
+        random.Random(order).shuffle(keys)
+        lines.append(json.dumps({k: record[k] for k in keys}, ensure_ascii=ascii_only).encode())
+    (tmp / "in").mkdir()
+    (tmp / "in" / "a.jsonl").write_bytes(b"".join(line + b"\n" for line in lines[:split]))
+    (tmp / "in" / "b.jsonl").write_bytes(b"".join(line + b"\n" for line in lines[split:]))
+    summary = run(tmp / "out", [tmp / "in"], mode="exact")
+    first = {}
+    for line, (_, text, _, _) in zip(lines, corpus):
+        first.setdefault(text, line)
+    kept = [line for line in lines if first[exact(line)["text"]] is line]  # brute force: first of each text
+    written = output_lines(tmp / "out")
+    assert written == kept
+    assert [exact(line) for line in written] == [exact(line) for line in kept]
+    assert summary["counts"]["output"] == {"kept": len(kept), "removed": len(lines) - len(kept), "rejected": 0}
+
+
+# -- 2. no blank-line part files --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_a_partition_with_nothing_kept_writes_no_file(client, tmp_path, fmt):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_text('{"id": 1, "text": "x"}\n{"id": 2, "text": "y"}\n')
+    (tmp_path / "in" / "b.jsonl").write_text('{"id": 3, "text": "x"}\n')  # all removed
+    (tmp_path / "in" / "c.jsonl").write_text('{"id": 4, "text": "z"}\n')
+    out = tmp_path / "out"
+    run(out, [tmp_path / "in"], mode="exact", io={"files_per_partition": 1, "output_format": fmt})
+    assert sorted(f.name for f in (out / "deduplicated").iterdir()) == [f"part.0.{fmt}", f"part.2.{fmt}"]
+    if fmt == "jsonl":
+        assert [json.loads(line)["id"] for line in output_lines(out)] == [1, 2, 4]
+    # partition 0 with no documents: written all the same, empty (no lines; Parquet: the schema),
+    # so the folder always reads back
+    (tmp_path / "in" / "a.jsonl").write_text("")
+    (tmp_path / "in" / "c.jsonl").write_text('{"id": 4, "text": "x"}\n')
+    config = load_config(None, {"mode": "exact", "io": {"files_per_partition": 1, "output_format": fmt}})
+    dedup([str(tmp_path / "in")], str(out), config, overwrite=True)
+    files = sorted((out / "deduplicated").iterdir())
+    assert [f.name for f in files] == [f"part.0.{fmt}", f"part.1.{fmt}"]
+    if fmt == "jsonl":
+        assert files[0].read_bytes() == b"" and [json.loads(line)["id"] for line in output_lines(out)] == [3]
+    else:
+        assert pq.read_table(files[0]).num_rows == 0 and pq.read_table(out / "deduplicated")["id"].to_pylist() == [3]
+
+
+# -- 3. side fields of any type ride along ------------------------------------------------------------
+
+
+def test_side_field_types_that_differ_between_files(client, tmp_path):
+    (tmp_path / "in").mkdir()
+    a = b'{"id": 1, "text": "one", "score": 3}\n'
+    b = b'{"id": 2, "text": "two", "score": "high"}\n{"id": 3, "text": "three", "score": [1, {"x": null}]}\n'
+    (tmp_path / "in" / "a.jsonl").write_bytes(a)
+    (tmp_path / "in" / "b.jsonl").write_bytes(b)
+    out = tmp_path / "out"
+    summary = run(out, [tmp_path / "in"])
+    assert output_lines(out) == (a + b).splitlines() and summary["counts"]["output"]["kept"] == 3
+    # Converted to Parquet, the field holds each value's JSON text.
+    run(tmp_path / "pq", [tmp_path / "in"], io={"output_format": "parquet"})
+    assert pq.read_table(tmp_path / "pq" / "deduplicated")["score"].to_pylist() == ["3", '"high"', '[1, {"x": null}]']
+    # Parquet files whose column types differ: the same.
+    (tmp_path / "p").mkdir()
+    pq.write_table(pa.table({"id": [1], "text": ["one"], "score": [3]}), tmp_path / "p" / "a.parquet")
+    pq.write_table(pa.table({"id": [2], "text": ["two"], "score": ["high"]}), tmp_path / "p" / "b.parquet")
+    run(tmp_path / "pp", [tmp_path / "p"])
+    assert pq.read_table(tmp_path / "pp" / "deduplicated").to_pydict() == {"id": [1, 2], "text": ["one", "two"], "score": ["3", '"high"']}
+
+
+# -- 4. overlapping inputs --------------------------------------------------------------------------
+
+
+def test_overlapping_inputs_are_read_once(client, tmp_path, monkeypatch, caplog):
+    (tmp_path / "d" / "sub").mkdir(parents=True)
+    (tmp_path / "d" / "a.jsonl.gz").write_bytes(gzip.compress(b'{"id": 1, "text": "a"}\n'))
+    (tmp_path / "d" / "b.jsonl").write_text('{"id": 2, "text": "b"}\n')
+    (tmp_path / "d" / "sub" / "c.jsonl").write_text('{"id": 3, "text": "c"}\n')
+    monkeypatch.chdir(tmp_path)
+    # a folder and a file in it, a glob, a relative and an absolute spelling, a symlink
+    os.symlink(tmp_path / "d" / "b.jsonl", tmp_path / "link.jsonl")
+    inputs = ["d", "d/a.jsonl.gz", str(tmp_path / "d" / "*.jsonl"), "d/../d/sub", "link.jsonl"]
+    with caplog.at_level(logging.WARNING, logger="curate.io.read"):
+        summary = run(tmp_path / "out", inputs)
+    assert summary["counts"]["input"]["documents"] == 3
+    assert [json.loads(line)["id"] for line in output_lines(tmp_path / "out")] == [1, 2, 3]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "curate.io.read"]
+    assert len(warnings) == 1 and warnings[0].startswith("inputs overlap: 4 file(s) named more than once are read once: ")
+    # Mixed absolute and relative arguments, folders expanding to absolute paths, file names relative to their common folder.
+    fs, paths, _ = expand_paths([str(tmp_path / "d" / "b.jsonl"), "d/sub"])
+    assert paths == [str(tmp_path / "d" / "b.jsonl"), str(tmp_path / "d" / "sub" / "c.jsonl")]
+    assert read_documents(["d/b.jsonl", "d/sub"], id_field=None).compute().id.tolist() == [2, 3]
+
+
+# -- 5. partitions planned by bytes -----------------------------------------------------------------
+
+
+def test_small_files_share_partitions(tmp_path):
+    (tmp_path / "in").mkdir()
+    for i in range(40):
+        (tmp_path / "in" / f"{i:03}.jsonl.gz").write_bytes(gzip.compress(json.dumps({"id": i, "text": "word " * 200}).encode() + b"\n"))
+    docs = read_documents(str(tmp_path / "in"))
+    assert docs.npartitions == 1
+    assert read_documents(str(tmp_path / "in"), files_per_partition=1).npartitions == 40  # the override
+    # each file decompresses to 1,026 bytes: 10 of them fit 10,260
+    small = read_documents(str(tmp_path / "in"), blocksize=10_260)
+    assert small.npartitions == 4
+    pd.testing.assert_frame_equal(small.compute().reset_index(drop=True), docs.compute().reset_index(drop=True))  # same _doc keys
+
+
+def test_packing_keeps_input_order_around_split_files():
+    paths = ["a.jsonl.gz", "b.jsonl.gz", "big.jsonl", "c.jsonl.gz", "d.jsonl.gz", "e.jsonl.gz"]
+    sizes = [40, 50, 250, 30, 80, 10]
+    sources = plan_sources(paths, "jsonl", 100, None, sizes)
+    assert [(s.file_indices, s.offset) for s in sources] == [((0, 1), 0), ((2,), 0), ((2,), 100), ((2,), 200), ((3,), 0), ((4, 5), 0)]
+    sources = plan_sources(paths, "jsonl", 100, 2, sizes)
+    assert [(s.file_indices, s.offset) for s in sources] == [((0, 1), 0), ((2,), 0), ((2,), 100), ((2,), 200), ((3, 4), 0), ((5,), 0)]
+
+
+def test_compressed_size_is_estimated_from_the_sample(tmp_path):
+    rng = random.Random(0)
+    text = " ".join(rng.choice(["alpha", "beta", "gamma", "delta"]) for _ in range(2_000_000))  # about 11 MB
+    raw = "".join(json.dumps({"id": i, "text": text[i * 10_000 : (i + 1) * 10_000]}) + "\n" for i in range(1100)).encode()
+    (tmp_path / "big.jsonl.gz").write_bytes(gzip.compress(raw))
+    from curate.io.read import _sample
+    from fsspec.implementations.local import LocalFileSystem
+
+    _, size = _sample(LocalFileSystem(), str(tmp_path / "big.jsonl.gz"), "jsonl")
+    assert math.isclose(size, len(raw), rel_tol=0.1)
