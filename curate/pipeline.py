@@ -30,6 +30,7 @@ from curate import __version__
 from curate.backend import to_host
 from curate.config import RunConfig
 from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy, drop_keys, select_keys, write_keys
+from curate.dedup.edges import MEMBERS
 from curate.dedup.groups import group_meta
 from curate.dedup.removal import sort_by_doc
 from curate.io import DOC, count_rows, read_documents, write_documents, write_table
@@ -245,9 +246,9 @@ def _fuzzy(docs: dd.DataFrame, exact_key: str, config: RunConfig, keep: KeepPoli
     io, fc = config.io, config.fuzzy
     fuzzy = FuzzyDedup(fc, text_field=io.text_field, id_field=io.id_field, keep=keep)
     # Each key names the parameters its stage reads; the exact stage's key covers ``docs``.
-    signature = fc.model_dump(exclude={"threshold", "verify", "local_components_max_edges", "num_perm", "fp_weight", "fn_weight"})
-    key = stage_key("candidates", signature, (exact_key,))
-    candidates = run.checkpoint("minhash+lsh", key, lambda: fuzzy.edges(fuzzy.buckets(docs)))
+    later = {"threshold", "verify", "local_components_max_edges", "max_member_pairs", "num_perm", "fp_weight", "fn_weight"}
+    key = stage_key("candidates+stars", fc.model_dump(exclude=later), (exact_key,))
+    candidates, stars = _candidates(fuzzy, docs, key, run)
     # Only documents with a candidate edge are joined to edges, so only they are shuffled.
     key = stage_key("candidate_nodes", {}, (key,))
     nodes = run.key_file("candidate_nodes", key, dd.concat([candidates[["u"]].rename(columns={"u": DOC}), candidates[["v"]].rename(columns={"v": DOC})]))
@@ -255,7 +256,12 @@ def _fuzzy(docs: dd.DataFrame, exact_key: str, config: RunConfig, keep: KeepPoli
     key = stage_key("select", {"columns": columns}, (key,))
     candidate_docs = run.checkpoint("select", key, lambda: select_keys(docs, nodes)[columns])
     key = stage_key("verify", {"threshold": fc.threshold, "verify": fc.verify}, (key,))
-    edges = run.checkpoint("verify", key, lambda: fuzzy.verify(candidates, candidate_docs))
+    scored = run.checkpoint("verify", key, lambda: fuzzy.score(candidates, candidate_docs))  # every candidate, failed ones too
+    edges, member_counts, member_edges = fuzzy.passed(scored), {}, {}
+    if fc.verify:  # without verification nothing failed, and the stars already connect every bucket
+        key = stage_key("verify_members", {"max_member_pairs": fc.max_member_pairs}, (key,))
+        members, member_counts = _verify_members(fuzzy, stars, scored, candidate_docs, key, run)
+        edges, member_edges = dd.concat([edges, members]), {"member_edges": count_rows(members)}
     # fuzzy.components computes (the edge count picks the local or distributed path): timed as its stage.
     key = stage_key("components", {}, (key,))
     components = run.checkpoint("components", key, lambda: fuzzy.components(edges))
@@ -265,12 +271,48 @@ def _fuzzy(docs: dd.DataFrame, exact_key: str, config: RunConfig, keep: KeepPoli
         "fuzzy counts",
         candidate_edges=count_rows(candidates),
         verified_edges=count_rows(edges),
+        **member_edges,
         component_nodes=count_rows(components),
         groups=(groups._doc == groups._rep).sum(),
         removed=(groups._doc != groups._rep).sum(),
     )
-    stats.count("fuzzy", **done)
+    stats.count("fuzzy", **done, **member_counts)
     return groups, key
+
+
+def _candidates(fuzzy: FuzzyDedup, docs: dd.DataFrame, key: str, run) -> tuple[dd.DataFrame, dd.DataFrame]:
+    """Stage ``minhash+lsh``: the candidate edges (``edges/``) and, from the same bucket shuffle,
+    the star rows of buckets of three or more documents (``stars/``, for the second verification round)."""
+
+    def compute(path: Path) -> dict:
+        stars = fuzzy.stars(fuzzy.buckets(docs))
+        shared = stars[stars[MEMBERS] > 2]  # a bucket of two has no pair besides its star edge
+        edges = fuzzy.edges(stars).to_parquet(path / "edges", write_index=False, compute=False)
+        run("minhash+lsh", edges=edges, stars=shared.to_parquet(path / "stars", write_index=False, compute=False))
+        return {}
+
+    run.stage("minhash+lsh", key, compute)
+    path = run.store.path("minhash+lsh")
+    return dd.read_parquet(path / "edges"), dd.read_parquet(path / "stars")
+
+
+def _verify_members(fuzzy: FuzzyDedup, stars, scored, candidate_docs, key: str, run) -> tuple[dd.DataFrame, dict]:
+    """Stage ``verify_members``: the verified member pairs of buckets where a member failed
+    against the anchor, and the stage's counts (pairs compared, buckets over the cap)."""
+
+    def compute(path: Path) -> dict:
+        pairs = fuzzy.member_pairs(stars, scored)
+        verified = fuzzy.verify(pairs, candidate_docs)
+        done = run(
+            "verify_members",
+            written=verified.to_parquet(path, write_index=False, compute=False),
+            member_pairs=count_rows(pairs),
+            buckets_over_cap=fuzzy.buckets_over_cap(stars, scored),
+        )
+        return {"member_pairs": int(done["member_pairs"]), "buckets_over_cap": int(done["buckets_over_cap"])}
+
+    counts = run.stage("verify_members", key, compute)
+    return dd.read_parquet(run.store.path("verify_members")), counts
 
 
 def empty_groups(docs: dd.DataFrame, id_field: str) -> dd.DataFrame:
