@@ -30,7 +30,7 @@ from curate import __version__
 from curate.backend import to_host
 from curate.config import RunConfig
 from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy, drop_keys, select_keys, write_keys
-from curate.dedup.edges import MEMBERS
+from curate.dedup.edges import stars_with_member_pairs
 from curate.dedup.groups import group_meta
 from curate.dedup.removal import sort_by_doc
 from curate.io import DOC, count_rows, read_documents, write_documents, write_table
@@ -257,11 +257,12 @@ def _fuzzy(docs: dd.DataFrame, exact_key: str, config: RunConfig, keep: KeepPoli
     candidate_docs = run.checkpoint("select", key, lambda: select_keys(docs, nodes)[columns])
     key = stage_key("verify", {"threshold": fc.threshold, "verify": fc.verify}, (key,))
     scored = run.checkpoint("verify", key, lambda: fuzzy.score(candidates, candidate_docs))  # every candidate, failed ones too
-    edges, member_counts, member_edges = fuzzy.passed(scored), {}, {}
+    edges, lazy_counts, member_counts = fuzzy.passed(scored), {}, {}
     if fc.verify:  # without verification nothing failed, and the stars already connect every bucket
         key = stage_key("verify_members", {"max_member_pairs": fc.max_member_pairs}, (key,))
         members, member_counts = _verify_members(fuzzy, stars, scored, candidate_docs, key, run)
-        edges, member_edges = dd.concat([edges, members]), {"member_edges": count_rows(members)}
+        edges = dd.concat([edges, members])
+        lazy_counts["member_edges"] = count_rows(members)
     # fuzzy.components computes (the edge count picks the local or distributed path): timed as its stage.
     key = stage_key("components", {}, (key,))
     components = run.checkpoint("components", key, lambda: fuzzy.components(edges))
@@ -271,7 +272,7 @@ def _fuzzy(docs: dd.DataFrame, exact_key: str, config: RunConfig, keep: KeepPoli
         "fuzzy counts",
         candidate_edges=count_rows(candidates),
         verified_edges=count_rows(edges),
-        **member_edges,
+        **lazy_counts,
         component_nodes=count_rows(components),
         groups=(groups._doc == groups._rep).sum(),
         removed=(groups._doc != groups._rep).sum(),
@@ -286,9 +287,9 @@ def _candidates(fuzzy: FuzzyDedup, docs: dd.DataFrame, key: str, run) -> tuple[d
 
     def compute(path: Path) -> dict:
         stars = fuzzy.stars(fuzzy.buckets(docs))
-        shared = stars[stars[MEMBERS] > 2]  # a bucket of two has no pair besides its star edge
         edges = fuzzy.edges(stars).to_parquet(path / "edges", write_index=False, compute=False)
-        run("minhash+lsh", edges=edges, stars=shared.to_parquet(path / "stars", write_index=False, compute=False))
+        shared = stars_with_member_pairs(stars).to_parquet(path / "stars", write_index=False, compute=False)
+        run("minhash+lsh", edges=edges, stars=shared)
         return {}
 
     run.stage("minhash+lsh", key, compute)
@@ -301,13 +302,15 @@ def _verify_members(fuzzy: FuzzyDedup, stars, scored, candidate_docs, key: str, 
     against the anchor, and the stage's counts (pairs compared, buckets over the cap)."""
 
     def compute(path: Path) -> dict:
-        pairs = fuzzy.member_pairs(stars, scored)
+        with run.stats.timed("verify_members"):  # the star edges' components (computed: local or distributed)
+            components = fuzzy.components(fuzzy.passed(scored))
+        pairs = fuzzy.member_pairs(stars, scored, components)
         verified = fuzzy.verify(pairs, candidate_docs)
         done = run(
             "verify_members",
             written=verified.to_parquet(path, write_index=False, compute=False),
             member_pairs=count_rows(pairs),
-            buckets_over_cap=fuzzy.buckets_over_cap(stars, scored),
+            buckets_over_cap=fuzzy.buckets_over_cap(stars, scored, components),
         )
         return {"member_pairs": int(done["member_pairs"]), "buckets_over_cap": int(done["buckets_over_cap"])}
 

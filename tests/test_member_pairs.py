@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from curate.config import load_config
+from curate.dedup.components import components_local
 from curate.dedup.edges import buckets_over_cap, member_pairs
 from curate.dedup.minhash import lsh_buckets
 from curate.pipeline import dedup
@@ -58,23 +59,28 @@ def test_member_pairs_of_buckets_where_a_member_failed():
     # At t = 0.8. Bucket 1: anchor 0; 1 and 3 fail against it, 2, 4, 5 pass. Bucket 2: anchor 0
     # again, members 3 and 4 (their pair also comes from bucket 1). Bucket 3: anchor 10, all
     # pass. Bucket 4: anchor 20, member 22 fails; 21-22 is already the star edge of bucket 5.
-    # Bucket 6: a near-duplicate cluster (30, 31, 32) and an unrelated member, 33.
-    buckets = {1: [0, 1, 2, 3, 4, 5], 2: [0, 3, 4], 3: [10, 11, 12], 4: [20, 21, 22], 5: [21, 22], 6: [30, 31, 32, 33]}
+    # Bucket 6: a near-duplicate cluster (30, 31, 32) and an unrelated member, 33. Buckets 7
+    # and 8 connect 1 to 2 through 50, so 1 is in the component of 0, 2, 4 and 5.
+    buckets = {1: [0, 1, 2, 3, 4, 5], 2: [0, 3, 4], 3: [10, 11, 12], 4: [20, 21, 22], 5: [21, 22], 6: [30, 31, 32, 33], 7: [1, 50], 8: [2, 50]}
     similarity = {(0, 1): 0.75, (0, 2): 0.85, (0, 3): 0.7, (0, 4): 0.9, (0, 5): 0.95, (10, 11): 0.9, (10, 12): 0.9,
-                  (20, 21): 0.9, (20, 22): 0.7, (21, 22): 0.3, (30, 31): 0.95, (30, 32): 0.96, (30, 33): 0.3}  # fmt: skip
+                  (20, 21): 0.9, (20, 22): 0.7, (21, 22): 0.3, (30, 31): 0.95, (30, 32): 0.96, (30, 33): 0.3,
+                  (1, 50): 0.9, (2, 50): 0.9}  # fmt: skip
     scored = pd.DataFrame([(u, v, j) for (u, v), j in similarity.items()], columns=["u", "v", "jaccard"])
+    passed = scored[scored.jaccard >= 0.8]
+    node, component = components_local(passed.u.to_numpy(), passed.v.to_numpy())
+    components = dd.from_pandas(pd.DataFrame({"node": node, "component": component}), npartitions=2)
     stars, scored = dd.from_pandas(star_rows(buckets), npartitions=2), dd.from_pandas(scored, npartitions=2)
-    # F x F and F x P of bucket 1, once, less 3-5: |J(0, 3) - J(0, 5)| = 0.25 > 1 - 0.8, so
-    # J(3, 5) < 0.8 (Jaccard distance is a metric); 1-5 stays, at exactly 0.2. Bucket 6: 33 is
-    # 0.65 away from the others' similarity to 30: no pair.
-    assert pairs_of(member_pairs(stars, scored, 0.8, 100)) == [(1, 2), (1, 3), (1, 4), (1, 5), (2, 3), (3, 4)]
+    # F x F and F x P of bucket 1, once, less 1-2, 1-4, 1-5 (already in one component) and 3-5:
+    # |J(0, 3) - J(0, 5)| = 0.25 > 1 - 0.8, so J(3, 5) < 0.8 (Jaccard distance is a metric);
+    # 3-4 stays, at exactly 0.2. Bucket 6: 33 is 0.65 away from the others' similarity to 30.
+    assert pairs_of(member_pairs(stars, scored, components, 0.8, 100)) == [(1, 3), (2, 3), (3, 4)]
     # Bucket 1 has 7 such pairs: over a cap of 6 its smallest failed member (1) is its one extra
     # anchor (6 // 4 = 1), so 2-3 is not compared; bucket 2 still gives 3-4.
-    assert pairs_of(member_pairs(stars, scored, 0.8, 6)) == [(1, 2), (1, 3), (1, 4), (1, 5), (3, 4)]
+    assert pairs_of(member_pairs(stars, scored, components, 0.8, 6)) == [(1, 3), (3, 4)]
     with dask.config.set(scheduler="sync"):
-        assert [buckets_over_cap(stars, scored, 0.8, cap).compute() for cap in (6, 7)] == [1, 0]
+        assert [buckets_over_cap(stars, scored, components, 0.8, cap).compute() for cap in (6, 7)] == [1, 0]
     with pytest.raises(ValueError, match="max_pairs must be >= 1"):
-        member_pairs(stars, scored, 0.8, 0)
+        member_pairs(stars, scored, components, 0.8, 0)
 
 
 def test_pair_behind_a_dissimilar_anchor_is_found(client, tmp_path):

@@ -63,14 +63,15 @@ class FuzzyDedup:
             return scored
         return scored[scored[JACCARD] >= self.config.threshold]
 
-    def member_pairs(self, stars: dd.DataFrame, scored: dd.DataFrame) -> dd.DataFrame:
-        """Second round: pairs of members of buckets where one failed against the anchor; see
-        :func:`curate.dedup.edges.member_pairs`. Needs ``scored`` from :meth:`score` with verify on."""
-        return member_pairs(stars, scored, self.config.threshold, self.config.max_member_pairs)
+    def member_pairs(self, stars: dd.DataFrame, scored: dd.DataFrame, components: dd.DataFrame) -> dd.DataFrame:
+        """Second round: pairs of members of buckets where one failed against the anchor, given
+        ``scored`` from :meth:`score` (verify on) and the :meth:`components` of its
+        :meth:`passed` edges; see :func:`curate.dedup.edges.member_pairs`."""
+        return member_pairs(stars, scored, components, self.config.threshold, self.config.max_member_pairs)
 
-    def buckets_over_cap(self, stars: dd.DataFrame, scored: dd.DataFrame):
+    def buckets_over_cap(self, stars: dd.DataFrame, scored: dd.DataFrame, components: dd.DataFrame):
         """Delayed count of buckets that :meth:`member_pairs` bounded by ``max_member_pairs``."""
-        return buckets_over_cap(stars, scored, self.config.threshold, self.config.max_member_pairs)
+        return buckets_over_cap(stars, scored, components, self.config.threshold, self.config.max_member_pairs)
 
     def verify(self, edges: dd.DataFrame, docs: dd.DataFrame) -> dd.DataFrame:
         """Edges at or above the threshold, with their ``jaccard``; unchanged when verify is off."""
@@ -94,5 +95,6 @@ class FuzzyDedup:
         scored = self.score(self.edges(stars), docs)
         edges = self.passed(scored)
         if self.config.verify:
-            edges = dd.concat([edges, self.verify(self.member_pairs(stars, scored), docs)])
+            pairs = self.member_pairs(stars, scored, self.components(edges))
+            edges = dd.concat([edges, self.verify(pairs, docs)])
         return self.groups(self.components(edges), docs)
