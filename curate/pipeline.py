@@ -251,7 +251,7 @@ def _fuzzy(docs: dd.DataFrame, exact_key: str, config: RunConfig, keep: KeepPoli
     candidates, stars = _candidates(fuzzy, docs, key, run)
     # Only documents with a candidate edge are joined to edges, so only they are shuffled.
     key = stage_key("candidate_nodes", {}, (key,))
-    nodes = run.key_file("candidate_nodes", key, dd.concat([candidates[["u"]].rename(columns={"u": DOC}), candidates[["v"]].rename(columns={"v": DOC})]))
+    nodes = run.key_file("candidate_nodes", key, _endpoints(candidates))
     columns = list(dict.fromkeys([DOC, io.id_field, io.text_field, *keep.columns()]))
     key = stage_key("select", {"columns": columns}, (key,))
     candidate_docs = run.checkpoint("select", key, lambda: select_keys(docs, nodes)[columns])
@@ -259,8 +259,13 @@ def _fuzzy(docs: dd.DataFrame, exact_key: str, config: RunConfig, keep: KeepPoli
     scored = run.checkpoint("verify", key, lambda: fuzzy.score(candidates, candidate_docs))  # every candidate, failed ones too
     edges, lazy_counts, member_counts = fuzzy.passed(scored), {}, {}
     if fc.verify:  # without verification nothing failed, and the stars already connect every bucket
-        key = stage_key("verify_members", {"max_member_pairs": fc.max_member_pairs}, (key,))
-        members, member_counts = _verify_members(fuzzy, stars, scored, candidate_docs, key, run)
+        key = stage_key("member_pairs", {"max_member_pairs": fc.max_member_pairs}, (key,))
+        pairs, member_counts = _member_pairs(fuzzy, stars, scored, key, run)
+        # As for the candidates: only the documents of a member pair are shuffled to verify them.
+        key = stage_key("member_nodes", {}, (key,))
+        member_docs = select_keys(candidate_docs, run.key_file("member_nodes", key, _endpoints(pairs)))
+        key = stage_key("verify_members", {}, (key,))
+        members = run.checkpoint("verify_members", key, lambda: fuzzy.verify(pairs, member_docs))
         edges = dd.concat([edges, members])
         lazy_counts["member_edges"] = count_rows(members)
     # fuzzy.components computes (the edge count picks the local or distributed path): timed as its stage.
@@ -297,25 +302,29 @@ def _candidates(fuzzy: FuzzyDedup, docs: dd.DataFrame, key: str, run) -> tuple[d
     return dd.read_parquet(path / "edges"), dd.read_parquet(path / "stars")
 
 
-def _verify_members(fuzzy: FuzzyDedup, stars, scored, candidate_docs, key: str, run) -> tuple[dd.DataFrame, dict]:
-    """Stage ``verify_members``: the verified member pairs of buckets where a member failed
-    against the anchor, and the stage's counts (pairs compared, buckets over the cap)."""
+def _member_pairs(fuzzy: FuzzyDedup, stars: dd.DataFrame, scored: dd.DataFrame, key: str, run) -> tuple[dd.DataFrame, dict]:
+    """Stage ``member_pairs``: the pairs of the second verification round (members of buckets
+    where one failed against the anchor) and the stage's counts (pairs, buckets over the cap)."""
 
     def compute(path: Path) -> dict:
-        with run.stats.timed("verify_members"):  # the star edges' components (computed: local or distributed)
+        with run.stats.timed("member_pairs"):  # computed here: the local or the distributed path
             components = fuzzy.components(fuzzy.passed(scored))
         pairs = fuzzy.member_pairs(stars, scored, components)
-        verified = fuzzy.verify(pairs, candidate_docs)
         done = run(
-            "verify_members",
-            written=verified.to_parquet(path, write_index=False, compute=False),
+            "member_pairs",
+            written=pairs.to_parquet(path, write_index=False, compute=False),
             member_pairs=count_rows(pairs),
             buckets_over_cap=fuzzy.buckets_over_cap(stars, scored, components),
         )
         return {"member_pairs": int(done["member_pairs"]), "buckets_over_cap": int(done["buckets_over_cap"])}
 
-    counts = run.stage("verify_members", key, compute)
-    return dd.read_parquet(run.store.path("verify_members")), counts
+    counts = run.stage("member_pairs", key, compute)
+    return dd.read_parquet(run.store.path("member_pairs")), counts
+
+
+def _endpoints(edges: dd.DataFrame) -> dd.DataFrame:
+    """Both ends of every edge as one ``_doc`` column (repeats and all)."""
+    return dd.concat([edges[["u"]].rename(columns={"u": DOC}), edges[["v"]].rename(columns={"v": DOC})])
 
 
 def empty_groups(docs: dd.DataFrame, id_field: str) -> dd.DataFrame:

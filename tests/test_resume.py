@@ -16,7 +16,7 @@ from curate.config import load_config
 from curate.pipeline import _Runner, dedup
 from tests.conftest import FIXTURES, shared_corpus
 
-STAGES = ["exact", "exact_removed", "minhash+lsh", "candidate_nodes", "select", "verify", "verify_members", "components", "groups", "removed", "duplicates"]
+STAGES = ["exact", "exact_removed", "minhash+lsh", "candidate_nodes", "select", "verify", "member_pairs", "member_nodes", "verify_members", "components", "groups", "removed", "duplicates"]
 
 # Runs one dedup in a fresh process on an in-process cluster (no worker start-up cost) and
 # SIGKILLs that process as stage KILL_AT finishes writing, before it is published; KILL_AT
