@@ -309,7 +309,8 @@ def print_summary(summary: dict, out_dir: str) -> None:
         table.add_row("exact duplicates removed", f"{counts['exact']['removed']:,} ({counts['exact']['groups']:,} groups)")
     if "fuzzy" in counts:
         f = counts["fuzzy"]
-        table.add_row("fuzzy candidates / verified", f"{f['candidate_edges']:,} / {f['verified_edges']:,} edges")
+        members = f" + {f['member_pairs']:,} member pairs" if "member_pairs" in f else ""
+        table.add_row("fuzzy candidates / verified", f"{f['candidate_edges']:,}{members} / {f['verified_edges']:,} edges")
         table.add_row("fuzzy duplicates removed", f"{f['removed']:,} ({f['groups']:,} groups)")
     table.add_row("documents kept", f"{counts['output']['kept']:,}")
     if counts["output"].get("rejected"):

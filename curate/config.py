@@ -84,6 +84,9 @@ class FuzzyConfig(_Section):
     strip_punctuation: bool = False
     nfkc: bool = False
     local_components_max_edges: int = Field(2_000_000, ge=0)
+    # A bucket of k mutually dissimilar documents has k^2 / 2 member pairs: bounded per bucket
+    # (curate.dedup.edges.member_pairs); 100,000 covers a bucket of 447 such documents.
+    max_member_pairs: int = Field(100_000, ge=1, description="most member pairs verified per LSH bucket whose anchor failed")
 
     @model_validator(mode="after")
     def _choose_bands(self):

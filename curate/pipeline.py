@@ -32,6 +32,7 @@ from curate.backend import on_host, to_host, to_parquet
 from curate.cluster import gather
 from curate.config import RunConfig
 from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy, drop_keys, select_keys, write_keys
+from curate.dedup.edges import stars_with_member_pairs
 from curate.dedup.exact import MD5
 from curate.dedup.groups import group_meta
 from curate.dedup.removal import sort_by_doc
@@ -301,17 +302,28 @@ def _fuzzy(docs: dd.DataFrame, exact_key: str, config: RunConfig, keep: KeepPoli
     io, fc = config.io, config.fuzzy
     fuzzy = FuzzyDedup(fc, text_field=io.text_field, id_field=io.id_field, keep=keep)
     # Each key names the parameters its stage reads; the exact stage's key covers ``docs``.
-    signature = fc.model_dump(exclude={"threshold", "verify", "local_components_max_edges", "num_perm", "fp_weight", "fn_weight"})
-    key = stage_key("candidates", signature, (exact_key,))
-    candidates = run.checkpoint("minhash+lsh", key, lambda: fuzzy.edges(fuzzy.buckets(docs)))
+    later = {"threshold", "verify", "local_components_max_edges", "max_member_pairs", "num_perm", "fp_weight", "fn_weight"}
+    key = stage_key("candidates+stars", fc.model_dump(exclude=later), (exact_key,))
+    candidates, stars = _candidates(fuzzy, docs, key, run)
     # Only documents with a candidate edge are joined to edges, so only they are shuffled.
     key = stage_key("candidate_nodes", {}, (key,))
-    nodes = run.key_file("candidate_nodes", key, dd.concat([candidates[["u"]].rename(columns={"u": DOC}), candidates[["v"]].rename(columns={"v": DOC})]))
+    nodes = run.key_file("candidate_nodes", key, _endpoints(candidates))
     columns = list(dict.fromkeys([DOC, io.id_field, io.text_field, *keep.columns()]))
     key = stage_key("select", {"columns": columns}, (key,))
     candidate_docs = run.checkpoint("select", key, lambda: select_keys(docs, nodes)[columns])
     key = stage_key("verify", {"threshold": fc.threshold, "verify": fc.verify}, (key,))
-    edges = run.checkpoint("verify", key, lambda: fuzzy.verify(candidates, candidate_docs))
+    scored = run.checkpoint("verify", key, lambda: fuzzy.score(candidates, candidate_docs))  # every candidate, failed ones too
+    edges, lazy_counts, member_counts = fuzzy.passed(scored), {}, {}
+    if fc.verify:  # without verification nothing failed, and the stars already connect every bucket
+        key = stage_key("member_pairs", {"max_member_pairs": fc.max_member_pairs}, (key,))
+        pairs, member_counts = _member_pairs(fuzzy, stars, scored, key, run)
+        # As for the candidates: only the documents of a member pair are shuffled to verify them.
+        key = stage_key("member_nodes", {}, (key,))
+        member_docs = select_keys(candidate_docs, run.key_file("member_nodes", key, _endpoints(pairs)))
+        key = stage_key("verify_members", {}, (key,))
+        members = run.checkpoint("verify_members", key, lambda: fuzzy.verify(pairs, member_docs))
+        edges = dd.concat([edges, members])
+        lazy_counts["member_edges"] = count_rows(members)
     # fuzzy.components computes (the edge count picks the local or distributed path): timed as its stage.
     key = stage_key("components", {}, (key,))
     components = run.checkpoint("components", key, lambda: fuzzy.components(edges))
@@ -321,12 +333,54 @@ def _fuzzy(docs: dd.DataFrame, exact_key: str, config: RunConfig, keep: KeepPoli
         "fuzzy counts",
         candidate_edges=count_rows(candidates),
         verified_edges=count_rows(edges),
+        **lazy_counts,
         component_nodes=count_rows(components),
         groups=(groups._doc == groups._rep).sum(),
         removed=(groups._doc != groups._rep).sum(),
     )
-    stats.count("fuzzy", **done)
+    stats.count("fuzzy", **done, **member_counts)
     return groups, key
+
+
+def _candidates(fuzzy: FuzzyDedup, docs: dd.DataFrame, key: str, run) -> tuple[dd.DataFrame, dd.DataFrame]:
+    """Stage ``minhash+lsh``: the candidate edges (``edges/``) and, from the same bucket shuffle,
+    the star rows of buckets of three or more documents (``stars/``, for the second verification round)."""
+
+    def compute(path: Path) -> dict:
+        stars = fuzzy.stars(fuzzy.buckets(docs))
+        edges = to_parquet(fuzzy.edges(stars), path / "edges")
+        shared = to_parquet(stars_with_member_pairs(stars), path / "stars")
+        run("minhash+lsh", edges=edges, stars=shared)
+        return {}
+
+    run.stage("minhash+lsh", key, compute)
+    path = run.store.path("minhash+lsh")
+    return dd.read_parquet(path / "edges"), dd.read_parquet(path / "stars")
+
+
+def _member_pairs(fuzzy: FuzzyDedup, stars: dd.DataFrame, scored: dd.DataFrame, key: str, run) -> tuple[dd.DataFrame, dict]:
+    """Stage ``member_pairs``: the pairs of the second verification round (members of buckets
+    where one failed against the anchor) and the stage's counts (pairs, buckets over the cap)."""
+
+    def compute(path: Path) -> dict:
+        with run.stats.timed("member_pairs"):  # computed here: the local or the distributed path
+            components = fuzzy.components(fuzzy.passed(scored))
+        pairs = fuzzy.member_pairs(stars, scored, components)
+        done = run(
+            "member_pairs",
+            written=to_parquet(pairs, path),
+            member_pairs=count_rows(pairs),
+            buckets_over_cap=fuzzy.buckets_over_cap(stars, scored, components),
+        )
+        return {"member_pairs": int(done["member_pairs"]), "buckets_over_cap": int(done["buckets_over_cap"])}
+
+    counts = run.stage("member_pairs", key, compute)
+    return dd.read_parquet(run.store.path("member_pairs")), counts
+
+
+def _endpoints(edges: dd.DataFrame) -> dd.DataFrame:
+    """Both ends of every edge as one ``_doc`` column (repeats and all)."""
+    return dd.concat([edges[["u"]].rename(columns={"u": DOC}), edges[["v"]].rename(columns={"v": DOC})])
 
 
 def empty_groups(docs: dd.DataFrame, id_field: str) -> dd.DataFrame:
