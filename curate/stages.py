@@ -17,7 +17,7 @@ import os
 import shutil
 from pathlib import Path
 
-from curate.io.read import expand_paths
+from curate.io.files import expand_paths
 
 MARKER = "_marker.json"
 
