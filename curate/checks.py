@@ -118,8 +118,9 @@ def _has_rows(fs, path: str, fmt: str) -> bool:
 def check_output(
     out_dir: str | os.PathLike, *, overwrite: bool = False, resume: bool = False, inputs: tuple[str, ...] = (), files: tuple[str, ...] = ()
 ) -> None:
-    """Check that ``out_dir`` can take a run: a folder (or creatable), writable, apart from the
-    inputs, holding no previous run unless asked to replace or resume it.
+    """Check that ``out_dir`` can take a run: a folder (or creatable), writable, not in use by
+    another run, apart from the inputs, holding no previous run unless asked to replace or
+    resume it. Creates nothing.
 
     Parameters
     ----------
@@ -140,6 +141,8 @@ def check_output(
         If ``out_dir`` (or a folder above it) is a file.
     PermissionError
         If ``out_dir`` cannot be created or written.
+    OutputBusyError
+        If another process holds ``out_dir`` (see :func:`hold_output`).
     FileExistsError
         If ``out_dir`` holds a previous run's outputs or finished stages and neither
         ``overwrite`` nor ``resume`` is set.
@@ -148,6 +151,9 @@ def check_output(
     if overwrite and resume:
         raise ValueError("give --overwrite or --resume, not both")
     _check_folder(out)
+    if out.is_dir():
+        with hold_output(out):  # in use by another run: that first (it also explains what the folder holds)
+            pass
     where = Path(os.path.realpath(out))
     folder = next((i for i in inputs if "://" not in i and os.path.isdir(i) and where.is_relative_to(os.path.realpath(i))), None)
     if folder is not None:

@@ -118,6 +118,8 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
     show_progress = sys.stderr.isatty() if progress is None else progress
     try:
         with _user_errors(verbose):
+            # Cheapest first: the output folder, the inputs and their fields, then the whole config.
+            check_output(out_dir, overwrite=overwrite, resume=resume, inputs=tuple(inputs))
             found = check_inputs(list(inputs), io, data.get("keep") or "first")
             config = _validated(RunConfig.model_validate, data)
             with hold_output(out_dir):
