@@ -122,6 +122,7 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
             check_output(out_dir, overwrite=overwrite, resume=resume, inputs=tuple(inputs))
             found = check_inputs(list(inputs), io, data.get("keep") or "first")
             config = _validated(RunConfig.model_validate, data)
+            config = _resolved(config)
             with hold_output(out_dir):
                 check_output(out_dir, overwrite=overwrite, resume=resume, inputs=tuple(inputs), files=found.paths)
                 summary = _run(list(inputs), out_dir, config, show_progress, overwrite, resume, keep_stages, verbose)
@@ -159,18 +160,24 @@ def _overrides(flags: dict) -> dict:
 
 def _run(inputs: list[str], out_dir: str, config: RunConfig, show_progress: bool, overwrite: bool, resume: bool, keep_stages: bool, verbose: bool) -> dict:
     """The run itself, once the checks passed: Dask is imported and the cluster started here."""
-    from curate.backend import resolve_backend, use_backend
+    from curate.backend import use_backend
     from curate.cluster import ClusterError, connect
     from curate.pipeline import dedup as run_dedup
 
     _quiet_dask(verbose)
     try:
-        backend = resolve_backend(config.backend)
-        config = config.model_copy(update={"backend": backend})  # the summary names what ran ("auto" resolved)
-        with use_backend(backend), connect(config.cluster, backend, quiet=not verbose):
+        with use_backend(config.backend), connect(config.cluster, config.backend, quiet=not verbose):
             return run_dedup(inputs, out_dir, config, show_progress=show_progress, overwrite=overwrite, resume=resume, keep_stages=keep_stages)
     except ClusterError as err:
         raise click.ClickException(str(err)) from None
+
+
+def _resolved(config: RunConfig) -> RunConfig:
+    """``config`` with its backend resolved ("auto" to what will run, so the summary names it),
+    or ValueError saying what the GPU backend lacks and how to install it."""
+    from curate.backend import resolve_backend
+
+    return config.model_copy(update={"backend": resolve_backend(config.backend)})
 
 
 @contextlib.contextmanager
