@@ -127,15 +127,13 @@ def test_normalize_jaccard_greedy(texts):
     cpu = backend.normalize_text(texts, **options)
     assert gpu.isna().tolist() == cpu.isna().tolist() == [False] * (len(texts) - 1) + [True]
     assert gpu.fillna("").tolist() == cpu.fillna("").tolist()
-    # As verification calls it: pairs sorted by their x document, x_keys naming it (its set is
-    # built once per run of equal keys).
-    x_keys = np.repeat(np.arange(len(texts)), 2)
-    partner = (x_keys + np.tile([1, 7], len(texts))) % len(texts)
-    x, y = texts.iloc[x_keys].reset_index(drop=True), texts.iloc[partner].reset_index(drop=True)
+    # As verification calls it: the partition's texts once, pairs by position, sorted by x.
+    x = np.repeat(np.arange(len(texts)), 2)
+    y = (x + np.tile([1, 7], len(texts))) % len(texts)
     for words, width in ((False, 24), (True, 3)):
         assert np.array_equal(
-            backend.jaccard(on_gpu(x), on_gpu(y), width, words, x_keys=x_keys),
-            backend.jaccard(x, y, width, words, x_keys=x_keys),
+            backend.jaccard(on_gpu(texts), x, y, width, words),
+            backend.jaccard(texts, x, y, width, words),
         )
     starts = np.array([0, 10, 40, len(texts)], np.int64)
     for gpu, cpu in zip(
