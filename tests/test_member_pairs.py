@@ -28,6 +28,14 @@ from tests.lsh_truth import bucket_sharing_duplicates, expected_components, run_
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(autouse=True)
+def task_shuffles():
+    # These tests compute on the synchronous scheduler; while the session's distributed client
+    # exists (another test file made it) Dask would pick P2P shuffles, which need workers.
+    with dask.config.set({"dataframe.shuffle.method": "tasks"}):
+        yield
+
+
 def templated_documents(**kwargs) -> list[dict]:
     spec = importlib.util.spec_from_file_location("make_templated_corpus", ROOT / "scripts" / "make_templated_corpus.py")
     module = importlib.util.module_from_spec(spec)
