@@ -17,7 +17,7 @@ from curate.config import ClusterConfig, FuzzyConfig, IOConfig, RunConfig
 from curate.dedup.exact import ExactDedup
 from curate.dedup.fuzzy import FuzzyDedup
 from curate.dedup.keep import KeepPolicy
-from curate.dedup.keys import DOC, POSITION_BITS, add_doc_keys, align, doc_divisions, drop
+from curate.dedup.keys import DOC, POSITION_BITS, add_doc_keys, align, doc_divisions, drop, fixed_partitions
 from curate.dedup.resolve import empty_groups, resolve
 from curate.io.write import count_rows
 
@@ -147,6 +147,8 @@ def deduplicate(docs: dd.DataFrame, *, mode: str = "both", config: RunConfig | F
     io, keep = run.io, KeepPolicy.parse(run.keep)
     _check_columns(docs, io, keep, io.id_field_given)
     own_keys = DOC not in docs.columns
+    if own_keys:
+        docs = fixed_partitions(docs)  # the keys number its partitions and rows
     keyed = add_doc_keys(docs) if own_keys else docs
     divisions = doc_divisions(keyed)
     id_field = io.id_field if io.id_field in keyed.columns else DOC

@@ -32,12 +32,12 @@ from curate.backend import on_host, to_host, to_parquet
 from curate.cluster import gather
 from curate.config import RunConfig
 from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy
-from curate.dedup.keys import drop, keyed
+from curate.dedup.keys import drop
 from curate.dedup.resolve import REMOVED_COLUMNS, coalesce, empty_groups, resolve
 from curate.io import DOC, count_rows, read_documents, write_documents, write_table
 from curate.io.read import POSITION_BITS, expand_paths, source_names, split_rejected
 from curate.io.rejected import REJECTED_SCHEMA, mark_repeated_ids, reject_repeated_ids, rejected_rows, repeated_ids_error
-from curate.stages import StageStore, input_fingerprint, stage_key
+from curate.stages import StageStore, input_fingerprint, read_stage_frame, stage_key
 
 # summary.json first: when replacing a run, a reader must never take the old summary for new outputs.
 OUTPUTS = ("summary.json", "deduplicated", "rejected", "duplicates.parquet", "removed.parquet", "report.html")
@@ -253,7 +253,7 @@ def _read(everything, inputs, key: str, config: RunConfig, keep: KeepPolicy, run
     stats.count("input", documents=counts["documents"], empty=counts["empty"], partitions=counts["partitions"])
     stats.count("rejected", **counts["rejected"])
     docs, _ = split_rejected(everything)
-    return docs, (dd.read_parquet(run.store.path("read")) if exact else None)
+    return docs, (read_stage_frame(run.store.path("read")) if exact else None)
 
 
 def _repeated_ids_path(run, exact_key: str) -> Path:
@@ -345,17 +345,15 @@ class Checkpoints:
             writes = {f"frame {k}": to_parquet(frame, path / k if k else path) for k, frame in frames.items()}
             done = self.run(name, **writes, **lazy)
             counts = {k: int(done[k]) for k in lazy} | {k: v for k, v in parts.items() if k not in frames and k not in lazy}
-            divisions = {k or "": list(frame.divisions) for k, frame in frames.items() if frame.known_divisions}
+            divisions = {k or "": list(frame.divisions) for k, frame in frames.items() if frame.known_divisions and DOC in frame.columns}
             return {"counts": counts, "frames": [k or "" for k in frames], "divisions": divisions}
 
         recorded = self.run.stage(name, self.key, compute)
         path = self.run.store.path(name)
         out = dict(recorded["counts"])
         for k in recorded["frames"]:
-            frame = dd.read_parquet(path / k if k else path, split_row_groups=False)
-            if k in recorded["divisions"]:
-                frame = keyed(frame, tuple(recorded["divisions"][k]))
-            out[k] = frame
+            divisions = recorded["divisions"].get(k or "")
+            out[k] = read_stage_frame(path / k if k else path, divisions and tuple(divisions))
         return out[""] if recorded["frames"] == [""] else out
 
 

@@ -46,8 +46,22 @@ def add_doc_keys(docs: dd.DataFrame) -> dd.DataFrame:
     """
     if DOC in docs.columns:
         raise ValueError(f"docs already has a {DOC!r} column; curate's keys are made by add_doc_keys or read_documents")
+    docs = fixed_partitions(docs)
     with_keys = docs.map_partitions(_add_keys, meta=_add_keys(docs._meta, None), partition_info=True, clear_divisions=True)
     return keyed(with_keys, tuple(i << POSITION_BITS for i in range(docs.npartitions)) + ((docs.npartitions << POSITION_BITS) - 1,))
+
+
+def fixed_partitions(docs: dd.DataFrame) -> dd.DataFrame:
+    """``docs`` with its partitions fixed as they are now: later steps cannot merge them.
+
+    Dask may merge a Parquet read's files into fewer partitions once the steps after it read
+    only some columns (dask-expr's fused reads), and repartitions the other inputs of a
+    partition-wise step to match. Keys made from partition numbers, and tables aligned to
+    them, would then point at other rows, or at partitions that are never made ("lost
+    dependencies"). Cutting the expression here (:meth:`~dask.dataframe.DataFrame.to_delayed`,
+    which optimizes the graph but computes nothing) fixes the partitioning for everything after.
+    """
+    return dd.from_delayed(docs.to_delayed(optimize_graph=True), meta=docs._meta, verify_meta=False)
 
 
 def keyed(frame: dd.DataFrame, divisions: tuple[int, ...]) -> dd.DataFrame:
@@ -155,7 +169,9 @@ def in_order(table: dd.DataFrame, divisions: tuple[int, ...], by: list[str] | No
     """
     by = by or [DOC]
     aligned = align(table, divisions)
-    return aligned.map_partitions(lambda part: part.sort_values(by, kind="stable", ignore_index=True), meta=aligned._meta.reset_index(drop=True))
+    return aligned.map_partitions(
+        lambda part: part.sort_values(by, kind="stable", ignore_index=True), meta=aligned._meta.reset_index(drop=True), clear_divisions=True
+    )
 
 
 def _member(part, aligned):
@@ -175,4 +191,4 @@ def _anti(part, aligned):
     return part[~_member(part, aligned)]
 
 
-__all__ = ["DOC", "add_doc_keys", "align", "doc_divisions", "drop", "in_order", "keyed", "select"]
+__all__ = ["DOC", "add_doc_keys", "align", "doc_divisions", "drop", "fixed_partitions", "in_order", "keyed", "select"]
