@@ -159,19 +159,19 @@ def test_numba_cuda_kernels_on_the_device():
 
 def test_partitions_with_either_kind_of_index_keep_their_columns():
     # A RangeIndex partition and filtered ones (unnamed integer index) in one shuffle: P2P
-    # shuffles brought them back with an extra `index` column (first H200 run, in sort_by_doc).
+    # shuffles brought them back with an extra `index` column (first H200 run, in what is now in_order).
     import cudf
     from dask_cuda import LocalCUDACluster
     from distributed import Client
 
-    from curate.dedup.removal import sort_by_doc
+    from curate.dedup.keys import in_order
 
     frame = pd.DataFrame({"_doc": np.arange(100, dtype=np.int64)[::-1], "kind": "exact"})
     with LocalCUDACluster(n_workers=1) as cluster, Client(cluster), backend.use_backend("gpu"):
         whole = dd.from_pandas(cudf.from_pandas(frame.iloc[:50]), npartitions=2)
         filtered = dd.from_pandas(cudf.from_pandas(frame.iloc[50:]), npartitions=2)
         filtered = filtered[filtered["_doc"] % 2 == 0]
-        ordered = sort_by_doc(dd.concat([whole, filtered]), by=["_doc", "kind"], rows_per_partition=20)
+        ordered = in_order(dd.concat([whole, filtered]), (0, 30, 60, 99), by=["_doc", "kind"])
         result = backend.on_host(ordered).compute()
     assert list(result.columns) == ["_doc", "kind"]
     assert result["_doc"].tolist() == sorted([*range(50, 100), *range(0, 50, 2)])
