@@ -251,9 +251,10 @@ def band_buckets_numpy(signatures, num_bands, rows_per_band):
 
 
 @jaccard.register(pd.Series)
-def jaccard_pandas(x: pd.Series, y: pd.Series, width, words, x_keys=None) -> np.ndarray:
-    """Jaccard similarity of ``x[i]`` and ``y[i]``'s shingle sets, float64 ``(n,)``; see :func:`curate.kernels.jaccard.jaccard_pairs`."""
-    return _jaccard.jaccard_pairs(*text_buffers(x), *text_buffers(y), width, words, x_keys)
+def jaccard_pandas(texts: pd.Series, x, y, width, words) -> np.ndarray:
+    """Jaccard similarity of ``texts[x[i]]`` and ``texts[y[i]]``'s shingle sets (positions), float64 ``(n,)``; each
+    document's set built once; see :func:`curate.kernels.jaccard.jaccard_indexed`."""
+    return _jaccard.jaccard_indexed(*text_buffers(texts), x, y, width, words)
 
 
 @greedy_representatives.register(pd.Series)

@@ -180,10 +180,10 @@ def band_buckets_cupy(
 
 
 @jaccard.register(cudf.Series)
-def jaccard_cudf(x: cudf.Series, y: cudf.Series, width, words, x_keys=None) -> np.ndarray:
-    """Jaccard similarity of ``x[i]`` and ``y[i]``, float64 ``(n,)`` numpy, computed on the host
-    by :func:`curate.backend.jaccard_pandas` (``x_keys``: see there)."""
-    return jaccard_pandas(x.to_pandas(), y.to_pandas(), width, words, x_keys)
+def jaccard_cudf(texts: cudf.Series, x, y, width, words) -> np.ndarray:
+    """Jaccard similarity of ``texts[x[i]]`` and ``texts[y[i]]``, float64 ``(n,)`` numpy, computed on the host
+    by :func:`curate.backend.jaccard_pandas`."""
+    return jaccard_pandas(texts.to_pandas(), x, y, width, words)
 
 
 @greedy_representatives.register(cudf.Series)

@@ -33,19 +33,16 @@ from curate.backend import on_host, to_host, to_parquet
 from curate.checks import OUTPUTS, PARTIAL, STAGES, check_output
 from curate.cluster import gather
 from curate.config import RunConfig
-from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy, drop_keys, select_keys, write_keys
-from curate.dedup.edges import stars_with_member_pairs
-from curate.dedup.exact import MD5
-from curate.dedup.groups import group_meta
-from curate.dedup.removal import sort_by_doc
+from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy
+from curate.dedup.keys import drop
+from curate.dedup.resolve import REMOVED_COLUMNS, coalesce, empty_groups, resolve
 from curate.io import DOC, count_rows, read_documents, write_documents, write_table
 from curate.io.write import output_compression
 from curate.io.read import POSITION_BITS, expand_paths, source_names, split_rejected
 from curate.io.rejected import REJECTED_SCHEMA, mark_repeated_ids, reject_repeated_ids, rejected_rows, repeated_ids_error
-from curate.stages import StageStore, input_fingerprint, remove_stages, stage_key
+from curate.stages import StageStore, input_fingerprint, read_stage_frame, remove_stages, stage_key
 
 logger = logging.getLogger(__name__)
-REMOVED_COLUMNS = ["id", "kind", "representative", "jaccard"]
 # source and position locate each group member in the input (curate report reads texts from there).
 DUPLICATES_COLUMNS = ["id", "group", "kind", "kept", "jaccard", "source", "position"]
 
@@ -168,23 +165,26 @@ def dedup(
     # Everything a stage computes follows from this key's parts (the output's format and compression only affect the last write).
     key = stage_key("input", {"files": files, "io": io.model_dump(exclude={"output_format", "output_compression"}), "curate": __version__})
     key = read_key = stage_key("read", {"mode": config.mode}, (key,))
-    exact_groups, docs, key = _read_and_exact(everything, inputs, key, config, keep, run, stats)
-    fuzzy_groups = empty_groups(docs, io.id_field)
+    docs, candidates = _read(everything, inputs, key, config, keep, run, stats)
+    # From here on, the stages are the Python API's (curate.deduplicate), each written to disk.
+    stages = Checkpoints(run, key)
+    exact_groups = fuzzy_groups = empty_groups(docs, io.id_field)
+    left = docs
+    if config.mode in ("exact", "both"):
+        exact = ExactDedup(text_field=io.text_field, id_field=io.id_field, keep=keep)
+        exact_groups = exact.run(docs, stages, candidates=candidates)
+        done = run("exact", groups=(exact_groups._doc == exact_groups._rep).sum(), removed=(exact_groups._doc != exact_groups._rep).sum())
+        stats.count("exact", **done)
+        left = drop(docs, exact_groups[exact_groups._doc != exact_groups._rep])
     if config.mode in ("fuzzy", "both"):
-        key = stage_key("exact_removed", {}, (key,))
-        exact_removed = run.key_file("exact_removed", key, exact_groups[exact_groups._doc != exact_groups._rep][[DOC]])
-        fuzzy_groups, key = _fuzzy(drop_keys(docs, exact_removed), key, config, keep, run, stats)
-
+        fuzzy_groups = _fuzzy(left, config, keep, stages, run, stats)
     # The group tables hold duplicates only: as many partitions as their rows need, so that the
     # result stages cost what the duplicates cost, not what the input's partitioning does.
     exact_groups, fuzzy_groups = coalesce(exact_groups, stats.group_rows("exact")), coalesce(fuzzy_groups, stats.group_rows("fuzzy"))
-    key = stage_key("removed", {}, (key,))
-    removed = run.checkpoint("removed", key, lambda: sort_by_doc(removed_table(exact_groups, fuzzy_groups)))
     names = source_names([path for path, _, _ in files])
-    members = lambda: duplicates_table(exact_groups, fuzzy_groups, removed)  # noqa: E731
-    run.checkpoint("duplicates", stage_key("duplicates", {}, (key,)), lambda: with_location(sort_by_doc(members(), by=[DOC, "kind"]), names))
+    removed, _ = resolve(exact_groups, fuzzy_groups, docs.divisions, stages, locate=lambda table: with_location(table, names))
     output, rejected = _read_for_output([path for path, _, _ in files], io, keep, input_fmt == fmt == "jsonl", _repeated_ids_path(run, read_key))
-    writes = {"kept": write_documents(drop_keys(output, str(run.store.path("removed"))), str(out / "deduplicated.tmp"), fmt, compression=compression)}
+    writes = {"kept": write_documents(drop(output, removed), str(out / "deduplicated.tmp"), fmt, compression=compression)}
     if rejected is not None:
         rows = rejected_rows(rejected, names)
         writes["rejected"] = write_documents(rows, str(out / "rejected.tmp"), "parquet", REJECTED_SCHEMA)
@@ -229,12 +229,12 @@ def _absolute(path: str) -> str:
     return path if "://" in path else os.path.abspath(path)  # so the run can be read from another folder
 
 
-def _read_and_exact(everything, inputs, key: str, config: RunConfig, keep: KeepPolicy, run, stats: Stats):
-    """Count documents, empty texts and rejected records, refuse (or reject) repeated ids and, in
-    the same pass, shuffle the digests of exact dedup; then confirm the groups on the candidates' texts.
+def _read(everything, inputs, key: str, config: RunConfig, keep: KeepPolicy, run, stats: Stats):
+    """Stage ``read``: count documents, empty texts and rejected records, refuse (or reject)
+    repeated ids and, in the same pass, shuffle the digests of exact dedup.
 
-    ``key`` is the read stage's key. Returns the exact group table (lazy), the documents and the
-    key of the last stage.
+    ``key`` is the stage's key. Returns the documents and exact dedup's candidates (lazy; None
+    when the mode has no exact dedup).
     """
     io, exact = config.io, config.mode in ("exact", "both")
     dedup_exact = ExactDedup(text_field=io.text_field, id_field=io.id_field, keep=keep)
@@ -269,17 +269,7 @@ def _read_and_exact(everything, inputs, key: str, config: RunConfig, keep: KeepP
     stats.count("input", documents=counts["documents"], empty=counts["empty"], partitions=counts["partitions"])
     stats.count("rejected", **counts["rejected"])
     docs, _ = split_rejected(everything)
-    if not exact:
-        return empty_groups(docs, io.id_field), docs, key
-    # Only the candidates' texts are read again and shuffled to confirm byte equality.
-    candidates = dd.read_parquet(run.store.path("read"))
-    key = stage_key("exact_candidates", {}, (key,))
-    selected = run.key_file("exact_candidates", key, candidates)
-    key = stage_key("exact", {"keep": str(keep)}, (key,))
-    groups = run.checkpoint("exact", key, lambda: dedup_exact.groups(select_keys(docs, selected, columns=(MD5,))))
-    done = run("exact", groups=(groups._doc == groups._rep).sum(), removed=(groups._doc != groups._rep).sum())
-    stats.count("exact", groups=done["groups"], removed=done["removed"])
-    return groups, docs, key
+    return docs, (read_stage_frame(run.store.path("read")) if exact else None)
 
 
 def _repeated_ids_path(run, exact_key: str) -> Path:
@@ -313,178 +303,74 @@ def _read_for_output(paths: list[str], io, keep: KeepPolicy, raw: bool, repeated
     return (docs.drop(columns=keep.columns()) if raw else docs), rejected
 
 
-def _fuzzy(docs: dd.DataFrame, exact_key: str, config: RunConfig, keep: KeepPolicy, run, stats: Stats) -> tuple[dd.DataFrame, str]:
-    """Fuzzy groups of ``docs`` (lazy table) and their stage key; each stage written to ``_stages`` and read back."""
-    io, fc = config.io, config.fuzzy
-    fuzzy = FuzzyDedup(fc, text_field=io.text_field, id_field=io.id_field, keep=keep)
-    # Each key names the parameters its stage reads; the exact stage's key covers ``docs``.
-    later = {"threshold", "verify", "local_components_max_edges", "max_member_pairs", "num_perm", "fp_weight", "fn_weight"}
-    key = stage_key("candidates+stars", fc.model_dump(exclude=later), (exact_key,))
-    candidates, stars = _candidates(fuzzy, docs, key, run)
-    # Only documents with a candidate edge are joined to edges, so only they are shuffled.
-    key = stage_key("candidate_nodes", {}, (key,))
-    nodes = run.key_file("candidate_nodes", key, _endpoints(candidates))
-    columns = list(dict.fromkeys([DOC, io.id_field, io.text_field, *keep.columns()]))
-    key = stage_key("select", {"columns": columns}, (key,))
-    candidate_docs = run.checkpoint("select", key, lambda: select_keys(docs, nodes)[columns])
-    key = stage_key("verify", {"threshold": fc.threshold, "verify": fc.verify}, (key,))
-    scored = run.checkpoint("verify", key, lambda: fuzzy.score(candidates, candidate_docs))  # every candidate, failed ones too
-    edges, lazy_counts, member_counts = fuzzy.passed(scored), {}, {}
-    if fc.verify:  # without verification nothing failed, and the stars already connect every bucket
-        key = stage_key("member_pairs", {"max_member_pairs": fc.max_member_pairs}, (key,))
-        pairs, member_counts = _member_pairs(fuzzy, stars, scored, key, run)
-        # As for the candidates: only the documents of a member pair are shuffled to verify them.
-        key = stage_key("member_nodes", {}, (key,))
-        member_docs = select_keys(candidate_docs, run.key_file("member_nodes", key, _endpoints(pairs)))
-        key = stage_key("verify_members", {}, (key,))
-        members = run.checkpoint("verify_members", key, lambda: fuzzy.verify(pairs, member_docs))
-        edges = dd.concat([edges, members])
-        lazy_counts["member_edges"] = count_rows(members)
-    # fuzzy.components computes (the edge count picks the local or distributed path): timed as its stage.
-    key = stage_key("components", {}, (key,))
-    components = run.checkpoint("components", key, lambda: fuzzy.components(edges))
-    key = stage_key("groups", {"keep": str(keep)}, (key,))
-    groups = run.checkpoint("groups", key, lambda: fuzzy.groups(components, candidate_docs))
+def _fuzzy(docs: dd.DataFrame, config: RunConfig, keep: KeepPolicy, stages: "Checkpoints", run, stats: Stats) -> dd.DataFrame:
+    """Fuzzy groups of ``docs`` (lazy table): :meth:`curate.dedup.FuzzyDedup.run` through the checkpoints, and its counts."""
+    io = config.io
+    fuzzy = FuzzyDedup(config.fuzzy, text_field=io.text_field, id_field=io.id_field, keep=keep)
+
+    def components(edges: dd.DataFrame) -> dd.DataFrame:
+        # The edges were just written: counting them picks one task or the distributed path.
+        return fuzzy.components(edges, n_edges=int(run("edge count", edges=count_rows(edges))["edges"]))
+
+    found = fuzzy.run(docs, stages, components=components)
+    groups = found["groups"]
+    lazy = {"member_pairs": count_rows(found["member_pairs"]), "member_edges": count_rows(found["member_edges"])} if "member_pairs" in found else {}
     done = run(
         "fuzzy counts",
-        candidate_edges=count_rows(candidates),
-        verified_edges=count_rows(edges),
-        **lazy_counts,
-        component_nodes=count_rows(components),
+        candidate_edges=count_rows(found["candidates"]),
+        verified_edges=count_rows(found["edges"]),
+        **lazy,
+        component_nodes=count_rows(found["components"]),
         groups=(groups._doc == groups._rep).sum(),
         removed=(groups._doc != groups._rep).sum(),
     )
-    stats.count("fuzzy", **done, **member_counts)
-    return groups, key
+    stats.count("fuzzy", **done, **({"buckets_over_cap": found["buckets_over_cap"]} if lazy else {}))
+    return groups
 
 
-def _candidates(fuzzy: FuzzyDedup, docs: dd.DataFrame, key: str, run) -> tuple[dd.DataFrame, dd.DataFrame]:
-    """Stage ``minhash+lsh``: the candidate edges (``edges/``) and, from the same bucket shuffle,
-    the star rows of buckets of three or more documents (``stars/``, for the second verification round)."""
+class Checkpoints:
+    """The stages of :mod:`curate.dedup.stages` written to ``OUT/_stages`` and read back.
 
-    def compute(path: Path) -> dict:
-        stars = fuzzy.stars(fuzzy.buckets(docs))
-        edges = to_parquet(fuzzy.edges(stars), path / "edges")
-        shared = to_parquet(stars_with_member_pairs(stars), path / "stars")
-        run("minhash+lsh", edges=edges, stars=shared)
-        return {}
-
-    run.stage("minhash+lsh", key, compute)
-    path = run.store.path("minhash+lsh")
-    return dd.read_parquet(path / "edges"), dd.read_parquet(path / "stars")
-
-
-def _member_pairs(fuzzy: FuzzyDedup, stars: dd.DataFrame, scored: dd.DataFrame, key: str, run) -> tuple[dd.DataFrame, dict]:
-    """Stage ``member_pairs``: the pairs of the second verification round (members of buckets
-    where one failed against the anchor) and the stage's counts (pairs, buckets over the cap)."""
-
-    def compute(path: Path) -> dict:
-        with run.stats.timed("member_pairs"):  # computed here: the local or the distributed path
-            components = fuzzy.components(fuzzy.passed(scored))
-        pairs = fuzzy.member_pairs(stars, scored, components)
-        done = run(
-            "member_pairs",
-            written=to_parquet(pairs, path),
-            member_pairs=count_rows(pairs),
-            buckets_over_cap=fuzzy.buckets_over_cap(stars, scored, components),
-        )
-        return {"member_pairs": int(done["member_pairs"]), "buckets_over_cap": int(done["buckets_over_cap"])}
-
-    counts = run.stage("member_pairs", key, compute)
-    return dd.read_parquet(run.store.path("member_pairs")), counts
-
-
-def _endpoints(edges: dd.DataFrame) -> dd.DataFrame:
-    """Both ends of every edge as one ``_doc`` column (repeats and all)."""
-    return dd.concat([edges[["u"]].rename(columns={"u": DOC}), edges[["v"]].rename(columns={"v": DOC})])
-
-
-def empty_groups(docs: dd.DataFrame, id_field: str) -> dd.DataFrame:
-    """An empty group table (one partition) in ``docs``' backend, with its id dtype."""
-    # from_pandas takes cudf frames too (dask-cudf registers it), so the backend stays the docs'.
-    return dd.from_pandas(group_meta(docs[id_field]._meta), npartitions=1)
-
-
-def removed_table(exact: dd.DataFrame, fuzzy: dd.DataFrame) -> dd.DataFrame:
-    """The removed documents, from the exact and fuzzy group tables (lazy, distributed).
-
-    Fuzzy dedup runs on what exact dedup kept, so a chain is at most two long: an exact
-    duplicate whose representative was then removed as a fuzzy duplicate points to that
-    fuzzy representative (identical text, so the similarity carries over).
-
-    Returns
-    -------
-    dask.dataframe.DataFrame
-        ``_doc``, ``id``, ``kind`` ("exact"/"fuzzy"), ``representative`` (kept id), ``jaccard``
-        (float64, with the representative), one row per removed document (unordered:
-        :func:`curate.dedup.removal.sort_by_doc` orders it).
-    """
-    fuzzy_removed = fuzzy[fuzzy._doc != fuzzy._rep]
-    exact_removed = exact[exact._doc != exact._rep]
-    # Inner join and anti-join rather than one left join: a left join would turn integer ids
-    # into floats where there is no match. The anti-join joins a flag (cudf has no indicator).
-    onward = fuzzy_removed[[DOC, "_rep_id", "_jaccard"]].rename(columns={DOC: "_rep", "_rep_id": "_onward", "_jaccard": "_onward_jaccard"})
-    moved = exact_removed.drop(columns="_jaccard").merge(onward, on="_rep")
-    stayed = _left_only(exact_removed, onward[["_rep"]], "_rep")
-    return dd.concat(
-        [
-            _removed_rows(moved, "exact", "_onward", "_onward_jaccard"),
-            _removed_rows(stayed, "exact", "_rep_id", "_jaccard"),
-            _removed_rows(fuzzy_removed, "fuzzy", "_rep_id", "_jaccard"),
-        ]
-    )
-
-
-def duplicates_table(exact: dd.DataFrame, fuzzy: dd.DataFrame, removed: dd.DataFrame) -> dd.DataFrame:
-    """Every member of every duplicate group, and whether it is kept (lazy, distributed).
+    Each stage's key chains its name and parameters to the key of the stage before it, so
+    ``--resume`` reuses a stage only when nothing it depends on changed. A stage's frames are
+    Parquet folders; its counts (Dask scalars in the result) are computed with them and kept
+    in the stage's marker. A document frame (known divisions) comes back indexed by ``_doc``
+    with its divisions, so that the stages after it can join keys to it where it lies.
 
     Parameters
     ----------
-    exact, fuzzy : dask.dataframe.DataFrame
-        The group tables.
-    removed : dask.dataframe.DataFrame
-        :func:`removed_table` of the same groups (or that table read back from disk).
-
-    Returns
-    -------
-    dask.dataframe.DataFrame
-        ``_doc``, ``id``, ``group`` (the group's representative id), ``kind``, ``kept`` (bool: in
-        the output), ``jaccard`` (float64, with the group's representative), one row per document
-        per group it belongs to (unordered).
+    run : _Runner
+    key : str
+        The key of the stage before the first.
     """
-    members = dd.concat([exact.assign(kind="exact"), fuzzy.assign(kind="fuzzy")])
-    members = members.merge(removed[[DOC]].assign(_gone=True), on=DOC, how="left")
-    duplicates = members.assign(kept=~members._gone.fillna(False).astype(bool))
-    duplicates = duplicates[[DOC, "_id", "_rep_id", "kind", "kept", "_jaccard"]]
-    return duplicates.rename(columns={"_id": "id", "_rep_id": "group", "_jaccard": "jaccard"})
 
+    def __init__(self, run: "_Runner", key: str):
+        self.run, self.key = run, key
 
-def resolve(exact: dd.DataFrame, fuzzy: dd.DataFrame) -> tuple[dd.DataFrame, dd.DataFrame]:
-    """:func:`removed_table` and :func:`duplicates_table` of the exact and fuzzy group tables."""
-    removed = removed_table(exact, fuzzy)
-    return removed, duplicates_table(exact, fuzzy, removed)
+    def __call__(self, name: str, params: dict, build):
+        self.key = stage_key(name, params, (self.key,))
+        single = None  # a stage of one frame is its folder itself
 
+        def compute(path: Path) -> dict:
+            nonlocal single
+            with self.run.stats.timed(name):  # building may compute (the count that picks components' path)
+                built = build()
+            parts = {None: built} if isinstance(built, dd.DataFrame) else built
+            frames = {k: v for k, v in parts.items() if isinstance(v, dd.DataFrame)}
+            lazy = {k: v for k, v in parts.items() if k not in frames and hasattr(v, "dask")}
+            writes = {f"frame {k}": to_parquet(frame, path / k if k else path) for k, frame in frames.items()}
+            done = self.run(name, **writes, **lazy)
+            counts = {k: int(done[k]) for k in lazy} | {k: v for k, v in parts.items() if k not in frames and k not in lazy}
+            divisions = {k or "": list(frame.divisions) for k, frame in frames.items() if frame.known_divisions and DOC in frame.columns}
+            return {"counts": counts, "frames": [k or "" for k in frames], "divisions": divisions}
 
-def coalesce(groups: dd.DataFrame, rows: int, rows_per_partition: int = 1_000_000) -> dd.DataFrame:
-    """``groups`` in ``ceil(rows / rows_per_partition)`` partitions (at least one) if it has more.
-
-    A group table comes out of a shuffle with as many partitions as the input, mostly empty when
-    few documents are duplicates; joined and sorted as they are, each costs a task per partition
-    in every step. Adjacent partitions are concatenated: nothing is shuffled.
-    """
-    wanted = max(1, -(-rows // rows_per_partition))
-    return groups.repartition(npartitions=wanted) if groups.npartitions > wanted else groups
-
-
-def _left_only(left: dd.DataFrame, right: dd.DataFrame, on: str) -> dd.DataFrame:
-    """Rows of ``left`` whose ``on`` is not in ``right`` (an anti-join)."""
-    flagged = left.merge(right.drop_duplicates().assign(_hit=True), on=on, how="left")
-    return flagged[~flagged._hit.fillna(False).astype(bool)].drop(columns="_hit")
-
-
-def _removed_rows(groups: dd.DataFrame, kind: str, representative: str, jaccard: str) -> dd.DataFrame:
-    rows = groups[[DOC, "_id", representative, jaccard]].rename(columns={"_id": "id", representative: "representative", jaccard: "jaccard"})
-    return rows.assign(kind=kind)[[DOC, *REMOVED_COLUMNS]]
+        recorded = self.run.stage(name, self.key, compute)
+        path = self.run.store.path(name)
+        out = dict(recorded["counts"])
+        for k in recorded["frames"]:
+            divisions = recorded["divisions"].get(k or "")
+            out[k] = read_stage_frame(path / k if k else path, divisions and tuple(divisions))
+        return out[""] if recorded["frames"] == [""] else out
 
 
 def with_location(duplicates: dd.DataFrame, names: tuple[str, ...]) -> dd.DataFrame:
@@ -522,8 +408,8 @@ def check_accounting(n_input: int, n_kept: int, removed: dd.DataFrame, n_rejecte
 class _Runner:
     """Computes a stage's collections together (shared reads), timed, with an optional progress bar.
 
-    Stages with results on disk go through :meth:`stage` / :meth:`checkpoint`, which skip the work
-    when ``store`` holds the stage finished with the same key.
+    Stages with results on disk go through :meth:`stage` (and :class:`Checkpoints`), which skips
+    the work when ``store`` holds the stage finished with the same key.
     """
 
     def __init__(self, stats: Stats, show_progress: bool, store: StageStore, stall_timeout: float = 0, hint: str = ""):
@@ -560,30 +446,6 @@ class _Runner:
         counts = compute(self.store.begin(name))
         self.store.publish(name, key, counts)
         return counts
-
-    def checkpoint(self, name: str, key: str, frame) -> dd.DataFrame:
-        """Stage ``name`` holding the Dask DataFrame built by ``frame()``, written as Parquet
-        (timed as ``name``) unless finished with ``key``; read back lazily."""
-
-        def compute(path: Path) -> dict:
-            with self.stats.timed(name):
-                built = frame()
-            self(name, written=to_parquet(built, path))
-            return {}
-
-        self.stage(name, key, compute)
-        return dd.read_parquet(self.store.path(name))
-
-    def key_file(self, name: str, key: str, keys: dd.DataFrame) -> str:
-        """Stage ``name`` holding the ``_doc`` column of ``keys`` sorted (:func:`curate.dedup.write_keys`)
-        unless finished with ``key``; returns its folder (for :func:`curate.dedup.drop_keys`/``select_keys``)."""
-
-        def compute(path: Path) -> dict:
-            self(name, written=write_keys(keys, str(path)))
-            return {}
-
-        self.stage(name, key, compute)
-        return str(self.store.path(name))
 
 
 def _prepare_output(out: Path, overwrite: bool, resume: bool, inputs: list[str], paths: list[str]) -> None:
@@ -659,4 +521,4 @@ def versions() -> dict:
     return {"python": platform.python_version(), **{n: metadata.version(n) for n in names}}
 
 
-__all__ = ["AccountingError", "Stats", "check_accounting", "coalesce", "dedup", "duplicates_table", "removed_table", "resolve", "with_location"]
+__all__ = ["AccountingError", "Checkpoints", "Stats", "check_accounting", "dedup", "with_location"]

@@ -19,10 +19,14 @@ import shutil
 import time
 from pathlib import Path
 
+import dask
+import dask.dataframe as dd
+import pyarrow as pa
 import pyarrow.parquet as pq
 from dask.utils import format_bytes
 
-from curate.io.files import expand_paths
+from curate.backend import from_arrow
+from curate.io.read import DOC, expand_paths
 
 logger = logging.getLogger(__name__)
 
@@ -121,3 +125,54 @@ def remove_stages(root: Path) -> None:
     for marker in root.glob(f"*/{MARKER}"):
         marker.unlink()
     shutil.rmtree(root, ignore_errors=True)
+
+
+def read_stage_frame(path: Path, divisions: tuple[int, ...] | None = None) -> dd.DataFrame:
+    """A stage's Parquet folder (written by :func:`curate.backend.to_parquet`) as a frame with one
+    partition per file, in the order written.
+
+    Dask's ``read_parquet`` may merge files into fewer partitions once a later step reads only
+    some columns (dask-expr's fused Parquet reads), so a frame joined partition by partition to
+    another (:mod:`curate.dedup.keys`) or given divisions could stop matching them, and the
+    graph then names partitions that were never made (``lost dependencies``). Here the
+    partitioning is fixed.
+
+    Parameters
+    ----------
+    path : Path
+        The folder of ``part.<i>.parquet`` files.
+    divisions : tuple of int, optional
+        A document frame's divisions: partition ``i`` holds the ``_doc`` keys in
+        ``[divisions[i], divisions[i + 1])``; the frame is then indexed by ``_doc``.
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+        Partitions of ``dataframe.backend``'s type (pandas or cudf).
+
+    Raises
+    ------
+    ValueError
+        If ``divisions`` does not give one range per file.
+    """
+    files = sorted(path.glob("part.*.parquet"), key=lambda f: int(f.name.split(".")[1]))
+    if divisions is not None and len(divisions) != len(files) + 1:
+        raise ValueError(f"{path} holds {len(files)} partitions, its divisions {len(divisions) - 1}")
+    frame_backend = dask.config.get("dataframe.backend", "pandas")  # workers do not see the client's config
+    indexed = divisions is not None
+    meta = _stage_partition(pq.read_schema(files[0]).empty_table(), frame_backend, indexed)
+    return dd.from_map(
+        _read_stage_file, [str(f) for f in files], frame_backend=frame_backend, indexed=indexed,
+        meta=meta, divisions=divisions, enforce_metadata=False, label="read-stage",
+    )  # fmt: skip
+
+
+def _read_stage_file(path: str, frame_backend: str, indexed: bool):
+    return _stage_partition(pq.read_table(path), frame_backend, indexed)
+
+
+def _stage_partition(table: pa.Table, frame_backend: str, indexed: bool):
+    frame = table.to_pandas() if frame_backend == "pandas" else from_arrow(table, frame_backend)
+    if indexed:
+        frame.index = frame[DOC].values
+    return frame

@@ -147,7 +147,7 @@ def run_curate(corpus: Path, out: Path, config: Config, threshold: float, verify
         raise RuntimeError(f"{out}: repeated runs removed different documents")
     # the connected components before the representative check splits them, by id
     components = pd.read_parquet(out / "_stages" / "components")
-    ids = pd.read_parquet(out / "_stages" / "candidate_docs", columns=["_doc", "id"]).set_index("_doc")["id"]
+    ids = pd.read_parquet(out / "_stages" / "select", columns=["_doc", "id"]).set_index("_doc")["id"]
     pd.DataFrame({"id": ids.loc[components.node].to_numpy(), "cluster": ids.loc[components.component].to_numpy()}).to_parquet(out / "clusters.parquet")
     shutil.rmtree(out / "_stages")
     shutil.rmtree(out / "deduplicated")

@@ -1,5 +1,6 @@
 import logging
 
+import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
@@ -19,7 +20,8 @@ def _edges(u, v, npartitions=1):
 
 
 def _run(edges, **kw):
-    out = connected_components(edges, **kw).compute()
+    # The edge count given, as curate dedup gives it: past local_max_edges, the distributed path.
+    out = connected_components(edges, n_edges=len(edges), **kw).compute()
     return out.sort_values("node").reset_index(drop=True)
 
 
@@ -121,7 +123,7 @@ def test_under_distributed_client():
 @BOTH_PATHS
 def test_empty_edges(local_max_edges):
     empty = _edges([], [], npartitions=1)
-    for got in (connected_components(empty, local_max_edges=local_max_edges), components_distributed(empty)):
+    for got in (connected_components(empty, local_max_edges=local_max_edges, n_edges=0), components_distributed(empty)):
         got = got.compute()
         assert list(got.columns) == ["node", "component"]
         assert (got.dtypes == "int64").all() and len(got) == 0
@@ -143,6 +145,17 @@ def test_bad_input():
         connected_components(dd.from_pandas(pdf.astype("float64"), npartitions=1))
     with pytest.raises(ValueError, match="length"):
         components_local(np.array([1, 2]), np.array([1]))
+
+
+def test_without_an_edge_count_one_lazy_task_refuses_too_many_edges():
+    # Nothing is computed to choose the path (the API builds its graph without computing): the
+    # one task solves up to local_max_edges and names the limit past it.
+    edges = _edges([1, 2, 3], [2, 3, 4], npartitions=2)
+    with dask.config.set(scheduler=lambda *args, **kwargs: pytest.fail("computed while building")):
+        small, large = connected_components(edges, local_max_edges=3), connected_components(edges, local_max_edges=2)
+    assert small.compute().component.tolist() == [1, 1, 1, 1]
+    with pytest.raises(ValueError, match=r"3 verified edges exceed local_components_max_edges \(2\)"):
+        large.compute()
 
 
 def test_local_path_output_is_a_dask_frame_with_int64_columns():

@@ -127,15 +127,13 @@ def test_normalize_jaccard_greedy(texts):
     cpu = backend.normalize_text(texts, **options)
     assert gpu.isna().tolist() == cpu.isna().tolist() == [False] * (len(texts) - 1) + [True]
     assert gpu.fillna("").tolist() == cpu.fillna("").tolist()
-    # As verification calls it: pairs sorted by their x document, x_keys naming it (its set is
-    # built once per run of equal keys).
-    x_keys = np.repeat(np.arange(len(texts)), 2)
-    partner = (x_keys + np.tile([1, 7], len(texts))) % len(texts)
-    x, y = texts.iloc[x_keys].reset_index(drop=True), texts.iloc[partner].reset_index(drop=True)
+    # As verification calls it: the partition's texts once, pairs by position, sorted by x.
+    x = np.repeat(np.arange(len(texts)), 2)
+    y = (x + np.tile([1, 7], len(texts))) % len(texts)
     for words, width in ((False, 24), (True, 3)):
         assert np.array_equal(
-            backend.jaccard(on_gpu(x), on_gpu(y), width, words, x_keys=x_keys),
-            backend.jaccard(x, y, width, words, x_keys=x_keys),
+            backend.jaccard(on_gpu(texts), x, y, width, words),
+            backend.jaccard(texts, x, y, width, words),
         )
     starts = np.array([0, 10, 40, len(texts)], np.int64)
     for gpu, cpu in zip(
@@ -161,19 +159,19 @@ def test_numba_cuda_kernels_on_the_device():
 
 def test_partitions_with_either_kind_of_index_keep_their_columns():
     # A RangeIndex partition and filtered ones (unnamed integer index) in one shuffle: P2P
-    # shuffles brought them back with an extra `index` column (first H200 run, in sort_by_doc).
+    # shuffles brought them back with an extra `index` column (first H200 run, in what is now in_order).
     import cudf
     from dask_cuda import LocalCUDACluster
     from distributed import Client
 
-    from curate.dedup.removal import sort_by_doc
+    from curate.dedup.keys import in_order
 
     frame = pd.DataFrame({"_doc": np.arange(100, dtype=np.int64)[::-1], "kind": "exact"})
     with LocalCUDACluster(n_workers=1) as cluster, Client(cluster), backend.use_backend("gpu"):
         whole = dd.from_pandas(cudf.from_pandas(frame.iloc[:50]), npartitions=2)
         filtered = dd.from_pandas(cudf.from_pandas(frame.iloc[50:]), npartitions=2)
         filtered = filtered[filtered["_doc"] % 2 == 0]
-        ordered = sort_by_doc(dd.concat([whole, filtered]), by=["_doc", "kind"], rows_per_partition=20)
+        ordered = in_order(dd.concat([whole, filtered]), (0, 30, 60, 99), by=["_doc", "kind"])
         result = backend.on_host(ordered).compute()
     assert list(result.columns) == ["_doc", "kind"]
     assert result["_doc"].tolist() == sorted([*range(50, 100), *range(0, 50, 2)])

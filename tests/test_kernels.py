@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from numba import njit
 
 from curate import backend
-from curate.kernels.jaccard import greedy_representatives, jaccard_pairs
+from curate.kernels.jaccard import greedy_representatives, jaccard_indexed
 from curate.kernels.lsh import band_buckets
 from curate.kernels.minhash import MERSENNE_61, minhash, permutations
 from curate.kernels.murmur import murmur3_32, murmur3_64
@@ -402,33 +402,54 @@ def test_permutations_ranges(bits):
 # Jaccard
 
 
+def pair_jaccard(xs, ys, width, words=False, budget=1 << 25):
+    """jaccard_indexed of pairs (xs[i], ys[i]), their texts in one buffer."""
+    n = len(xs)
+    return jaccard_indexed(*buffers(list(xs) + list(ys)), np.arange(n), np.arange(n, 2 * n), width, words, budget)
+
+
 @SETTINGS
 @given(
     st.lists(st.tuples(st.one_of(small_texts_st, texts_st), st.one_of(small_texts_st, texts_st)), min_size=1, max_size=6),
     width_st,
     st.booleans(),
 )
-def test_jaccard_pairs_matches_reference(pairs, width, words):
+def test_jaccard_matches_reference(pairs, width, words):
     xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
-    got = jaccard_pairs(*buffers(xs), *buffers(ys), width, words)
+    got = pair_jaccard(xs, ys, width, words)
     expected = [ref.jaccard(x, y, width, words) for x, y in pairs]
     assert got.dtype == np.float64
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
 
 
-def test_jaccard_pairs_by_hand():
+@SETTINGS
+@given(st.lists(st.one_of(small_texts_st, texts_st), min_size=1, max_size=8), st.data(), width_st, st.integers(0, 200))
+def test_jaccard_indexed_shares_sets_across_pairs_and_chunks(texts, data, width, budget):
+    # Documents in many pairs, in any order, with budgets that cut the pairs into chunks of one
+    # pair up to all of them: every value is the reference's.
+    pick = st.integers(0, len(texts) - 1)
+    x = data.draw(st.lists(pick, min_size=1, max_size=20))
+    y = data.draw(st.lists(pick, min_size=len(x), max_size=len(x)))
+    got = jaccard_indexed(*buffers(texts), np.array(x), np.array(y), width, False, budget)
+    expected = [ref.jaccard(texts[i], texts[j], width) for i, j in zip(x, y)]
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+
+
+def test_jaccard_by_hand():
     xs = ["the cat sat", "abcdef", "", "", "   ", "aaaa", "abcab"]
     ys = ["the cat sat", "uvwxyz", "", "abc", "\t", "aa", "abcabcab"]
-    got = jaccard_pairs(*buffers(xs), *buffers(ys), 2)
+    got = pair_jaccard(xs, ys, 2)
     # "aaaa" -> {aa}, "aa" -> {aa}; "abcab" -> {ab, bc, ca}, "abcabcab" -> same set
     assert got[0] == 1.0 and got[1] == 0.0 and got[2] == 1.0 and got[3] == 0.0
     assert got[5] == 1.0 and got[6] == 1.0
     # "   " -> {"  "} (2 windows, same bytes) vs "\t" -> {"\t"}: disjoint
     assert got[4] == 0.0
-    words = jaccard_pairs(*buffers(["a b c d", "a b", " ", "x y"]), *buffers(["b c d e", "a  b", "", "x y"]), 1, True)
+    words = pair_jaccard(["a b c d", "a b", " ", "x y"], ["b c d e", "a  b", "", "x y"], 1, True)
     assert words.tolist() == [3 / 5, 1.0, 1.0, 1.0]
-    with pytest.raises(ValueError):
-        jaccard_pairs(*buffers(["a", "b"]), *buffers(["a"]), 2)
+    with pytest.raises(ValueError, match="differ in length"):
+        jaccard_indexed(*buffers(["a", "b"]), np.array([0, 1]), np.array([0]), 2)
+    with pytest.raises(ValueError, match=r"in \[0, 2\)"):
+        jaccard_indexed(*buffers(["a", "b"]), np.array([0]), np.array([2]), 2)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -569,16 +590,3 @@ def test_normalize_keeps_values_with_any_index():
 
 def test_normalize_whitespace_unicode():
     assert _norm(["a\x0bb\u00a0c\u3000d\u2003e"], whitespace=True) == ["a b c d e"]
-
-
-def test_jaccard_pairs_reuses_the_x_set_only_for_equal_keys():
-    xs = ["the cat sat", "the cat sat", "abcdef", "abcdef"]
-    ys = ["the cat sat", "the cat", "abcdef", "uvwxyz"]
-    plain = jaccard_pairs(*buffers(xs), *buffers(ys), 3)
-    assert plain.tolist() == jaccard_pairs(*buffers(xs), *buffers(ys), 3, x_keys=np.array([7, 7, 9, 9])).tolist()
-    assert plain[0] == 1.0 and plain[3] == 0.0
-    # keys claim 0 and 1 are one document: the second pair reuses "the cat sat" (the caller's promise)
-    lying = jaccard_pairs(*buffers(["the cat sat", "abcdef"]), *buffers(["abcdef", "abcdef"]), 3, x_keys=np.array([1, 1]))
-    assert lying.tolist() == [0.0, 0.0]
-    with pytest.raises(ValueError, match="x_keys"):
-        jaccard_pairs(*buffers(xs), *buffers(ys), 3, x_keys=np.array([1]))

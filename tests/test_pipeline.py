@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 
 from curate.config import load_config
-from curate.dedup.removal import sort_by_doc
-from curate.pipeline import AccountingError, Stats, check_accounting, dedup, resolve
+from curate.dedup.keys import in_order
+from curate.dedup.resolve import resolve
+from curate.pipeline import AccountingError, Stats, check_accounting, dedup
 try:  # tests/ is on sys.path under pytest's default (prepend) import mode
     import reference as ref
 except ImportError:  # pragma: no cover
@@ -115,30 +116,32 @@ def test_resolve_chains_exact_to_fuzzy_representative(ids):
     e2, e5, e9 = ids  # integer ids beyond 2**53 must survive the joins exactly (no float round trip)
     exact = pd.DataFrame({"_doc": [5, 9], "_rep": [5, 5], "_id": [e5, e9], "_rep_id": [e5, e5], "_jaccard": 1.0})
     fuzzy = pd.DataFrame({"_doc": [2, 5], "_rep": [2, 2], "_id": [e2, e5], "_rep_id": [e2, e2], "_jaccard": [1.0, 0.9]})
-    removed, duplicates = resolve(dd.from_pandas(exact, npartitions=2), dd.from_pandas(fuzzy, npartitions=1))
-    removed = sort_by_doc(removed).compute()
+    divisions = (0, 4, 8, 10)  # three document partitions: keys 0-3, 4-7, 8-10
+    removed, duplicates = resolve(dd.from_pandas(exact, npartitions=2), dd.from_pandas(fuzzy, npartitions=1), divisions)
+    assert removed.npartitions == duplicates.npartitions == 3
+    removed = removed.compute()
     # e9, a copy of e5, inherits e5's representative and its similarity with it
     assert removed.to_dict("list") == {
         "_doc": [5, 9], "id": [e5, e9], "kind": ["fuzzy", "exact"], "representative": [e2, e2], "jaccard": [0.9, 0.9]
     }
-    duplicates = sort_by_doc(duplicates, by=["_doc", "kind"]).compute()
+    duplicates = duplicates.compute()
     assert duplicates.drop(columns="_doc").to_dict("list") == {
         "id": [e2, e5, e5, e9], "group": [e2, e5, e2, e5], "kind": ["fuzzy", "exact", "fuzzy", "exact"],
         "kept": [True, False, False, False], "jaccard": [1.0, 1.0, 0.9, 1.0],
     }
 
 
-def test_sort_by_doc_ranges_and_repeats(client):
+def test_in_order_ranges_and_repeats(client):
     keys = np.random.default_rng(0).integers(0, 10**6, 5000)
     frame = dd.from_pandas(pd.DataFrame({"_doc": keys, "x": -keys}), npartitions=7)
-    ordered = sort_by_doc(frame, rows_per_partition=1000)
-    parts = [p for p in ordered.to_delayed()]
-    computed = [p.compute() for p in parts]
-    assert len(computed) > 3 and sum(map(len, computed)) == 5000
-    assert all(a._doc.max() < b._doc.min() for a, b in zip(computed, computed[1:]) if len(a) and len(b))  # ranges
+    divisions = (0, 10**5, 4 * 10**5, 4 * 10**5 + 1, 9 * 10**5, 10**6)
+    computed = [p.compute() for p in in_order(frame, divisions).to_delayed()]
+    assert len(computed) == 5 and sum(map(len, computed)) == 5000
+    for part, lo, hi in zip(computed, divisions, divisions[1:]):  # each partition holds its documents' range
+        assert part._doc.between(lo, hi - 1).all() or part.empty
     assert pd.concat(computed)._doc.tolist() == sorted(keys.tolist())
     assert pd.concat(computed).x.tolist() == (-np.sort(keys)).tolist()
-    same = sort_by_doc(dd.from_pandas(pd.DataFrame({"_doc": [7] * 10}), npartitions=3)).compute()
+    same = in_order(dd.from_pandas(pd.DataFrame({"_doc": [7] * 10}), npartitions=3), (0, 10)).compute()
     assert same._doc.tolist() == [7] * 10
 
 

@@ -16,7 +16,7 @@ from curate.config import load_config
 from curate.pipeline import _Runner, dedup
 from tests.conftest import FIXTURES, shared_corpus
 
-STAGES = ["read", "exact_candidates", "exact", "exact_removed", "minhash+lsh", "candidate_nodes", "select", "verify", "member_pairs", "member_nodes", "verify_members", "components", "groups", "removed", "duplicates"]
+STAGES = ["read", "exact", "minhash+lsh", "select", "verify", "member_pairs", "verify_members", "components", "groups", "removed", "duplicates"]
 
 # Runs one dedup in a fresh process on an in-process cluster (no worker start-up cost) and
 # SIGKILLs that process as stage KILL_AT finishes writing, before it is published; KILL_AT
@@ -89,18 +89,18 @@ def test_changed_parameter_recomputes_exactly_the_stages_after_it(client, tmp_pa
     run(out, fuzzy={"threshold": 0.9, **bands})
     assert run(out, resume=True, fuzzy={"threshold": 0.9, **bands})["reused_stages"] == STAGES
     changed = run(out, resume=True, fuzzy={"threshold": 0.7, **bands})
-    assert changed["reused_stages"] == STAGES[:7]  # up to candidate selection
+    assert changed["reused_stages"] == STAGES[:4]  # up to candidate selection
     capped = run(out, resume=True, fuzzy={"threshold": 0.7, "max_member_pairs": 1, **bands})
-    assert capped["reused_stages"] == STAGES[:8]  # the second verification round onwards
+    assert capped["reused_stages"] == STAGES[:5]  # the second verification round onwards
     fresh = run(tmp_path / "fresh", fuzzy={"threshold": 0.7, **bands})
     assert changed["counts"] == fresh["counts"]
     assert (out / "removed.parquet").read_bytes() == (tmp_path / "fresh" / "removed.parquet").read_bytes()
-    # exact groups change; the read and the digests do not depend on the keep policy
-    assert run(out, resume=True, keep="longest", fuzzy={"threshold": 0.7, **bands})["reused_stages"] == STAGES[:2]
-    assert run(out, resume=True, keep="longest", fuzzy={"threshold": 0.7, "verify": False, **bands})["reused_stages"] == STAGES[:7]
+    # exact groups change; the read and its digests do not depend on the keep policy
+    assert run(out, resume=True, keep="longest", fuzzy={"threshold": 0.7, **bands})["reused_stages"] == STAGES[:1]
+    assert run(out, resume=True, keep="longest", fuzzy={"threshold": 0.7, "verify": False, **bands})["reused_stages"] == STAGES[:4]
     changed = run(out, resume=True, keep="longest", fuzzy={"threshold": 0.7, "num_bands": 10, "rows_per_band": 13})
-    assert changed["reused_stages"] == STAGES[:4]
-    assert run(out, resume=True, keep="longest", fuzzy={"threshold": 0.8})["reused_stages"] == STAGES[:4]  # bands chosen: 0.8 -> new bands
+    assert changed["reused_stages"] == STAGES[:2]
+    assert run(out, resume=True, keep="longest", fuzzy={"threshold": 0.8})["reused_stages"] == STAGES[:2]  # bands chosen: 0.8 -> new bands
 
 
 def test_changed_input_recomputes_everything(client, tmp_path):

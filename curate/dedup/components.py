@@ -19,8 +19,6 @@ _EDGE_META = pd.DataFrame({"u": pd.Series(dtype="int64"), "v": pd.Series(dtype="
 _OUT_META = pd.DataFrame({"node": pd.Series(dtype="int64"), "component": pd.Series(dtype="int64")})
 _FP_META = pd.DataFrame({"n": pd.Series(dtype="int64"), "h": pd.Series(dtype="uint64")})
 _log = logging.getLogger(__name__)
-# Rows per output partition on the local path; keeps partitions a comfortable size.
-_LOCAL_ROWS_PER_PARTITION = 500_000
 
 
 def _check_edges(edges):
@@ -34,7 +32,7 @@ def _check_edges(edges):
             raise TypeError(f"edges[{c!r}] must be an integer dtype, got {edges.dtypes[c]}")
 
 
-def connected_components(edges: dd.DataFrame, *, local_max_edges: int = 2_000_000) -> dd.DataFrame:
+def connected_components(edges: dd.DataFrame, *, local_max_edges: int = 2_000_000, n_edges: int | None = None) -> dd.DataFrame:
     """Label every node of an undirected graph with the smallest node of its component.
 
     Parameters
@@ -43,8 +41,14 @@ def connected_components(edges: dd.DataFrame, *, local_max_edges: int = 2_000_00
         Columns ``u`` and ``v`` (int64), one row per undirected edge. Duplicate
         edges, both directions and self-loops are allowed.
     local_max_edges : int, default 2_000_000
-        Graphs with at most this many edge rows are solved in one process with
+        Graphs with at most this many edge rows are solved in one task with
         :func:`components_local`; larger ones with :func:`components_distributed`.
+    n_edges : int or None, default None
+        The number of edge rows, when the caller knows it (a stage already written). None:
+        not known, and nothing is computed here: the graph is solved in one task, which
+        raises ``ValueError`` when it holds more than ``local_max_edges`` edge rows (the
+        distributed path iterates until the labels settle, which only a caller that may
+        compute between rounds can run).
 
     Returns
     -------
@@ -61,8 +65,7 @@ def connected_components(edges: dd.DataFrame, *, local_max_edges: int = 2_000_00
 
     Notes
     -----
-    Counting the edges costs one ``compute``. Labels do not depend on how
-    `edges` is partitioned.
+    Labels do not depend on how `edges` is partitioned.
 
     References
     ----------
@@ -70,16 +73,23 @@ def connected_components(edges: dd.DataFrame, *, local_max_edges: int = 2_000_00
        "Connected Components in MapReduce and Beyond", SoCC 2014.
     """
     _check_edges(edges)
-    # The edge list is small next to the corpus; both paths run on host (pandas) partitions.
-    edges = edges[["u", "v"]].map_partitions(to_host, meta=_EDGE_META)
     if local_max_edges < 0:
         raise ValueError(f"local_max_edges must be >= 0, got {local_max_edges}")
-    if len(edges) > local_max_edges:
+    # The edge list is small next to the corpus; both paths run on host (pandas) partitions.
+    edges = edges[["u", "v"]].map_partitions(to_host, meta=_EDGE_META)
+    if n_edges is not None and n_edges > local_max_edges:
         return components_distributed(edges)
-    pdf = edges[["u", "v"]].compute()
-    node, comp = components_local(pdf["u"].to_numpy("int64"), pdf["v"].to_numpy("int64"))
-    nparts = max(1, min(edges.npartitions, -(-len(node) // _LOCAL_ROWS_PER_PARTITION)))
-    return dd.from_pandas(pd.DataFrame({"node": node, "component": comp}), npartitions=nparts)
+    return edges.repartition(npartitions=1).map_partitions(_solve, local_max_edges, meta=_OUT_META)
+
+
+def _solve(edges: pd.DataFrame, local_max_edges: int) -> pd.DataFrame:
+    if len(edges) > local_max_edges:
+        raise ValueError(
+            f"{len(edges):,} verified edges exceed local_components_max_edges ({local_max_edges:,}): raise it (one task "
+            "holds the edge list), or run curate dedup / curate.pipeline.dedup, which switches to distributed components"
+        )
+    node, component = components_local(edges["u"].to_numpy("int64"), edges["v"].to_numpy("int64"))
+    return pd.DataFrame({"node": node, "component": component})
 
 
 def components_local(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

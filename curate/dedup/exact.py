@@ -6,6 +6,8 @@ import pandas as pd
 from curate.backend import md5_hex, to_host
 from curate.dedup.groups import group_frame, group_meta
 from curate.dedup.keep import KeepPolicy
+from curate.dedup.keys import select
+from curate.dedup.stages import Stage, build_now
 from curate.io.read import DOC
 
 MD5 = "_md5"
@@ -20,8 +22,8 @@ class ExactDedup:
        (see :mod:`curate.kernels.md5`; the same digest on both backends) where it lies, and only ``(_doc,
        digest)`` pairs are shuffled on the digest; documents whose digest is shared are the
        candidates.
-    2. :meth:`groups`: the candidates, with their texts (a small share of the corpus), are
-       shuffled on the digest; within a digest group only documents whose text is byte-for-byte
+    2. :meth:`groups`: the candidates' rows are selected where they lie and only they, with their
+       texts (a small share of the corpus), are shuffled on the digest; within a digest group only documents whose text is byte-for-byte
        equal are grouped, so a digest collision never merges different texts. The keep policy
        picks each group's representative.
 
@@ -87,14 +89,28 @@ class ExactDedup:
             _exact_groups, self.text_field, self.id_field, self.keep, meta=to_host(group_meta(members[self.id_field]._meta))
         )
 
-    def __call__(self, docs: dd.DataFrame) -> dd.DataFrame:
-        """Duplicate groups of ``docs`` (columns :meth:`columns`): :meth:`groups` of :meth:`candidates`.
+    def run(self, docs: dd.DataFrame, stage: Stage = build_now, candidates: dd.DataFrame | None = None) -> dd.DataFrame:
+        """Duplicate groups of ``docs``, each step through ``stage`` (see :mod:`curate.dedup.stages`).
 
-        The candidates are joined to all of ``docs`` here, which shuffles every text once more; a
-        pipeline that can select the candidates' rows where they lie (as ``curate dedup`` does,
-        with :func:`curate.dedup.select_keys`) passes only those to :meth:`groups`.
+        :meth:`candidates` (unless given: ``curate dedup`` finds them in its first pass over the
+        input), then :meth:`groups` of the candidates' rows, selected where they lie
+        (:func:`curate.dedup.keys.select`), so that only their texts are shuffled.
+
+        Parameters
+        ----------
+        docs : dask.dataframe.DataFrame
+            A document frame (:mod:`curate.dedup.keys`) with :meth:`columns`.
+        stage : callable, default=:func:`curate.dedup.stages.build_now`
+        candidates : dask.dataframe.DataFrame, optional
+            :meth:`candidates` of ``docs``.
         """
-        return self.groups(self.candidates(docs).merge(docs[self.columns()], on=DOC))
+        if candidates is None:
+            candidates = self.candidates(docs)
+        return stage("exact", {"keep": str(self.keep)}, lambda: self.groups(select(docs[self.columns()], candidates, (MD5,))))
+
+    def __call__(self, docs: dd.DataFrame) -> dd.DataFrame:
+        """Duplicate groups of ``docs`` (a document frame with :meth:`columns`), lazily: :meth:`run`."""
+        return self.run(docs)
 
 
 def _digests(part, text_field: str):

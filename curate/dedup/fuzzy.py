@@ -4,11 +4,14 @@ import dask.dataframe as dd
 
 from curate.config import FuzzyConfig
 from curate.dedup.components import connected_components
-from curate.dedup.edges import bucket_stars, buckets_over_cap, member_pairs, unique_edges
+from curate.dedup.edges import bucket_stars, buckets_over_cap, member_pairs, stars_with_member_pairs, unique_edges
 from curate.dedup.keep import KeepPolicy
+from curate.dedup.keys import select
 from curate.dedup.minhash import lsh_buckets
 from curate.dedup.representatives import component_groups
+from curate.dedup.stages import Stage, build_now
 from curate.dedup.verify import JACCARD, score_edges, verify_edges
+from curate.io.read import DOC
 
 
 class FuzzyDedup:
@@ -79,9 +82,9 @@ class FuzzyDedup:
             return edges
         return verify_edges(edges, docs, self.text_field, self.config)
 
-    def components(self, edges: dd.DataFrame) -> dd.DataFrame:
+    def components(self, edges: dd.DataFrame, n_edges: int | None = None) -> dd.DataFrame:
         """``(node, component)``; see :func:`curate.dedup.components.connected_components`."""
-        return connected_components(edges[["u", "v"]], local_max_edges=self.config.local_components_max_edges)
+        return connected_components(edges[["u", "v"]], local_max_edges=self.config.local_components_max_edges, n_edges=n_edges)
 
     def groups(self, components: dd.DataFrame, docs: dd.DataFrame) -> dd.DataFrame:
         """The group table; see :func:`curate.dedup.representatives.component_groups`."""
@@ -89,12 +92,74 @@ class FuzzyDedup:
             components, docs, text_field=self.text_field, id_field=self.id_field, keep=self.keep, config=self.config
         )
 
-    def __call__(self, docs: dd.DataFrame) -> dd.DataFrame:
-        """All stages on ``docs`` (columns ``_doc``, id, text, keep column); returns the group table."""
-        stars = self.stars(self.buckets(docs))
-        scored = self.score(self.edges(stars), docs)
+    def columns(self) -> list[str]:
+        """The document columns the stages after LSH read: ``_doc``, the id, the text and the keep policy's column."""
+        return list(dict.fromkeys([DOC, self.id_field, self.text_field, *self.keep.columns()]))
+
+    def run(self, docs: dd.DataFrame, stage: Stage = build_now, components=None) -> dict:
+        """Every stage on ``docs``, each through ``stage`` (see :mod:`curate.dedup.stages`).
+
+        MinHash + LSH give the candidate edges (stars from each bucket's anchor); the candidates'
+        documents are selected where they lie; verification scores every edge; with verification
+        on, a second round compares the members of buckets where one failed against the anchor
+        (:func:`curate.dedup.edges.member_pairs`); connected components of the verified edges are
+        split into groups around their representatives.
+
+        Parameters
+        ----------
+        docs : dask.dataframe.DataFrame
+            A document frame (:mod:`curate.dedup.keys`) with :meth:`columns`.
+        stage : callable, default=:func:`curate.dedup.stages.build_now`
+            ``stage(name, params, build)``: the Python API builds every stage into one lazy
+            graph; ``curate dedup`` writes each to disk and reads it back (``--resume``).
+        components : callable, optional
+            ``components(edges)`` for the graphs of verified edges; default :meth:`components`
+            (one task per graph, nothing computed while the graph is built).
+
+        Returns
+        -------
+        dict
+            Lazy frames: ``groups`` (the group table), ``candidates`` (candidate edges),
+            ``edges`` (verified edges of both rounds), ``components``; with verification also
+            ``member_pairs`` and ``member_edges``; and ``buckets_over_cap`` (an int, or a Dask
+            scalar until computed).
+        """
+        components = components or self.components
+        config = self.config
+        # The parameters each stage reads besides the stages before it (keys for --resume).
+        later = {"threshold", "verify", "local_components_max_edges", "max_member_pairs", "num_perm", "fp_weight", "fn_weight"}
+
+        def lsh():
+            stars = self.stars(self.buckets(docs))
+            return {"edges": self.edges(stars), "stars": stars_with_member_pairs(stars)}
+
+        found = stage("minhash+lsh", config.model_dump(exclude=later), lsh)
+        candidates = found["edges"]
+        columns = self.columns()
+        # Only the documents of a candidate edge are read again and moved, by every stage after this.
+        chosen = stage("select", {"columns": columns}, lambda: select(docs[columns], endpoints(candidates)))
+        scored = stage("verify", {"threshold": config.threshold, "verify": config.verify}, lambda: self.score(candidates, chosen))
+        out = {"candidates": candidates, "buckets_over_cap": 0}
         edges = self.passed(scored)
-        if self.config.verify:
-            pairs = self.member_pairs(stars, scored, self.components(edges))
-            edges = dd.concat([edges, self.verify(pairs, docs)])
-        return self.groups(self.components(edges), docs)
+        if config.verify:  # without verification nothing failed, and the stars already connect every bucket
+
+            def pairs():
+                graph = components(edges)
+                return {"pairs": self.member_pairs(found["stars"], scored, graph), "buckets_over_cap": self.buckets_over_cap(found["stars"], scored, graph)}
+
+            second = stage("member_pairs", {"max_member_pairs": config.max_member_pairs}, pairs)
+            members = stage("verify_members", {}, lambda: self.passed(self.score(second["pairs"], chosen)))
+            edges = dd.concat([edges, members])
+            out.update(member_pairs=second["pairs"], member_edges=members, buckets_over_cap=second["buckets_over_cap"])
+        graph = stage("components", {}, lambda: components(edges))
+        groups = stage("groups", {"keep": str(self.keep)}, lambda: self.groups(graph, chosen))
+        return {**out, "edges": edges, "components": graph, "groups": groups}
+
+    def __call__(self, docs: dd.DataFrame) -> dd.DataFrame:
+        """All stages on ``docs`` (a document frame with :meth:`columns`); returns the group table, lazily."""
+        return self.run(docs)["groups"]
+
+
+def endpoints(edges: dd.DataFrame) -> dd.DataFrame:
+    """Both ends of every edge as one ``_doc`` column (repeats and all)."""
+    return dd.concat([edges[["u"]].rename(columns={"u": DOC}), edges[["v"]].rename(columns={"v": DOC})])

@@ -15,6 +15,7 @@ from curate.backend import greedy_representatives, to_host
 from curate.config import FuzzyConfig
 from curate.dedup.groups import group_frame, group_meta
 from curate.dedup.keep import KeepPolicy
+from curate.dedup.keys import select
 from curate.dedup.minhash import prepare_text
 from curate.io.read import DOC
 
@@ -32,7 +33,8 @@ def component_groups(
         Columns ``node``, ``component`` (int64), from
         :func:`curate.dedup.components.connected_components`.
     docs : dask.dataframe.DataFrame
-        Columns ``_doc``, the id and text fields and the keep policy's column.
+        A document frame (:mod:`curate.dedup.keys`) with ``_doc``, the id and text fields and
+        the keep policy's column, holding every document of a component.
     text_field, id_field : str
     keep : KeepPolicy
     config : FuzzyConfig
@@ -44,7 +46,8 @@ def component_groups(
         The group table of :mod:`curate.dedup.groups`.
     """
     cols = [DOC, id_field, *keep.columns()] + ([text_field] if config.verify or keep.rule == "longest" else [])
-    members = components.rename(columns={"node": DOC}).merge(docs[list(dict.fromkeys(cols))], on=DOC)
+    # The members' rows are selected where they lie: each text moves once, to its component's partition.
+    members = select(docs[list(dict.fromkeys(cols))], components.rename(columns={"node": DOC}), (COMPONENT,))
     # Components hold candidate documents only, so they are split on the host whatever the backend.
     return members.shuffle(COMPONENT).map_partitions(
         _split, text_field, id_field, keep, config, meta=to_host(group_meta(docs[id_field]._meta))

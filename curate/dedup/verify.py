@@ -1,13 +1,16 @@
 """Verification: keep only candidate edges whose true Jaccard similarity reaches the threshold."""
 
 import dask.dataframe as dd
+import numpy as np
 
-from curate.backend import jaccard
+from curate.backend import jaccard, to_host
 from curate.config import FuzzyConfig
+from curate.dedup.keys import select
 from curate.dedup.minhash import prepare_text
 from curate.io.read import DOC
 
 JACCARD = "jaccard"
+PART = "_part"  # the edge partition that asks for a text
 
 
 def verify_edges(edges: dd.DataFrame, docs: dd.DataFrame, text_field: str, config: FuzzyConfig) -> dd.DataFrame:
@@ -32,39 +35,51 @@ def verify_edges(edges: dd.DataFrame, docs: dd.DataFrame, text_field: str, confi
 def score_edges(edges: dd.DataFrame, docs: dd.DataFrame, text_field: str, config: FuzzyConfig) -> dd.DataFrame:
     """Exact Jaccard similarity of each candidate pair's shingle sets, every pair kept.
 
-    The texts of both ends are joined onto the edges (shuffles of the documents that have an
-    edge only), then :func:`curate.kernels.jaccard.jaccard_pairs` compares the shingle sets,
-    with the same shingles and normalisation as the MinHash stage.
+    The edges are shuffled on ``u`` (an LSH star's edges all land in one partition), and each
+    partition asks for the texts of its edges' documents: those texts move from where they lie
+    (:func:`curate.dedup.keys.select`) to the partitions that asked, once each. Texts are never
+    copied onto edges: a partition builds each document's shingle set once and compares it with
+    every partner (:func:`curate.kernels.jaccard.jaccard_indexed`), with the same shingles and
+    normalisation as the MinHash stage.
 
     Parameters
     ----------
     edges : dask.dataframe.DataFrame
         Columns ``u``, ``v`` (int64).
     docs : dask.dataframe.DataFrame
-        Columns ``_doc`` and ``text_field``.
+        A document frame (:mod:`curate.dedup.keys`) with ``_doc`` and ``text_field``, holding
+        at least every document of an edge (e.g. the candidates selected from the corpus).
     text_field : str
     config : FuzzyConfig
 
     Returns
     -------
     dask.dataframe.DataFrame
-        Columns ``u``, ``v`` (int64), ``jaccard`` (float64, in [0, 1]).
+        Columns ``u``, ``v`` (int64), ``jaccard`` (float64, in [0, 1]); partitioned by ``u``.
     """
-    text = docs[[DOC, text_field]]
-    pairs = edges.merge(text.rename(columns={DOC: "u", text_field: "_text_u"}), on="u")
-    pairs = pairs.merge(text.rename(columns={DOC: "v", text_field: "_text_v"}), on="v")
+    numbered = edges[["u", "v"]].shuffle("u").map_partitions(_numbered, meta={"u": "int64", "v": "int64", PART: "int64"})
+    wanted = dd.concat([numbered[["u", PART]].rename(columns={"u": DOC}), numbered[["v", PART]].rename(columns={"v": DOC})])
+    located = select(docs[[DOC, text_field]], wanted, columns=(PART,), repeats=True)
+    texts = located[[PART, DOC, text_field]].set_index(PART, divisions=(*range(numbered.npartitions), numbered.npartitions - 1))
     meta = {"u": "int64", "v": "int64", JACCARD: "float64"}  # built in the partitions' backend
-    return pairs.map_partitions(_score, config, meta=meta)
+    return dd.map_partitions(_score, numbered, texts, text_field, config, meta=meta, align_dataframes=False)
 
 
-def _score(part, config):
-    # Sorted by u, the edges of one LSH star (anchor u) are adjacent and its set is built once.
-    part = part.sort_values("u", kind="stable")
+def _numbered(part, partition_info=None):
+    number = 0 if partition_info is None else partition_info["number"]
+    return part.assign(**{PART: np.int64(number)}).drop_duplicates(["u", "v"])
+
+
+def _score(edges, texts, text_field, config):
+    texts = texts.drop_duplicates(DOC).sort_values(DOC)
+    keys = to_host(texts[DOC]).to_numpy()
+    edges = edges.sort_values(["u", "v"])  # a star's anchor first in a run of its edges: its set is built once per chunk
+    u, v = to_host(edges["u"]).to_numpy(), to_host(edges["v"]).to_numpy()
     similarity = jaccard(
-        prepare_text(part["_text_u"], config),
-        prepare_text(part["_text_v"], config),
+        prepare_text(texts[text_field].reset_index(drop=True), config),
+        np.searchsorted(keys, u),
+        np.searchsorted(keys, v),
         config.width,
         config.ngram == "word",
-        x_keys=part["u"].to_numpy(),
     )
-    return type(part)({"u": part["u"].to_numpy(), "v": part["v"].to_numpy(), JACCARD: similarity})
+    return type(edges)({"u": u, "v": v, JACCARD: similarity})

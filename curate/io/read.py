@@ -170,7 +170,9 @@ def read_documents(
     Returns
     -------
     dask.dataframe.DataFrame
-        Columns ``_doc`` (int64), the assigned ``id`` if any, then the input's fields in the order
+        Indexed by ``_doc`` with known divisions (:func:`source_divisions`: each partition's
+        key range, which :mod:`curate.dedup.keys` uses to join keys to documents without moving
+        them). Columns ``_doc`` (int64), the assigned ``id`` if any, then the input's fields in the order
         first seen (a field absent from a file is null there); with ``on_error="skip"`` also
         :data:`REJECT_COLUMNS`. Pandas partitions (the text and string ids as pandas strings,
         the other fields Arrow-typed, ``pd.ArrowDtype``, so every value stays as read), or cudf
@@ -239,9 +241,23 @@ def read_documents(
         reader=reader,
         frame_backend=frame_backend,
         meta=_frame(reader.output_schema().empty_table(), reader.keys(), frame_backend),
+        divisions=source_divisions(sources),
         enforce_metadata=False,
         label="read-documents",
     )
+
+
+def source_divisions(sources: list[Source]) -> tuple[int, ...]:
+    """The ``_doc`` range of each partition, as Dask divisions: partition ``i`` holds keys in
+    ``[divisions[i], divisions[i + 1])`` (the last bound included).
+
+    Whole files start at ``file_index << 40``. A byte range of a file that starts at ``offset
+    > 0`` holds the lines that start after the first line end at or after ``offset``
+    (:func:`fsspec.utils.read_block`), so its keys are at least ``offset + 1``, and the range
+    before it ends with the line that holds byte ``offset``, which starts at or before it.
+    """
+    starts = [(s.file_indices[0] << POSITION_BITS) | (s.offset + 1 if s.offset else 0) for s in sources]
+    return (*starts, ((sources[-1].file_indices[-1] + 1) << POSITION_BITS) - 1)
 
 
 def split_rejected(docs: dd.DataFrame, records: bool = False) -> tuple[dd.DataFrame, dd.DataFrame | None]:
@@ -469,8 +485,11 @@ def _load_partition(src: Source, reader: "_Reader", frame_backend: str):
 
 
 def _frame(table: pa.Table, keys: tuple[str, ...], frame_backend: str):
+    # Indexed by _doc, so that the frame's divisions say which keys each partition holds.
     if frame_backend != "pandas":
-        return from_arrow(table, frame_backend)
+        frame = from_arrow(table, frame_backend)
+        frame.index = frame[DOC].values
+        return frame
     # Every value stays Arrow-typed but strings (pandas' own str dtype, Arrow-backed too): as
     # object columns Dask would turn nested values and bytes into strings
     # ("dataframe.convert-string"); numpy's int64 has no null and its float64 makes null and
@@ -480,6 +499,7 @@ def _frame(table: pa.Table, keys: tuple[str, ...], frame_backend: str):
     for name in keys:
         if name in frame.columns and isinstance(frame[name].dtype, pd.ArrowDtype):
             frame[name] = frame[name].to_numpy()
+    frame.index = frame[DOC].to_numpy()
     return frame
 
 

@@ -49,30 +49,67 @@ def jaccard_sorted(x, y):
 
 
 @njit(nogil=True, cache=True)
-def _jaccard_pairs(offsets_x, data_x, offsets_y, data_y, width, words, x_keys, out):
-    x = np.empty(0, dtype=np.uint64)
-    for i in range(len(out)):
-        if i == 0 or x_keys[i] != x_keys[i - 1]:
-            x = shingle_set(data_x, offsets_x[i], offsets_x[i + 1], width, words)
-        y = shingle_set(data_y, offsets_y[i], offsets_y[i + 1], width, words)
-        out[i] = jaccard_sorted(x, y)
+def _jaccard_indexed(offsets, data, x, y, width, words, budget, out):
+    n_docs = len(offsets) - 1
+    chunk_of = np.full(n_docs, -1, dtype=np.int64)  # the chunk whose sets hold each document
+    starts = np.zeros(n_docs, dtype=np.int64)
+    lengths = np.zeros(n_docs, dtype=np.int64)
+    flat = np.empty(0, dtype=np.uint64)
+    begin, chunk = 0, 0
+    while begin < len(out):
+        # The pairs from `begin` whose documents' texts sum to at most `budget` bytes (one pair at least).
+        end, size = begin, 0
+        while end < len(out):
+            extra = 0
+            for d in (x[end], y[end]):
+                if chunk_of[d] != chunk:
+                    extra += offsets[d + 1] - offsets[d]
+            if end > begin and size + extra > budget:
+                break
+            for d in (x[end], y[end]):
+                if chunk_of[d] != chunk:
+                    chunk_of[d] = chunk
+                    starts[d] = size  # at most one shingle per byte: the text's size bounds its set
+                    size += offsets[d + 1] - offsets[d]
+            end += 1
+        if len(flat) < size:
+            flat = np.empty(size, dtype=np.uint64)
+        for i in range(begin, end):  # each document's set once in the chunk
+            for d in (x[i], y[i]):
+                if lengths[d] >= 0 and chunk_of[d] == chunk:
+                    found = shingle_set(data, offsets[d], offsets[d + 1], width, words)
+                    flat[starts[d] : starts[d] + len(found)] = found
+                    lengths[d] = -1 - len(found)  # negative: built in this chunk
+        for i in range(begin, end):
+            a, b = x[i], y[i]
+            out[i] = jaccard_sorted(flat[starts[a] : starts[a] - 1 - lengths[a]], flat[starts[b] : starts[b] - 1 - lengths[b]])
+        for i in range(begin, end):  # unmark, so a later chunk builds them again
+            lengths[x[i]] = 0
+            lengths[y[i]] = 0
+        begin, chunk = end, chunk + 1
 
 
-def jaccard_pairs(offsets_x, data_x, offsets_y, data_y, width, words=False, x_keys=None):
-    """Jaccard similarity of document ``i`` of buffer x with document ``i`` of buffer y.
+def jaccard_indexed(offsets, data, x, y, width, words=False, budget=1 << 25):
+    """Jaccard similarity of documents ``x[i]`` and ``y[i]`` of one text buffer.
+
+    Each document's shingle set is built once (per chunk of pairs; see ``budget``), however many
+    pairs it is in: an LSH star's anchor is compared with all its members from one set.
 
     Parameters
     ----------
-    offsets_x, offsets_y : arrays of shape (n_pairs + 1,), dtype int64
-    data_x, data_y : arrays, dtype uint8
-        UTF-8 text buffers.
+    offsets : array of shape (n_docs + 1,), dtype int64
+    data : array, dtype uint8
+        UTF-8 text buffer of the documents.
+    x, y : arrays of shape (n_pairs,), dtype int64
+        Document numbers (``0 <= x[i], y[i] < n_docs``).
     width : int
         Characters (or words) per shingle.
     words : bool, default=False
-    x_keys : array of shape (n_pairs,), dtype int64, optional
-        Which document each x is: where ``x_keys[i] == x_keys[i - 1]`` the x document is the
-        same and its shingle set is reused, not rebuilt. Sorting pairs by x (an LSH star's
-        anchor is the x of all its edges) turns that into one set per anchor.
+    budget : int, default=32 MiB
+        Pairs are taken in order in chunks whose documents hold at most this many text bytes
+        (at least one pair), which bounds the sets held at once to 8 bytes per text byte; a
+        document in pairs of several chunks has its set built in each. Order the pairs by ``x``
+        so that a document's pairs fall in one chunk.
 
     Returns
     -------
@@ -82,14 +119,16 @@ def jaccard_pairs(offsets_x, data_x, offsets_y, data_y, width, words=False, x_ke
     Raises
     ------
     ValueError
-        If the two buffers, or ``x_keys``, hold different numbers of documents.
+        If ``x`` and ``y`` differ in length, or name a document outside the buffer.
     """
-    n = len(offsets_x) - 1
-    if len(offsets_y) - 1 != n or (x_keys is not None and len(x_keys) != n):
-        raise ValueError(f"buffers hold {n} and {len(offsets_y) - 1} documents" + ("" if x_keys is None else f", x_keys {len(x_keys)}"))
-    keys = np.arange(n, dtype=np.int64) if x_keys is None else np.asarray(x_keys, dtype=np.int64)
-    out = np.empty(n, dtype=np.float64)
-    _jaccard_pairs(offsets_x, data_x, offsets_y, data_y, width, words, keys, out)
+    x, y = np.asarray(x, dtype=np.int64), np.asarray(y, dtype=np.int64)
+    n_docs = len(offsets) - 1
+    if len(x) != len(y):
+        raise ValueError(f"x and y differ in length: {len(x)} != {len(y)}")
+    if len(x) and (min(x.min(), y.min()) < 0 or max(x.max(), y.max()) >= n_docs):
+        raise ValueError(f"document numbers must be in [0, {n_docs})")
+    out = np.empty(len(x), dtype=np.float64)
+    _jaccard_indexed(np.asarray(offsets, dtype=np.int64), data, x, y, width, words, int(budget), out)
     return out
 
 

@@ -1,0 +1,232 @@
+"""The Python API: one lazy call from a Dask DataFrame of documents to the kept documents.
+
+:func:`deduplicate` runs what ``curate dedup`` runs (exact dedup, fuzzy dedup on what it kept,
+resolving the two) through the same stage functions (:meth:`curate.dedup.ExactDedup.run`,
+:meth:`curate.dedup.FuzzyDedup.run`, :func:`curate.dedup.resolve.resolve`), built into one lazy
+graph instead of written stage by stage: nothing runs until the caller computes.
+"""
+
+from dataclasses import dataclass, field
+
+import dask
+import dask.dataframe as dd
+import numpy as np
+
+from curate.backend import to_host
+from curate.config import ClusterConfig, FuzzyConfig, IOConfig, RunConfig
+from curate.dedup.exact import ExactDedup
+from curate.dedup.fuzzy import FuzzyDedup
+from curate.dedup.keep import KeepPolicy
+from curate.dedup.keys import DOC, POSITION_BITS, add_doc_keys, align, doc_divisions, drop, fixed_partitions
+from curate.dedup.resolve import empty_groups, resolve
+from curate.io.write import count_rows
+
+# Options of the call: the config's field names that concern documents already in a frame.
+_TOP = ("keep",)
+_IO = ("id_field", "text_field")
+
+
+class AccountingError(RuntimeError):
+    """The results do not account for every input document exactly once."""
+
+
+@dataclass
+class Deduplication:
+    """The result of :func:`deduplicate`: lazy frames, and their counts once computed.
+
+    Attributes
+    ----------
+    kept : dask.dataframe.DataFrame
+        The documents kept: the input's columns, index, partitions and order.
+    removed : dask.dataframe.DataFrame
+        One row per removed document, in input order: ``_doc`` (int64, curate's key), ``id``,
+        ``kind`` ("exact"/"fuzzy"), ``representative`` (the kept document's id) and ``jaccard``
+        (float64, its similarity with the representative; 1.0 for exact copies, NaN without
+        verification), as ``removed.parquet``.
+    duplicates : dask.dataframe.DataFrame
+        One row per document per duplicate group: ``_doc``, ``id``, ``group`` (the group's
+        representative id), ``kind``, ``kept`` (bool), ``jaccard``, as ``duplicates.parquet``
+        (which also locates each document in the input files).
+    counts : dict
+        Filled by :meth:`compute` (ints): ``documents``, ``kept``, ``removed``,
+        ``exact_removed``, ``fuzzy_removed``, ``candidate_edges``, ``verified_edges``,
+        ``member_pairs``, ``buckets_over_cap``. Empty before.
+    config : RunConfig
+        The configuration the call resolved.
+    """
+
+    kept: dd.DataFrame
+    removed: dd.DataFrame
+    duplicates: dd.DataFrame
+    config: RunConfig
+    counts: dict = field(default_factory=dict)
+    _lazy_counts: dict = field(default_factory=dict, repr=False)
+
+    def compute(self, **kwargs):
+        """Compute the three tables and the counts in one pass (each stage runs once).
+
+        Parameters
+        ----------
+        **kwargs
+            Passed to :func:`dask.compute` (e.g. ``scheduler="sync"``).
+
+        Returns
+        -------
+        kept, removed, duplicates : pandas (or cudf) DataFrames
+
+        Raises
+        ------
+        AccountingError
+            If input documents != kept + removed.
+        """
+        kept, removed, duplicates, counts = dask.compute(self.kept, self.removed, self.duplicates, self._lazy_counts, **kwargs)
+        self.counts = {name: int(value) for name, value in counts.items()}
+        self._check()
+        return kept, removed, duplicates
+
+    def _check(self) -> None:
+        n = self.counts
+        if n["documents"] != n["kept"] + n["removed"]:
+            raise AccountingError(f"{n['documents']} input documents != {n['kept']} kept + {n['removed']} removed")
+
+
+def deduplicate(docs: dd.DataFrame, *, mode: str = "both", config: RunConfig | FuzzyConfig | None = None, **options) -> Deduplication:
+    """Remove exact and near-duplicate documents from a Dask DataFrame, lazily.
+
+    Runs exact dedup (md5 digests; byte equality confirmed), then fuzzy dedup (MinHash + LSH,
+    verified by the true Jaccard similarity) on what exact dedup kept, then resolves the two,
+    exactly as ``curate dedup`` does with the same options, and gives the same kept documents.
+    Building the result computes nothing; call :meth:`Deduplication.compute` (or compute or
+    persist its frames with your own client).
+
+    Parameters
+    ----------
+    docs : dask.dataframe.DataFrame
+        The documents: pandas or cudf partitions, any partitioning, any index. A text column
+        (``text_field``, default ``text``; strings, null read as empty) and, optionally, an id
+        column (``id_field``, default ``id``; without one, ids are curate's keys ``_doc``). A
+        frame from :func:`curate.io.read_documents` (or :func:`curate.add_doc_keys`) keeps its
+        ``_doc`` keys; any other is keyed here (partition << 40 | row).
+    mode : {"exact", "fuzzy", "both"}, default="both"
+    config : RunConfig or FuzzyConfig, optional
+        A whole configuration (e.g. from :func:`curate.config.load_config`) or its fuzzy part;
+        ``options`` override it.
+    **options
+        Configuration fields by name: ``keep`` ("first", "longest", "max:COLUMN", "min:COLUMN"),
+        ``text_field``, ``id_field`` and every field of :class:`curate.config.FuzzyConfig`
+        (``threshold``, ``ngram``, ``width``, ``num_bands``, ``rows_per_band``, ``seed``, ...).
+
+    Returns
+    -------
+    Deduplication
+        ``kept``, ``removed`` and ``duplicates`` (lazy), and ``counts`` once computed.
+
+    Raises
+    ------
+    TypeError
+        On an option that is not a configuration field, or one that configures reading files
+        or the cluster (``blocksize``, ``memory_limit``, ...), naming it.
+    ValueError
+        On an invalid value (naming the field), or a column the options name that ``docs``
+        lacks (``text_field='body': no such column ...``).
+
+    Notes
+    -----
+    Connected components of the verified edges are solved in one task here (nothing may be
+    computed while the graph is built, and the distributed algorithm iterates until its labels
+    settle); past ``local_components_max_edges`` edges that task stops with an error, and
+    ``curate dedup`` / :func:`curate.pipeline.dedup`, which switch to distributed components, are
+    the way.
+
+    Examples
+    --------
+    >>> result = curate.deduplicate(docs, threshold=0.8)          # doctest: +SKIP
+    >>> kept, removed, duplicates = result.compute()              # doctest: +SKIP
+    """
+    run = _config(mode, config, options)
+    io, keep = run.io, KeepPolicy.parse(run.keep)
+    _check_columns(docs, io, keep, io.id_field_given)
+    own_keys = DOC not in docs.columns
+    if own_keys:
+        docs = fixed_partitions(docs)  # the keys number its partitions and rows
+    keyed = add_doc_keys(docs) if own_keys else docs
+    divisions = doc_divisions(keyed)
+    id_field = io.id_field if io.id_field in keyed.columns else DOC
+    exact = ExactDedup(text_field=io.text_field, id_field=id_field, keep=keep)
+    fuzzy = FuzzyDedup(run.fuzzy, text_field=io.text_field, id_field=id_field, keep=keep)
+    counts = {"documents": count_rows(keyed)}
+    exact_groups = fuzzy_groups = empty_groups(keyed, id_field)
+    left = keyed
+    if run.mode in ("exact", "both"):
+        exact_groups = exact.run(keyed)
+        left = drop(keyed, exact_groups[exact_groups._doc != exact_groups._rep][[DOC]])
+    if run.mode in ("fuzzy", "both"):
+        found = fuzzy.run(left)
+        fuzzy_groups = found["groups"]
+        counts |= {"candidate_edges": count_rows(found["candidates"]), "verified_edges": count_rows(found["edges"])}
+        counts["member_pairs"] = count_rows(found["member_pairs"]) if "member_pairs" in found else 0
+        counts["buckets_over_cap"] = found["buckets_over_cap"]
+    removed, duplicates = resolve(exact_groups, fuzzy_groups, divisions)
+    if id_field == DOC:  # no id column: the keys are the ids
+        removed, duplicates = removed.assign(id=removed[DOC]), duplicates.assign(id=duplicates[DOC])
+    kept = _drop_positions(docs, removed, divisions) if own_keys else drop(keyed, removed)
+    counts |= {
+        "kept": count_rows(kept),
+        "removed": count_rows(removed),
+        "exact_removed": (removed.kind == "exact").sum(),
+        "fuzzy_removed": (removed.kind == "fuzzy").sum(),
+    }
+    return Deduplication(kept, removed, duplicates, run, _lazy_counts=counts)
+
+
+def _config(mode: str, config, options: dict) -> RunConfig:
+    """``config`` updated by ``options``, validated once, as the CLI merges a YAML file and flags."""
+    if isinstance(config, FuzzyConfig):
+        config = RunConfig(fuzzy=config)
+    # Only what was set: values the validation derived (the bands chosen for a threshold) are
+    # derived again from the merged values.
+    data = {} if config is None else config.model_dump(exclude_unset=True)
+    data["mode"] = mode
+    for name, value in options.items():
+        if name in _TOP:
+            data[name] = value
+        elif name in _IO:
+            data.setdefault("io", {})[name] = value
+        elif name in FuzzyConfig.model_fields:
+            data.setdefault("fuzzy", {})[name] = value
+        elif name in RunConfig.model_fields or name in IOConfig.model_fields or name in ClusterConfig.model_fields:
+            raise TypeError(f"deduplicate() option {name}= configures reading files or the cluster, which the Python API leaves to you")
+        else:
+            raise TypeError(f"deduplicate() got an unknown option {name}=; options are keep=, text_field=, id_field= and FuzzyConfig's fields")
+    try:
+        return RunConfig.model_validate(data)
+    except ValueError as err:  # pydantic's ValidationError names the field
+        raise ValueError(f"deduplicate(): {err}") from None
+
+
+def _check_columns(docs: dd.DataFrame, io, keep: KeepPolicy, id_given: bool) -> None:
+    if not isinstance(docs, dd.DataFrame):
+        raise TypeError(f"docs must be a dask DataFrame, got {type(docs).__name__}")
+    columns = list(docs.columns)
+    if io.text_field not in columns:
+        raise ValueError(f"text_field={io.text_field!r}: no such column in docs (columns: {columns})")
+    if id_given and io.id_field not in columns:
+        raise ValueError(f"id_field={io.id_field!r}: no such column in docs (columns: {columns})")
+    if keep.column and keep.column not in columns:
+        raise ValueError(f"keep={str(keep)!r}: no column {keep.column!r} in docs (columns: {columns})")
+
+
+def _drop_positions(docs: dd.DataFrame, removed: dd.DataFrame, divisions: tuple[int, ...]) -> dd.DataFrame:
+    """``docs`` (keyed by :func:`curate.add_doc_keys` inside the call) without the removed rows, as given: its own index, no ``_doc``."""
+    aligned = align(removed[[DOC]], divisions)
+    return dd.map_partitions(_drop_rows, docs, aligned, meta=docs._meta, align_dataframes=False)
+
+
+def _drop_rows(part, removed, partition_info=None):
+    number = 0 if partition_info is None else partition_info["number"]
+    keys = (np.int64(number) << POSITION_BITS) + np.arange(len(part), dtype=np.int64)
+    gone = np.isin(keys, to_host(removed[DOC]).to_numpy())
+    return part[~gone]
+
+
+__all__ = ["AccountingError", "Deduplication", "add_doc_keys", "deduplicate"]

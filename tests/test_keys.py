@@ -1,0 +1,96 @@
+"""Document keys and the key-range joins of :mod:`curate.dedup.keys`, against pandas."""
+
+import dask
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+
+from curate.dedup.keys import DOC, add_doc_keys, doc_divisions, drop, in_order, select
+from curate.io import read_documents
+from tests.conftest import write_jsonl
+
+
+@pytest.fixture(autouse=True)
+def sync_tasks():
+    # Small frames: the synchronous scheduler, with task shuffles (P2P needs workers).
+    with dask.config.set({"scheduler": "sync", "dataframe.shuffle.method": "tasks"}):
+        yield
+
+
+def frame_of(rows: int, npartitions: int) -> dd.DataFrame:
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"text": [f"doc {i}" for i in range(rows)], "score": rng.random(rows)}, index=rng.permutation(rows) + 100)
+    return dd.from_pandas(frame, npartitions=npartitions, sort=False)
+
+
+def test_read_documents_divisions_hold_each_partitions_keys(tmp_path):
+    # An uncompressed file split into byte ranges: each range's keys (byte offsets of its lines)
+    # must lie in its division, or joins by key range would look in the wrong partition.
+    path = write_jsonl(tmp_path / "a.jsonl", [{"id": i, "text": "x" * (i % 37)} for i in range(3000)])
+    write_jsonl(tmp_path / "b.jsonl", [{"id": 5000 + i, "text": "y"} for i in range(10)])
+    docs = read_documents([str(path), str(tmp_path / "b.jsonl")], blocksize=4096)
+    assert docs.npartitions > 10 and docs.known_divisions
+    divisions = docs.divisions
+    for i, part in enumerate(docs.to_delayed()):
+        keys = part.compute()[DOC]
+        last = i == docs.npartitions - 1
+        assert keys.is_monotonic_increasing and (keys >= divisions[i]).all()
+        assert (keys <= divisions[i + 1]).all() if last else (keys < divisions[i + 1]).all()
+    assert len(docs.compute()) == 3010
+
+
+def test_add_doc_keys_numbers_partitions_and_rows():
+    docs = add_doc_keys(frame_of(10, 3))
+    assert docs.divisions == (0, 1 << 40, 2 << 40, (3 << 40) - 1)
+    keys = docs[DOC].compute()
+    sizes = frame_of(10, 3).map_partitions(len).compute().tolist()
+    expected = [(p << 40) + r for p, size in enumerate(sizes) for r in range(size)]
+    assert keys.tolist() == expected and docs.index.compute().tolist() == expected
+    assert list(docs.columns) == [DOC, "text", "score"]
+    with pytest.raises(ValueError, match="already has a '_doc' column"):
+        add_doc_keys(docs)
+
+
+def test_doc_divisions_refuses_frames_without_key_ranges():
+    with pytest.raises(ValueError, match="_doc"):
+        doc_divisions(frame_of(10, 2))
+    shuffled = add_doc_keys(frame_of(10, 2)).shuffle("text")
+    with pytest.raises(ValueError, match="divisions"):
+        doc_divisions(shuffled)
+
+
+@pytest.mark.parametrize("key_partitions", [1, 4])
+def test_select_drop_and_in_order_equal_pandas(key_partitions):
+    docs = add_doc_keys(frame_of(200, 7))
+    every = docs.compute()
+    rng = np.random.default_rng(1)
+    picked = rng.choice(every[DOC].to_numpy(), 60, replace=True)  # repeats included
+    keys = pd.DataFrame({DOC: picked, "tag": np.arange(60)})
+    table = dd.from_pandas(keys, npartitions=key_partitions, sort=False)
+
+    selected = select(docs, table).compute()
+    assert selected[DOC].tolist() == [k for k in every[DOC] if k in set(picked)]
+    with_first = select(docs, table, columns=("tag",)).compute()
+    first_tag = keys.drop_duplicates(DOC).set_index(DOC).tag
+    assert with_first[DOC].tolist() == selected[DOC].tolist()
+    assert with_first.tag.tolist() == first_tag.loc[with_first[DOC]].tolist()
+    every_row = select(docs, table, columns=("tag",), repeats=True).compute()
+    assert sorted(zip(every_row[DOC], every_row.tag)) == sorted(zip(keys[DOC], keys.tag))
+
+    kept = drop(docs, table)
+    assert kept.npartitions == docs.npartitions and kept.divisions == docs.divisions
+    pd.testing.assert_frame_equal(kept.compute(), every[~every[DOC].isin(picked)])
+
+    ordered = in_order(table, docs.divisions, by=[DOC, "tag"]).compute()
+    assert list(zip(ordered[DOC], ordered.tag)) == sorted(zip(keys[DOC], keys.tag))
+
+
+def test_joins_keep_a_documents_frame_lazy():
+    # Building a join computes nothing (the documents' divisions are known, not sampled).
+    docs = add_doc_keys(frame_of(50, 3))
+    calls = []
+    with dask.config.set(scheduler=lambda dsk, keys, **kw: calls.append(keys)):
+        drop(docs, dd.from_pandas(pd.DataFrame({DOC: [1 << 40]}), npartitions=1))
+        select(docs, dd.from_pandas(pd.DataFrame({DOC: [0]}), npartitions=1), columns=())
+    assert calls == []
