@@ -1,23 +1,35 @@
-"""The ``curate`` command: parse flags, build the config, call the Python API."""
+"""The ``curate`` command: parse flags, build the config, call the Python API.
 
+A user's mistake should cost a second, not a cluster start: ``curate dedup`` validates the
+config and checks inputs, fields and the output folder (:mod:`curate.checks`) before it imports
+Dask or starts anything, so this module imports only light modules at the top; each command
+imports what it needs.
+"""
+
+from __future__ import annotations  # the annotations name classes imported inside functions
+
+import contextlib
 import json
 import logging
 import sys
+import traceback
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from pydantic import ValidationError
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
 
-from curate.backend import resolve_backend, use_backend
-from curate.cluster import ClusterError, connect
-from curate.config import DEFAULT_NUM_PERM, FuzzyConfig, load_config
-from curate.params import describe_bands, s_curve_plot
-from curate.pipeline import dedup as run_dedup
-from curate.report import write_report
-from curate.review import Pair, RunOutput, diff_blocks, trailing_space
+from curate.checks import OutputBusyError, check_inputs, check_output, hold_output
+from curate.config import DEFAULT_NUM_PERM, ClusterConfig, FuzzyConfig, GPUConfig, IOConfig, RunConfig, config_data, shipped_configs
+from curate.io.files import FORMATS
+
+if TYPE_CHECKING:  # imported inside the commands that use them: they cost start-up time
+    from rich.console import Console
+    from rich.text import Text
+
+    from curate.review import Pair, RunOutput
+
 
 
 @click.group()
@@ -26,88 +38,222 @@ def main():
     """curate: exact and fuzzy (MinHash + LSH) deduplication of text corpora on Dask."""
 
 
+def _default(model, field: str) -> str:
+    """A config field's default as help shows it, taken from the model so both always agree."""
+    value = model.model_fields[field].default
+    return {True: "on", False: "off", None: "none"}.get(value, value) if isinstance(value, bool | None) else str(value)
+
+
+def _d(text) -> str:
+    """The one way help shows a default."""
+    return f"[default: {text}]"
+
+
 @main.command()
 @click.argument("inputs", nargs=-1, required=True)
-@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
-@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False), help="YAML config (see configs/).")
-@click.option("--mode", type=click.Choice(["exact", "fuzzy", "both"]), help="Default both: exact, then fuzzy on what is left.")
-@click.option("--keep", help="first (default) | longest | max:COLUMN | min:COLUMN")
-@click.option("--backend", type=click.Choice(["cpu", "gpu", "auto"]), help="cpu: pandas + numpy (default); gpu: cudf + cupy on a LocalCUDACluster; auto: gpu when a CUDA device is usable.")
-@click.option("--overwrite", is_flag=True, help="Replace a previous run's outputs in the output directory.")
-@click.option("--resume", is_flag=True, help="Reuse the finished stages of a killed or changed run in the output directory.")
-@click.option("--id-field", help="Id field, required in every record (default: id if present, else assigned file:line).")
-@click.option("--text-field", help="Text column (default text).")
-@click.option("--blocksize", help="Partition size (default 64MB): larger uncompressed JSONL files are split, smaller files packed together.")
-@click.option("--files-per-partition", type=int, help="Whole files (compressed JSONL, Parquet) per partition, instead of packing them by size.")
-@click.option("--output-format", type=click.Choice(["jsonl", "parquet"]), help="Default: the input's format.")
-@click.option("--on-error", type=click.Choice(["fail", "skip"]), help="Bad record: fail (default; names file, line, field) or skip (listed in OUT/rejected/).")
-@click.option("--ngram", type=click.Choice(["char", "word"]), help="Shingle unit (default char).")
-@click.option("--width", type=int, help="Characters or words per shingle (default 24).")
-@click.option("--num-bands", type=int, help="LSH bands (default: chosen for the threshold, 28 at 0.8).")
-@click.option("--rows-per-band", type=int, help="Hashes per band (default: chosen, 9 at 0.8).")
-@click.option("--num-perm", type=int, help="MinHash values to choose bands x rows within (default 260).")
-@click.option("--fp-weight", type=float, help="Weight of false positives when choosing bands (default 0.01).")
-@click.option("--fn-weight", type=float, help="Weight of false negatives when choosing bands (default 0.99).")
-@click.option("--hash-bits", type=click.Choice(["32", "64"]), help="MinHash variant (default 32).")
-@click.option("--seed", type=int, help="MinHash seed (default 42).")
-@click.option("--threshold", type=float, help="Jaccard similarity threshold (default 0.8).")
-@click.option("--verify/--no-verify", default=None, help="Check candidates' true Jaccard similarity (default on).")
-@click.option("--lowercase/--no-lowercase", default=None)
-@click.option("--collapse-whitespace/--no-collapse-whitespace", default=None)
-@click.option("--strip-punctuation/--no-strip-punctuation", default=None)
-@click.option("--nfkc/--no-nfkc", default=None)
-@click.option("--n-workers", type=int, help="Embedded LocalCluster workers.")
-@click.option("--threads-per-worker", type=int)
-@click.option("--memory-limit", help="Per worker, e.g. 4GB (default auto).")
-@click.option("--local-directory", help="Spill and shuffle scratch directory.")
-@click.option("--scheduler-address", help="Join a running scheduler, e.g. tcp://host:8786.")
-@click.option("--scheduler-file", help="Join the scheduler described by this file.")
-@click.option("--stall-timeout", type=float, help="Stop when no task finishes and no worker computes for this many seconds (default 300; 0: never).")
-@click.option("--cuda-visible-devices", "devices", help="GPU backend: devices for the embedded cluster, e.g. 0,1 (default all).")
-@click.option("--rmm-async/--no-rmm-async", default=None, help="GPU: CUDA async memory resource (default on unless --rmm-pool-size).")
-@click.option("--rmm-pool-size", help="GPU: per-worker RMM pool, e.g. 40GB or 0.8 (needs --no-rmm-async).")
-@click.option("--rmm-release-threshold", help="GPU: with --rmm-async, release pool memory above this size.")
-@click.option("--enable-cudf-spill/--disable-cudf-spill", default=None, help="GPU: cuDF spills device buffers to host (default on).")
-@click.option("--device-memory-limit", help="GPU: device memory at which a worker spills, e.g. 20GB.")
-@click.option("--protocol", type=click.Choice(["tcp", "ucx", "ucxx"]), help="GPU: worker communication (ucx through distributed-ucxx).")
-@click.option("--progress/--no-progress", default=None, help="Progress bars (default: on a terminal).")
-@click.option("--report", "with_report", is_flag=True, help="Also write OUT/report.html (as curate report OUT).")
-@click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
-def dedup(inputs, out_dir, config_file, overwrite, resume, progress, with_report, verbose, **flags):
-    """Remove exact and near-duplicate documents from INPUT files, directories, globs or URLs."""
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False), help="Output folder (created if needed).")
+@click.option("--config", "config_file", metavar="FILE|NAME", help="YAML config file, or the name of a shipped one (`curate config list`); flags override it.")
+@click.option("--mode", type=click.Choice(["exact", "fuzzy", "both"]), help=f"exact, fuzzy, or both: exact dedup, then fuzzy dedup of what it kept. {_d(_default(RunConfig, 'mode'))}")
+@click.option("--keep", metavar="RULE", help=f"Which document of a group is kept: first (in input order), longest (UTF-8 bytes), max:COLUMN or min:COLUMN. {_d(_default(RunConfig, 'keep'))}")
+@click.option("--backend", type=click.Choice(["cpu", "gpu", "auto"]), help=f"cpu: pandas + numpy; gpu: cudf + cupy on a LocalCUDACluster; auto: gpu when a CUDA device is usable. {_d(_default(RunConfig, 'backend'))}")
+@click.option("--overwrite", is_flag=True, help="Replace a previous run's outputs in the output folder, its finished stages included.")
+@click.option("--resume", is_flag=True, help="Reuse the finished stages (OUT/_stages) of an interrupted, failed or changed run.")
+@click.option("--keep-stages/--no-keep-stages", default=False, help=f"Keep OUT/_stages after a successful run, for a later --resume with other parameters; a failed or interrupted run always keeps it. {_d('off')}")
+@click.option("--id-field", help=f"Field holding unique document ids; once given, every record needs it. {_d('id if the input has it, else ids <file>:<line> are assigned')}")
+@click.option("--text-field", help=f"Field holding the document text. {_d(_default(IOConfig, 'text_field'))}")
+@click.option("--blocksize", help=f"Partition size: larger uncompressed JSONL files are split at line ends, smaller files packed together. {_d(_default(IOConfig, 'blocksize'))}")
+@click.option("--files-per-partition", type=int, help=f"Whole files per partition, instead of packing them by --blocksize. {_d('packed by size')}")
+@click.option("--output-format", type=click.Choice(["jsonl", "parquet"]), help=f"Format of OUT/deduplicated/. {_d('the input format')}")
+@click.option("--output-compression", type=click.Choice(["none", "gzip", "zstd"]), help="JSONL output: part.N.jsonl, .jsonl.gz or .jsonl.zst; Parquet output: the codec inside the files. "
+              + _d("JSONL: the input files' compression when they all share one; Parquet: snappy"))
+@click.option("--on-error", type=click.Choice(["fail", "skip"]), help=f"A record that cannot be read: fail (stop, naming file, line and field) or skip (list it in OUT/rejected/ and go on). {_d(_default(IOConfig, 'on_error'))}")
+@click.option("--ngram", type=click.Choice(["char", "word"]), help=f"Shingles of characters or of words. {_d(_default(FuzzyConfig, 'ngram'))}")
+@click.option("--width", type=int, help=f"Characters (or words) per shingle. {_d(_default(FuzzyConfig, 'width'))}")
+@click.option("--num-bands", type=int, help=f"LSH bands; give --rows-per-band too. {_d('chosen for --threshold, 28 at 0.8 (curate params)')}")
+@click.option("--rows-per-band", type=int, help=f"MinHash values per band; give --num-bands too. {_d('chosen for --threshold, 9 at 0.8')}")
+@click.option("--num-perm", type=int, help=f"MinHash values the bands may use: bands x rows is at most this. {_d(f'{DEFAULT_NUM_PERM}, or bands x rows when both are given')}")
+@click.option("--fp-weight", type=float, help=f"Weight of the false-positive area when bands are chosen. {_d(_default(FuzzyConfig, 'fp_weight'))}")
+@click.option("--fn-weight", type=float, help=f"Weight of the false-negative area when bands are chosen. {_d(_default(FuzzyConfig, 'fn_weight'))}")
+@click.option("--hash-bits", type=click.Choice(["32", "64"]), help=f"MinHash variant: 32 (libcudf nvtext::minhash) or 64 (nvtext::minhash64). {_d(_default(FuzzyConfig, 'hash_bits'))}")
+@click.option("--seed", type=int, help=f"MinHash seed (of the hash and of the permutations). {_d(_default(FuzzyConfig, 'seed'))}")
+@click.option("--threshold", type=float, help=f"Jaccard similarity at or above which two documents are near duplicates. {_d(_default(FuzzyConfig, 'threshold'))}")
+@click.option("--verify/--no-verify", default=None, help=f"Compute candidates' true Jaccard similarity and drop those under --threshold. {_d(_default(FuzzyConfig, 'verify'))}")
+@click.option("--lowercase/--no-lowercase", default=None, help=f"Lower-case texts before shingling (exact dedup always compares the raw bytes). {_d(_default(FuzzyConfig, 'lowercase'))}")
+@click.option("--collapse-whitespace/--no-collapse-whitespace", default=None, help=f"Replace every run of whitespace by one space, and trim, before shingling. {_d(_default(FuzzyConfig, 'collapse_whitespace'))}")
+@click.option("--strip-punctuation/--no-strip-punctuation", default=None, help=f"Remove Unicode punctuation before shingling. {_d(_default(FuzzyConfig, 'strip_punctuation'))}")
+@click.option("--nfkc/--no-nfkc", default=None, help=f"Apply Unicode NFKC normalisation before shingling. {_d(_default(FuzzyConfig, 'nfkc'))}")
+@click.option("--n-workers", type=int, help=f"Worker processes of the embedded cluster. {_d('chosen by Dask for the machine (one per GPU)')}")
+@click.option("--threads-per-worker", type=int, help=f"Threads in each worker process. {_d('chosen by Dask for the machine (1 per GPU worker)')}")
+@click.option("--memory-limit", help=f"Memory of each worker, e.g. 4GB: over it a worker spills to disk, then pauses, then is restarted. {_d(_default(ClusterConfig, 'memory_limit') + ': the machine memory shared by the workers')}")
+@click.option("--local-directory", help=f"Folder for the workers' spill and shuffle files. {_d('Dask temporary folder')}")
+@click.option("--dashboard-address", help=f"Serve the embedded cluster's Dask dashboard here, e.g. :8787 (needs bokeh). {_d('no dashboard')}")
+@click.option("--scheduler-address", help="Join this running scheduler instead of starting a cluster, e.g. tcp://host:8786.")
+@click.option("--scheduler-file", help="Join the scheduler described by this file (dask scheduler --scheduler-file) instead of starting a cluster.")
+@click.option("--stall-timeout", type=float, help=f"Stop when no task finishes and no worker computes for this many seconds; 0 waits for ever. {_d(_default(ClusterConfig, 'stall_timeout'))}")
+@click.option("--cuda-visible-devices", "devices", help=f"GPU: devices of the embedded cluster, one worker each, e.g. 0,1. {_d('all')}")
+@click.option("--rmm-async/--no-rmm-async", default=None, help=f"GPU: CUDA's async memory resource. {_d('on, unless --rmm-pool-size is given')}")
+@click.option("--rmm-pool-size", help="GPU: an RMM pool per worker, e.g. 40GB or 0.8 (of device memory); needs --no-rmm-async.")
+@click.option("--rmm-release-threshold", help="GPU: with --rmm-async, memory above this size is given back to the device.")
+@click.option("--enable-cudf-spill/--disable-cudf-spill", default=None, help=f"GPU: cuDF spills device buffers to host memory. {_d(_default(GPUConfig, 'enable_cudf_spill'))}")
+@click.option("--device-memory-limit", help=f"GPU: device memory at which a worker spills, e.g. 20GB. {_d('dask-cuda default')}")
+@click.option("--protocol", type=click.Choice(["tcp", "ucx", "ucxx"]), help=f"GPU: how workers talk to each other (ucx through distributed-ucxx). {_d(_default(GPUConfig, 'protocol'))}")
+@click.option("--progress/--no-progress", default=None, help=f"Draw a progress bar per stage. {_d('on when stderr is a terminal')}")
+@click.option("--report", "with_report", is_flag=True, help="Also write OUT/report.html (as curate report OUT does).")
+@click.option("-v", "--verbose", is_flag=True, help="Log the cluster (workers, dashboard), each stage's start and end with its size, and the cluster's own warnings and errors, with tracebacks.")
+def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress, with_report, verbose, **flags):
+    """Remove exact and near-duplicate documents from INPUT... into OUT.
+
+    INPUT is any mix of files, folders (searched recursively), globs and fsspec URLs (s3://...),
+    all of one format: {formats}. The kept documents go to OUT/deduplicated/, the removed ones
+    with their representatives to OUT/removed.parquet (see the README's output layout).
+
+    Ctrl-C stops the run and keeps its finished stages: the same command with --resume
+    continues from them.
+    """
+    _configure_logging(verbose)
+    data = _validated(config_data, config_file, _overrides(flags))
+    # The inputs are checked with the io section alone: validating the fuzzy section chooses the
+    # bands, which imports scipy (0.6 s), and a wrong path should cost no more than it must.
+    io = _validated(IOConfig.model_validate, data.get("io") or {}, section="io")
+    show_progress = sys.stderr.isatty() if progress is None else progress
+    try:
+        with _user_errors(verbose):
+            # Cheapest first: the output folder, the inputs and their fields, then the whole config.
+            check_output(out_dir, overwrite=overwrite, resume=resume, inputs=tuple(inputs))
+            found = check_inputs(list(inputs), io, data.get("keep") or "first")
+            config = _validated(RunConfig.model_validate, data)
+            config = _resolved(config)
+            with hold_output(out_dir):
+                check_output(out_dir, overwrite=overwrite, resume=resume, inputs=tuple(inputs), files=found.paths)
+                summary = _run(list(inputs), out_dir, config, show_progress, overwrite, resume, keep_stages, verbose)
+    except KeyboardInterrupt:
+        newline = "\n" if show_progress else ""  # after a progress bar's last line
+        click.echo(newline + _interrupted(Path(out_dir), overwrite), err=True)
+        raise click.exceptions.Exit(130) from None
+    print_summary(summary, out_dir)
+    if with_report:
+        from curate.report import write_report
+
+        click.echo(f"report: {write_report(out_dir)}")
+
+
+dedup.help = dedup.help.replace("{formats}", FORMATS)
+
+
+def _overrides(flags: dict) -> dict:
+    """The config's nested overrides from the dedup flags (None: not given)."""
     sections = {
-        "io": ("id_field", "text_field", "blocksize", "files_per_partition", "output_format", "on_error"),
+        "io": ("id_field", "text_field", "blocksize", "files_per_partition", "output_format", "output_compression", "on_error"),
         "fuzzy": ("ngram", "width", "num_perm", "num_bands", "rows_per_band", "fp_weight", "fn_weight", "hash_bits", "seed",
                   "threshold", "verify", "lowercase", "collapse_whitespace", "strip_punctuation", "nfkc"),
-        "cluster": ("n_workers", "threads_per_worker", "memory_limit", "local_directory", "scheduler_address", "scheduler_file",
-                    "stall_timeout"),
+        "cluster": ("n_workers", "threads_per_worker", "memory_limit", "local_directory", "dashboard_address", "scheduler_address",
+                    "scheduler_file", "stall_timeout"),
     }
     overrides = {name: {key: flags.pop(key) for key in keys} for name, keys in sections.items()}
     gpu_keys = ("devices", "rmm_async", "rmm_pool_size", "rmm_release_threshold", "enable_cudf_spill", "device_memory_limit", "protocol")
     overrides["cluster"]["gpu"] = {key: flags.pop(key) for key in gpu_keys}
     if overrides["fuzzy"]["hash_bits"] is not None:
         overrides["fuzzy"]["hash_bits"] = int(overrides["fuzzy"]["hash_bits"])
-    overrides.update(flags)
-    config = _validated(load_config, config_file, overrides)
-    show_progress = sys.stderr.isatty() if progress is None else progress
+    overrides.update(flags)  # mode, keep, backend
+    return overrides
+
+
+def _run(inputs: list[str], out_dir: str, config: RunConfig, show_progress: bool, overwrite: bool, resume: bool, keep_stages: bool, verbose: bool) -> dict:
+    """The run itself, once the checks passed: Dask is imported and the cluster started here."""
+    from curate.backend import use_backend
+    from curate.cluster import ClusterError, connect
+    from curate.pipeline import dedup as run_dedup
+
+    _quiet_dask(verbose)
     try:
-        backend = resolve_backend(config.backend)
-        config = config.model_copy(update={"backend": backend})  # the summary names what ran ("auto" resolved)
-        with use_backend(backend), connect(config.cluster, backend):
-            summary = run_dedup(list(inputs), out_dir, config, show_progress=show_progress, overwrite=overwrite, resume=resume)
-    except (FileNotFoundError, FileExistsError, PermissionError, ValueError, ClusterError) as err:
+        with use_backend(config.backend), connect(config.cluster, config.backend, quiet=not verbose):
+            return run_dedup(inputs, out_dir, config, show_progress=show_progress, overwrite=overwrite, resume=resume, keep_stages=keep_stages)
+    except ClusterError as err:
         raise click.ClickException(str(err)) from None
-    print_summary(summary, out_dir)
-    if with_report:
-        click.echo(f"report: {write_report(out_dir)}")
+
+
+def _resolved(config: RunConfig) -> RunConfig:
+    """``config`` with its backend resolved ("auto" to what will run, so the summary names it),
+    or ValueError saying what the GPU backend lacks and how to install it."""
+    from curate.backend import resolve_backend
+
+    return config.model_copy(update={"backend": resolve_backend(config.backend)})
+
+
+@contextlib.contextmanager
+def _user_errors(verbose: bool):
+    """Errors a user can cause and fix (paths, fields, bad records, the output folder) as one
+    ``Error: ...`` line, exit status 1; with ``verbose`` the traceback comes first."""
+    try:
+        yield
+    except (OSError, ValueError, OutputBusyError) as err:
+        if verbose:
+            click.echo(traceback.format_exc(), err=True, nl=False)
+        raise click.ClickException(str(err)) from None
+
+
+def _configure_logging(verbose: bool) -> None:
+    """curate's own messages: warnings, or with ``verbose`` everything from INFO, timed."""
+    if verbose:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    else:
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+
+def _quiet_dask(verbose: bool) -> None:
+    """Dask's own logs in this process: its warnings with ``verbose``, else nothing (what matters
+    reaches the client as an exception), nor asyncio's notes on the client's tasks cancelled when
+    a run stops, nor Python warnings (libraries' deprecation notes; the workers' are ignored by
+    :class:`curate.cluster.QuietWarnings`). Called once distributed is imported, which sets its
+    own levels on import."""
+    logging.getLogger("distributed").setLevel(logging.WARNING if verbose else logging.CRITICAL)
+    if not verbose:
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+        warnings.simplefilter("ignore")
+
+
+def _interrupted(out: Path, overwrite: bool) -> str:
+    """The one line a Ctrl-C leaves: which stages finished (kept in OUT/_stages) and how to go on."""
+    markers = sorted((out / "_stages").glob("*/_marker.json"), key=lambda m: m.stat().st_mtime)
+    names = [m.parent.name for m in markers]
+    if not names:
+        done = "no stage had finished"
+    elif len(names) <= 6:
+        done = f"finished stages {', '.join(names)} are kept in {out / '_stages'}"
+    else:
+        done = f"{len(names)} finished stages ({names[0]} ... {names[-1]}) are kept in {out / '_stages'}"
+    instead = " instead of --overwrite" if overwrite else ""
+    return f"interrupted: {done}; run the same command with --resume{instead} to continue"
+
+
+@main.group()
+def config():
+    """The shipped YAML configs (package data), for --config NAME or as a start for your own."""
+
+
+@config.command("list")
+def config_list():
+    """Name and first comment line of each shipped config."""
+    for name, path in shipped_configs().items():
+        first = next((line.lstrip("# ").rstrip() for line in path.read_text().splitlines() if line.startswith("#")), "")
+        click.echo(f"{name:<16} {first}")
+
+
+@config.command("show")
+@click.argument("name", default="default")
+def config_show(name):
+    """Print the shipped config NAME (default: default, every key with its default value)."""
+    shipped = shipped_configs()
+    if name not in shipped:
+        raise click.BadParameter(f"no shipped config {name!r}; there are {', '.join(shipped)}", param_hint="NAME")
+    click.echo(shipped[name].read_text(), nl=False)
 
 
 @main.command()
 @click.argument("out_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--groups", default=20, show_default=True, type=click.IntRange(min=0), help="Largest groups to show.")
-@click.option("--sample", default=20, show_default=True, type=click.IntRange(min=0), help="Removed documents to show, drawn at random.")
-@click.option("--seed", default=0, show_default=True, help="Seed of that draw.")
+@click.option("--groups", default=20, type=click.IntRange(min=0), help=f"Largest groups to show. {_d(20)}")
+@click.option("--sample", default=20, type=click.IntRange(min=0), help=f"Removed documents to show, drawn at random. {_d(20)}")
+@click.option("--seed", default=0, help=f"Seed of that draw. {_d(0)}")
 @click.option("--force", is_flag=True, help="Replace report.html even when input files are missing or changed (their texts are then not shown).")
 def report(out_dir, groups, sample, seed, force):
     """Write OUT_DIR/report.html: counts, stages, plots and removed documents beside their representatives.
@@ -115,6 +261,9 @@ def report(out_dir, groups, sample, seed, force):
     Texts are read from the run's input files (only those shown); a file moved or changed since
     the run is named in a warning and on the page instead.
     """
+    from curate.report import write_report
+    from curate.review import RunOutput
+
     try:
         run = RunOutput(out_dir)
         _warn_inputs(run)
@@ -135,11 +284,15 @@ def _warn_inputs(run: RunOutput) -> None:
 @click.argument("out_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--group", help="Show what was removed in favour of this kept id (or from the group of that name).")
 @click.option("--id", "doc_id", help="Show this removed document beside its representative (or a representative's group).")
-@click.option("--sample", type=click.IntRange(min=0), help="Show this many removed documents drawn at random (default 3; with --group/--id: at most this many).")
-@click.option("--seed", default=0, show_default=True, help="Seed of the random draw.")
-@click.option("--width", type=int, help="Terminal width (default: the terminal's).")
+@click.option("--sample", type=click.IntRange(min=0), help=f"Show this many removed documents drawn at random (with --group/--id: at most this many). {_d('3; with --group/--id all')}")
+@click.option("--seed", default=0, help=f"Seed of the random draw. {_d(0)}")
+@click.option("--width", type=int, help=f"Terminal width in columns. {_d('the terminal width')}")
 def inspect(out_dir, group, doc_id, sample, seed, width):
     """Removed documents of the run in OUT_DIR beside their representatives, differing words marked."""
+    from rich.console import Console
+
+    from curate.review import RunOutput
+
     if group is not None and doc_id is not None:
         raise click.UsageError("give --group or --id, not both")
     try:
@@ -166,6 +319,12 @@ def inspect(out_dir, group, doc_id, sample, seed, width):
 def print_pair(console: Console, pair: Pair) -> None:
     """A removed document beside its representative: common text plain, differing words in colour
     (or, without colour, marked ``[-removed's-]`` and ``{+kept's+}`` as in ``git diff --word-diff``)."""
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+
+    from curate.review import diff_blocks, trailing_space
+
     title = f"[bold]{pair.kind}[/]: " + pair.headline(lambda doc: f"[bold]{escape(str(doc))}[/]")
     if pair.diff is None:
         console.print(title)
@@ -210,15 +369,32 @@ def _drifted(console: Console, left: Text, right: Text, common: str, width: int)
     return ends[0] != ends[1] and max(ends) + len(common.rstrip()) > width
 
 
-def _validated(build, *args, **kwargs):
-    """``build(...)``, with a validation error turned into a usage error naming the fields."""
+class ConfigError(click.ClickException):
+    """A bad config value or file: one ``Error: ...`` line naming the key and its flag, exit status 2
+    (click's usage errors also print the usage, which says nothing about the value)."""
+
+    exit_code = 2
+
+
+def _validated(build, *args, section: str = "", **kwargs):
+    """``build(...)``, with a bad config (a validation error naming its fields, a config file that
+    cannot be read) turned into a :class:`ConfigError`; ``section`` prefixes the fields' names."""
     try:
         return build(*args, **kwargs)
     except ValidationError as err:
-        problems = "; ".join(
-            ": ".join(filter(None, [".".join(map(str, e["loc"])), e["msg"].removeprefix("Value error, ")])) for e in err.errors()
-        )
-        raise click.UsageError(f"invalid configuration: {problems}") from None
+        problems = "; ".join(_problem(e["loc"], e["msg"], section) for e in err.errors())
+        raise ConfigError(f"invalid configuration: {problems}") from None
+    except (OSError, ValueError) as err:  # the config file
+        raise ConfigError(str(err)) from None
+
+
+def _problem(loc: tuple, message: str, section: str) -> str:
+    """``fuzzy.threshold: <what is wrong> (--threshold)``: the key as in the YAML file, and the
+    flag of the running command that sets it, where there is one."""
+    key = ".".join(map(str, (section, *loc) if section else loc))
+    flags = {param.name: param.opts[0] for param in click.get_current_context().command.params if param.opts[0].startswith("--")}
+    flag = flags.get(loc[-1]) if loc else None
+    return ": ".join(filter(None, [key, message.removeprefix("Value error, ")])) + (f" ({flag})" if flag else "")
 
 
 def _bands_by_rows(ctx, param, values):
@@ -234,9 +410,9 @@ def _bands_by_rows(ctx, param, values):
 
 @main.command()
 @click.option("--threshold", type=float, required=True, help="Jaccard similarity that makes two documents duplicates.")
-@click.option("--num-perm", type=int, help=f"MinHash values available (default {DEFAULT_NUM_PERM}).")
-@click.option("--fp-weight", type=float, help="Weight of the false-positive area (default 0.01).")
-@click.option("--fn-weight", type=float, help="Weight of the false-negative area (default 0.99).")
+@click.option("--num-perm", type=int, help=f"MinHash values the bands may use. {_d(DEFAULT_NUM_PERM)}")
+@click.option("--fp-weight", type=float, help=f"Weight of the false-positive area. {_d(_default(FuzzyConfig, 'fp_weight'))}")
+@click.option("--fn-weight", type=float, help=f"Weight of the false-negative area. {_d(_default(FuzzyConfig, 'fn_weight'))}")
 @click.option("--compare", multiple=True, callback=_bands_by_rows, metavar="BxR", help="Also show this choice, e.g. 17x15 (repeatable).")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write the S-curve to this PNG file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON instead of tables.")
@@ -246,6 +422,8 @@ def params(threshold, num_perm, fp_weight, fn_weight, compare, plot, as_json):
     These are the bands and rows `curate dedup` uses for the same --threshold, --num-perm,
     --fp-weight and --fn-weight when --num-bands and --rows-per-band are not given.
     """
+    from curate.params import describe_bands, s_curve_plot
+
     given = {"threshold": threshold, "num_perm": num_perm, "fp_weight": fp_weight, "fn_weight": fn_weight}
     config = _validated(FuzzyConfig, **{k: v for k, v in given.items() if v is not None})
     request = {
@@ -266,6 +444,9 @@ def params(threshold, num_perm, fp_weight, fn_weight, compare, plot, as_json):
 
 def print_params(request: dict, choices: list[dict]) -> None:
     """Each choice's figures, then its candidate probability at a range of similarities."""
+    from rich.console import Console
+    from rich.table import Table
+
     console = Console()
     console.print(
         f"threshold {request['threshold']}, {request['num_perm']} hashes available, "
@@ -299,6 +480,9 @@ def print_params(request: dict, choices: list[dict]) -> None:
 
 def print_summary(summary: dict, out_dir: str) -> None:
     """One screen: documents in, removed per kind, kept, time and memory."""
+    from rich.console import Console
+    from rich.table import Table
+
     counts, seconds = summary["counts"], summary["seconds"]
     table = Table(title=f"curate dedup -> {out_dir}", show_header=False)
     table.add_column(style="bold")

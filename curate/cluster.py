@@ -1,14 +1,18 @@
 """Start or join the Dask cluster a run uses."""
 
+import asyncio
 import contextlib
+import importlib.util
 import logging
+import signal
 import threading
 import time
 import warnings
+from multiprocessing import resource_tracker
 
 import dask
 from dask.utils import format_bytes, parse_bytes
-from distributed import Client, LocalCluster, progress, wait
+from distributed import Client, LocalCluster, WorkerPlugin, progress, wait
 from distributed.deploy.utils import nprocesses_nthreads
 from distributed.scheduler import KilledWorker
 from dask.system import CPU_COUNT
@@ -21,7 +25,7 @@ logger = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
-def connect(config: ClusterConfig, backend: str = "cpu"):
+def connect(config: ClusterConfig, backend: str = "cpu", *, quiet: bool = True):
     """A distributed ``Client`` for the run, closed (and the embedded cluster stopped) on exit.
 
     Joins ``config.scheduler_file`` / ``config.scheduler_address`` when given (a cluster the
@@ -29,7 +33,16 @@ def connect(config: ClusterConfig, backend: str = "cpu"):
     otherwise starts a ``LocalCluster`` of worker processes (backend ``cpu``) or a
     ``dask_cuda.LocalCUDACluster``, one worker per GPU (backend ``gpu``, see
     :func:`local_cuda_cluster`), with the given workers, threads, host memory limit (bytes or a
-    string such as ``"8GB"``, per worker) and local (spill and shuffle scratch) directory.
+    string such as ``"8GB"``, per worker), local (spill and shuffle scratch) directory and
+    dashboard address. Logs (INFO) what it started or joined and where the dashboard is.
+
+    The embedded workers never see SIGINT: a Ctrl-C in the terminal reaches the whole process
+    group, and workers that raised ``KeyboardInterrupt`` printed a traceback each while the
+    client was still stopping them. They are started with SIGINT blocked (processes inherit the
+    blocked mask of the thread that starts them, and the cluster's event-loop thread, which
+    also restarts workers, is started with it blocked), so only this process is interrupted. When the ``with``
+    block raises (an interrupt, an error), the embedded workers are stopped at once rather
+    than after their running tasks.
 
     The client process's cudf options (spilling) are left as they are: curate gathers only host
     objects (:func:`curate.backend.on_host`), so the client never rebuilds the workers' spillable
@@ -40,6 +53,10 @@ def connect(config: ClusterConfig, backend: str = "cpu"):
     config : ClusterConfig
     backend : {"cpu", "gpu"}, default="cpu"
         A resolved backend (see :func:`curate.backend.resolve_backend`).
+    quiet : bool, default=True
+        Silence the embedded cluster's logs (workers and scheduler: ``silence_logs``), whose
+        errors reach the client as exceptions anyway, and the Python warnings of its workers
+        (:class:`QuietWarnings`); False shows its log warnings and Python warnings.
 
     Yields
     ------
@@ -54,35 +71,132 @@ def connect(config: ClusterConfig, backend: str = "cpu"):
     """
     # P2P shuffles log every start and stop at WARNING; that is progress, not a problem.
     logging.getLogger("distributed.shuffle").setLevel(logging.ERROR)
-    # The dashboard is off, but the scheduler's small HTTP server (health, metrics) still tries
-    # port 8787 and warns when another cluster holds it before taking a free port: harmless.
+    # The scheduler's small HTTP server (health, metrics) tries port 8787 and warns when another
+    # cluster holds it before taking a free port: harmless.
     warnings.filterwarnings("ignore", "Port 8787 is already in use", UserWarning)
     if config.scheduler_file or config.scheduler_address:
         client = Client(address=config.scheduler_address, scheduler_file=config.scheduler_file)
-        logger.info("joined %s", client.scheduler.address)
+        logger.info("joined the scheduler at %s: %s; dashboard %s", client.scheduler.address, _workers(client), _dashboard(client))
         try:
             yield client
         finally:
-            client.close()
+            client.close()  # our tasks are released; the cluster stays up
         return
-    # Worker processes take the dask config as it is when they start (a restarted one too).
-    with dask.config.set(worker_settings(config, backend)):
-        if backend == "gpu":
-            cluster = local_cuda_cluster(config)
-        else:
-            cluster = LocalCluster(
-                n_workers=config.n_workers,
-                threads_per_worker=config.threads_per_worker,
-                memory_limit=config.memory_limit,
-                local_directory=config.local_directory,
-                dashboard_address=None,
-            )
-    client = Client(cluster)
+    cluster = client = None
     try:
+        # Worker processes take the dask config as it is when they start (a restarted one too).
+        with dask.config.set(worker_settings(config, backend)), _sigint_blocked():
+            cluster = _local_cluster(config, backend, logging.CRITICAL if quiet else logging.WARNING)
+            client = Client(cluster)
+            if quiet:
+                client.register_plugin(QuietWarnings())
+        # (a Ctrl-C pressed while the cluster started is raised here, once SIGINT is let through)
+        logger.info("started %s: %s; dashboard %s", type(cluster).__name__, _workers(client), _dashboard(client, config.dashboard_address))
         yield client
-    finally:
+    except BaseException:
+        if cluster is not None:
+            with _sigint_ignored():  # a second Ctrl-C must not cut the shutdown short
+                stop_workers(cluster)
+                _close(client, cluster)
+        raise
+    _close(client, cluster)
+
+
+class QuietWarnings(WorkerPlugin):
+    """Python warnings ignored in a worker process, which otherwise prints them to the terminal
+    the run was started from (libraries' deprecation notes, e.g. pandas' about Dask's Parquet
+    reader): nothing a user of the command can act on. Applied to restarted workers too."""
+
+    name = "curate-quiet-warnings"
+
+    def setup(self, worker):
+        warnings.simplefilter("ignore")
+
+
+def _local_cluster(config: ClusterConfig, backend: str, silence_logs: int):
+    if backend == "gpu":
+        return local_cuda_cluster(config, silence_logs)
+    return LocalCluster(
+        n_workers=config.n_workers,
+        threads_per_worker=config.threads_per_worker,
+        memory_limit=config.memory_limit,
+        local_directory=config.local_directory,
+        dashboard_address=config.dashboard_address,
+        silence_logs=silence_logs,
+    )
+
+
+def _close(client: Client | None, cluster) -> None:
+    if client is not None:
         client.close()
-        cluster.close()
+    cluster.close()
+    logger.info("closed %s", type(cluster).__name__)
+
+
+@contextlib.contextmanager
+def _sigint_blocked():
+    """SIGINT held back in this thread (and in the threads and processes started meanwhile); delivered after."""
+    if not hasattr(signal, "pthread_sigmask"):  # Windows
+        yield
+        return
+    # multiprocessing starts its resource tracker with the first queue (a nanny's, in the
+    # cluster's event-loop thread) and then *unblocks* SIGINT in that thread: start it now.
+    resource_tracker.ensure_running()
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+@contextlib.contextmanager
+def _sigint_ignored():
+    """SIGINT ignored meanwhile (main thread only; elsewhere nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def stop_workers(cluster, timeout: float = 1.0) -> None:
+    """Stop the workers of an embedded cluster now, running tasks and all (for a run given up).
+
+    A nanny otherwise waits 5 s for its worker's running task before killing it; here it waits
+    ``timeout`` seconds (the worker is killed after ``0.8 * timeout``). Closing the nannies
+    first keeps them from restarting their workers.
+    """
+
+    async def close(workers):
+        await asyncio.gather(*(w.close(timeout=timeout, reason="curate-stopped") for w in workers), return_exceptions=True)
+
+    with contextlib.suppress(Exception):  # the cluster is closed next in any case
+        cluster.sync(close, list(cluster.workers.values()))
+
+
+def _workers(client: Client) -> str:
+    workers = client.scheduler_info(n_workers=-1)["workers"].values()
+    threads = sum(w["nthreads"] for w in workers)
+    limits = {format_bytes(w["memory_limit"]) if w["memory_limit"] else "none" for w in workers}
+    scratch = {w.get("local_directory", "?") for w in workers}
+    return (f"{len(workers)} worker(s), {threads} thread(s) in all, memory limit {' / '.join(sorted(limits)) or 'none'} "
+            f"per worker, scratch {', '.join(sorted(scratch))}")
+
+
+def _dashboard(client: Client, address: str | None = "joined") -> str:
+    """Where the dashboard is: the scheduler always serves HTTP (health, metrics), but the
+    dashboard itself only with an address and bokeh installed."""
+    if address is None:
+        return "off (--dashboard-address :8787 starts one; it needs bokeh)"
+    if address != "joined" and importlib.util.find_spec("bokeh") is None:
+        return "off: it needs bokeh (pip install bokeh)"
+    try:
+        return client.dashboard_link
+    except KeyError:  # a joined scheduler without one
+        return "off"
 
 
 def worker_memory(config: ClusterConfig, backend: str = "cpu") -> int | None:
@@ -228,12 +342,14 @@ def local_cuda_cluster_options(config: ClusterConfig) -> dict:
         options["device_memory_limit"] = _size(gpu.device_memory_limit)
         if gpu.enable_cudf_spill:
             options["env"] = {"CUDF_SPILL_DEVICE_LIMIT": str(parse_bytes(gpu.device_memory_limit))}
-    # None means "dask-cuda's default" and is left out; the dashboard is off, as on the CPU path.
-    return {key: value for key, value in options.items() if value is not None} | {"dashboard_address": None}
+    # None means "dask-cuda's default" and is left out; the dashboard as on the CPU path.
+    return {key: value for key, value in options.items() if value is not None} | {"dashboard_address": config.dashboard_address}
 
 
-def local_cuda_cluster(config: ClusterConfig):
+def local_cuda_cluster(config: ClusterConfig, silence_logs: int = logging.WARNING):
     """A ``dask_cuda.LocalCUDACluster`` built from ``config`` (imported here: the CPU install lacks it).
+
+    ``silence_logs``: the level below which the cluster's logs are dropped (see :func:`connect`).
 
     Raises
     ------
@@ -251,7 +367,7 @@ def local_cuda_cluster(config: ClusterConfig):
             raise ValueError(f"protocol 'ucx' needs distributed-ucxx: {GPU_INSTALL_HINT}") from None
     options = local_cuda_cluster_options(config)
     logger.info("starting LocalCUDACluster(%s)", options)
-    return LocalCUDACluster(**options)
+    return LocalCUDACluster(**options, silence_logs=silence_logs)
 
 
 def _size(value: str | None):

@@ -1,5 +1,10 @@
-"""Typed, validated configuration: defaults, then a YAML file (``configs/*.yaml``), then CLI flags."""
+"""Typed, validated configuration: defaults, then a YAML file, then CLI flags.
 
+The shipped YAML files are package data (``curate/configs/*.yaml``, see :func:`shipped_configs`),
+so ``--config NAME`` and ``curate config show NAME`` work from a pip install.
+"""
+
+from importlib import resources
 from pathlib import Path
 from typing import Literal
 
@@ -10,6 +15,29 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from curate.params import optimal_bands
 
 DEFAULT_NUM_PERM = 260  # MinHash values when neither num_perm nor the bands are given (NeMo Curator's 20 x 13)
+KEEP_RULES = ("first", "longest", "max", "min")
+
+
+def parse_keep(spec: str) -> tuple[str, str | None]:
+    """``(rule, column)`` of a keep policy written ``first``, ``longest``, ``max:COLUMN`` or ``min:COLUMN``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`check_keep`.
+    """
+    rule, _, column = spec.partition(":")
+    check_keep(rule, column or None)
+    return rule, column or None
+
+
+def check_keep(rule: str, column: str | None) -> None:
+    """Raise ValueError unless ``rule`` is one of :data:`KEEP_RULES` with a column exactly for max and min."""
+    if rule not in KEEP_RULES:
+        raise ValueError(f"keep rule must be first, longest, max:COLUMN or min:COLUMN, got {rule!r}")
+    if (rule in ("max", "min")) != (column is not None):
+        raise ValueError(f"keep rule {rule!r} {'needs' if column is None else 'takes no'} column")
+
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -25,9 +53,14 @@ class IOConfig(_Section):
 
     id_field: str = "id"
     text_field: str = "text"
-    blocksize: str | int | None = "64MB"  # measured: 256MB blocks doubled peak memory on 2 workers
+    # measured: 256MB blocks doubled peak memory on 2 workers. Validated as given, so the default
+    # and "64MB" from a file are the same value (bytes) in stage keys and summary.json.
+    blocksize: str | int | None = Field("64MB", validate_default=True)
     files_per_partition: int | None = Field(None, ge=1)  # None: small files packed into blocksize partitions
     output_format: Literal["jsonl", "parquet"] | None = None  # None: same as the input
+    # JSONL: the part files' compression; None: the input's, when every input file has the same.
+    # Parquet: the codec inside the files; None: snappy (pyarrow's default).
+    output_compression: Literal["none", "gzip", "zstd"] | None = None
     on_error: Literal["fail", "skip"] = "fail"
 
     @field_validator("blocksize")
@@ -54,19 +87,21 @@ class FuzzyConfig(_Section):
     ``threshold`` is the Jaccard similarity at or above which two documents are duplicates;
     verification (on by default) drops LSH candidates below it.
 
-    Bands and rows: give both ``num_bands`` and ``rows_per_band`` to use them (``num_perm``,
-    if given, must equal their product), or neither to have them chosen by
-    :func:`curate.params.optimal_bands` for ``threshold``, ``num_perm`` (default 260) and the
-    weights. The default weights (0.01 false positives, 0.99 false negatives: verification
-    removes false positives, a missed pair is lost) make that choice 28 x 9 at threshold 0.8,
-    which finds 98% of the pairs at exactly 0.8 (docs/quality.md has the measurements).
-    After validation all three are set: ``num_perm == num_bands * rows_per_band`` (the
-    optimiser may use fewer than ``num_perm`` hashes), so a dumped config reloads unchanged.
+    ``num_perm`` is the number of MinHash values the bands may use, as in datasketch
+    (default 260); the signature holds ``num_bands * rows_per_band`` of them
+    (:attr:`num_hashes`). Give both ``num_bands`` and ``rows_per_band`` to use them (their
+    product must not exceed ``num_perm``; left out, ``num_perm`` is that product), or neither
+    to have them chosen by :func:`curate.params.optimal_bands` for ``threshold``, ``num_perm``
+    and the weights. The default weights (0.01 false positives, 0.99 false negatives:
+    verification removes false positives, a missed pair is lost) make that choice 28 x 9 (252
+    of the 260 values) at threshold 0.8, which finds 98% of the pairs at exactly 0.8
+    (docs/quality.md has the measurements). After validation all three are set, so a dumped
+    config reloads unchanged.
     """
 
     ngram: Literal["char", "word"] = "char"
     width: int = Field(24, ge=1, description="characters or words per shingle")
-    num_perm: int | None = Field(None, ge=1, description="MinHash values per document; None: bands x rows, or 260")
+    num_perm: int | None = Field(None, ge=1, description="MinHash values the bands may use; None: 260, or bands x rows when those are given")
     num_bands: int | None = Field(None, ge=1, description="None (with rows_per_band None): chosen for the threshold")
     rows_per_band: int | None = Field(None, ge=1)
     # Verification removes false positives (they cost time), a missed pair is lost: so misses
@@ -94,22 +129,25 @@ class FuzzyConfig(_Section):
         if (bands is None) != (rows is None):
             raise ValueError("give both num_bands and rows_per_band, or neither to have them chosen for the threshold")
         if bands is None:
+            num_perm = self.num_perm or DEFAULT_NUM_PERM
             try:
-                bands, rows = optimal_bands(self.threshold, self.num_perm or DEFAULT_NUM_PERM, self.fp_weight, self.fn_weight)
+                bands, rows = optimal_bands(self.threshold, num_perm, self.fp_weight, self.fn_weight)
             except ValueError as err:
                 raise ValueError(f"cannot choose num_bands and rows_per_band ({err}); give both") from None
-        elif self.num_perm not in (None, bands * rows):
-            raise ValueError(
-                f"num_perm {self.num_perm} differs from num_bands x rows_per_band = {bands} x {rows} = {bands * rows}; "
-                "give matching values or leave num_perm out"
-            )
+        else:
+            num_perm = self.num_perm or bands * rows
+            if bands * rows > num_perm:
+                raise ValueError(
+                    f"num_bands x rows_per_band = {bands} x {rows} = {bands * rows} MinHash values, more than num_perm {num_perm}; "
+                    "raise num_perm or leave it out"
+                )
         # The model is frozen; resolving its own fields once, here, is the one exception.
-        self.__dict__.update(num_bands=bands, rows_per_band=rows, num_perm=bands * rows)
+        self.__dict__.update(num_bands=bands, rows_per_band=rows, num_perm=num_perm)
         return self
 
     @property
     def num_hashes(self) -> int:
-        """Signature length, ``num_bands * rows_per_band``."""
+        """Signature length, ``num_bands * rows_per_band`` (at most ``num_perm``)."""
         return self.num_bands * self.rows_per_band
 
     @property
@@ -249,6 +287,7 @@ class ClusterConfig(_Section):
     local_directory: str | None = None
     scheduler_address: str | None = None
     scheduler_file: str | None = None
+    dashboard_address: str | None = None  # embedded cluster: e.g. ":8787" (needs bokeh); None: no dashboard
     # No task finished and no worker computed for this long (seconds; 0: wait for ever): stop.
     stall_timeout: float = Field(300.0, ge=0)
     gpu: GPUConfig = GPUConfig()
@@ -273,33 +312,74 @@ class RunConfig(_Section):
     keep: str = "first"
     backend: Literal["cpu", "gpu", "auto"] = "cpu"
     io: IOConfig = IOConfig()
-    fuzzy: FuzzyConfig = FuzzyConfig()
+    fuzzy: FuzzyConfig = Field(default_factory=FuzzyConfig)  # built when needed: choosing its bands imports scipy
     cluster: ClusterConfig = ClusterConfig()
 
     @field_validator("keep")
     @classmethod
     def _valid_keep(cls, value: str) -> str:
-        from curate.dedup.keep import KeepPolicy  # the stages import this module
-
-        KeepPolicy.parse(value)
+        parse_keep(value)
         return value
 
 
 def load_config(path: str | Path | None = None, overrides: dict | None = None) -> RunConfig:
     """Defaults, updated by a YAML file, updated by ``overrides`` (nested dict, None values ignored).
 
+    Parameters
+    ----------
+    path : str or pathlib.Path, optional
+        A YAML file, or the name of a shipped one (see :func:`config_file`).
+    overrides : dict, optional
+
     Raises
     ------
     FileNotFoundError
-        If ``path`` does not exist.
+        If ``path`` is neither a file nor a shipped config's name.
+    ValueError
+        If the file is not YAML holding a mapping.
     pydantic.ValidationError
         If a value is invalid; the message names the field.
     """
+    return RunConfig.model_validate(config_data(path, overrides))
+
+
+def config_data(path: str | Path | None = None, overrides: dict | None = None) -> dict:
+    """The YAML file's keys updated by ``overrides``, not yet validated (see :func:`load_config`)."""
     data: dict = {}
     if path is not None:
-        data = yaml.safe_load(Path(path).read_text()) or {}
+        file = config_file(path)
+        try:
+            data = yaml.safe_load(file.read_text()) or {}
+        except yaml.YAMLError as err:
+            raise ValueError(f"{path}: not valid YAML ({err})") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: a config file holds a mapping of keys (see `curate config show`)")
     _merge(data, overrides or {})
-    return RunConfig.model_validate(data)
+    return data
+
+
+def shipped_configs() -> dict[str, Path]:
+    """The YAML files shipped with curate (package data), by name (file name without ``.yaml``)."""
+    folder = resources.files("curate") / "configs"
+    return {Path(f.name).stem: Path(str(f)) for f in sorted(folder.iterdir(), key=lambda f: f.name) if f.name.endswith(".yaml")}
+
+
+def config_file(path: str | Path) -> Path:
+    """The YAML file ``path`` names: a file, else the shipped config of that name (``default``, ``threshold-0.7``).
+
+    Raises
+    ------
+    FileNotFoundError
+        If it is neither, naming the shipped configs.
+    """
+    path = Path(path)
+    if path.is_file():
+        return path
+    shipped = shipped_configs()
+    name = path.name.removesuffix(".yaml")
+    if path.parent == Path(".") and name in shipped:
+        return shipped[name]
+    raise FileNotFoundError(f"config {str(path)!r} is neither a file nor a shipped config ({', '.join(shipped)}; see `curate config list`)")
 
 
 def _merge(data: dict, overrides: dict) -> None:

@@ -9,6 +9,7 @@ is complete.
 """
 
 import json
+import logging
 import os
 import platform
 import resource
@@ -29,18 +30,19 @@ from distributed import get_client
 
 from curate import __version__
 from curate.backend import on_host, to_host, to_parquet
+from curate.checks import OUTPUTS, PARTIAL, STAGES, check_output
 from curate.cluster import gather
 from curate.config import RunConfig
 from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy
 from curate.dedup.keys import drop
 from curate.dedup.resolve import REMOVED_COLUMNS, coalesce, empty_groups, resolve
 from curate.io import DOC, count_rows, read_documents, write_documents, write_table
+from curate.io.write import output_compression
 from curate.io.read import POSITION_BITS, expand_paths, source_names, split_rejected
 from curate.io.rejected import REJECTED_SCHEMA, mark_repeated_ids, reject_repeated_ids, rejected_rows, repeated_ids_error
-from curate.stages import StageStore, input_fingerprint, read_stage_frame, stage_key
+from curate.stages import StageStore, input_fingerprint, read_stage_frame, remove_stages, stage_key
 
-# summary.json first: when replacing a run, a reader must never take the old summary for new outputs.
-OUTPUTS = ("summary.json", "deduplicated", "rejected", "duplicates.parquet", "removed.parquet", "report.html")
+logger = logging.getLogger(__name__)
 # source and position locate each group member in the input (curate report reads texts from there).
 DUPLICATES_COLUMNS = ["id", "group", "kind", "kept", "jaccard", "source", "position"]
 
@@ -89,7 +91,14 @@ class Stats:
 
 
 def dedup(
-    inputs: list[str], out_dir: str, config: RunConfig, *, show_progress: bool = False, overwrite: bool = False, resume: bool = False
+    inputs: list[str],
+    out_dir: str,
+    config: RunConfig,
+    *,
+    show_progress: bool = False,
+    overwrite: bool = False,
+    resume: bool = False,
+    keep_stages: bool = False,
 ) -> dict:
     """Deduplicate ``inputs`` into ``out_dir``; needs an active ``distributed.Client``.
 
@@ -107,6 +116,9 @@ def dedup(
     resume : bool, default=False
         Reuse the finished stages in ``out_dir/_stages`` whose parameters and input files are
         unchanged (a killed or changed run), compute the rest and replace the final outputs.
+    keep_stages : bool, default=False
+        Keep ``out_dir/_stages`` after the run succeeds (for a later ``resume`` with changed
+        parameters, or to look at a stage). A run that fails or is interrupted always keeps it.
 
     Returns
     -------
@@ -116,21 +128,21 @@ def dedup(
     Raises
     ------
     FileExistsError
-        If ``out_dir`` holds a previous run's outputs and neither ``overwrite`` nor ``resume`` is set.
+        If ``out_dir`` holds a previous run's outputs and neither ``overwrite`` nor ``resume`` is set
+        (this and the other output folder problems: :func:`curate.checks.check_output`).
     AccountingError
         If input records != kept + removed + rejected, or a representative is not kept.
     ValueError
         On bad input (see :func:`curate.io.read_documents`) or duplicate ids, unless
         ``config.io.on_error`` is "skip": then such records are listed in ``out_dir/rejected/``.
     """
-    if overwrite and resume:
-        raise ValueError("give overwrite or resume, not both")
     out = Path(out_dir)
     stats = Stats()
     started = time.perf_counter()
     io, keep = config.io, KeepPolicy.parse(config.keep)
-    input_fmt = expand_paths(inputs)[2]
+    _, paths, input_fmt = expand_paths(inputs)
     fmt = io.output_format or input_fmt
+    compression = output_compression(io.output_compression, input_fmt, fmt, paths)
     # The stages read only the columns they use; the final write reads the input once more.
     # JSONL to Parquet converts every field, so the first read checks them all, as that one will.
     needed = None if (input_fmt, fmt) == ("jsonl", "parquet") else list(dict.fromkeys([io.id_field, io.text_field, *keep.columns()]))
@@ -145,13 +157,13 @@ def dedup(
     )
     if keep.column and keep.column not in everything.columns:
         raise ValueError(f"keep policy {keep} names column {keep.column!r}, not in the input ({list(everything.columns)})")
-    _prepare_output(out, overwrite, resume)  # only once the input is known to be readable
+    _prepare_output(out, overwrite, resume, inputs, paths)  # only once the input is known to be readable
     hint = (f"raise the workers' memory limit (--memory-limit, now {config.cluster.memory_limit}) or lower the partition size "
             f"(--blocksize, now {_megabytes(io.blocksize)}); finished stages are kept for --resume")
     run = _Runner(stats, show_progress, StageStore(out / "_stages", resume), config.cluster.stall_timeout, hint)
     files = input_fingerprint(inputs)
-    # Everything a stage computes follows from this key's parts (output_format only affects the last write).
-    key = stage_key("input", {"files": files, "io": io.model_dump(exclude={"output_format"}), "curate": __version__})
+    # Everything a stage computes follows from this key's parts (the output's format and compression only affect the last write).
+    key = stage_key("input", {"files": files, "io": io.model_dump(exclude={"output_format", "output_compression"}), "curate": __version__})
     key = read_key = stage_key("read", {"mode": config.mode}, (key,))
     docs, candidates = _read(everything, inputs, key, config, keep, run, stats)
     # From here on, the stages are the Python API's (curate.deduplicate), each written to disk.
@@ -172,7 +184,7 @@ def dedup(
     names = source_names([path for path, _, _ in files])
     removed, _ = resolve(exact_groups, fuzzy_groups, docs.divisions, stages, locate=lambda table: with_location(table, names))
     output, rejected = _read_for_output([path for path, _, _ in files], io, keep, input_fmt == fmt == "jsonl", _repeated_ids_path(run, read_key))
-    writes = {"kept": write_documents(drop(output, removed), str(out / "deduplicated.tmp"), fmt)}
+    writes = {"kept": write_documents(drop(output, removed), str(out / "deduplicated.tmp"), fmt, compression=compression)}
     if rejected is not None:
         rows = rejected_rows(rejected, names)
         writes["rejected"] = write_documents(rows, str(out / "rejected.tmp"), "parquet", REJECTED_SCHEMA)
@@ -182,6 +194,7 @@ def dedup(
     stats.count("output", kept=kept, removed=n_removed, rejected=n_rejected)
 
     os.replace(out / "deduplicated.tmp", out / "deduplicated")
+    logger.info("wrote %d kept documents to %s (%d removed, %d rejected)", kept, out / "deduplicated", n_removed, n_rejected)
     if rejected is not None:
         os.replace(out / "rejected.tmp", out / "rejected")
     write_table(str(run.store.path("duplicates")), str(out / "duplicates.parquet"), DUPLICATES_COLUMNS)
@@ -190,6 +203,7 @@ def dedup(
         "inputs": list(inputs),
         "input_files": [{"path": _absolute(path), "size": size, "modified": modified} for path, size, modified in files],
         "output_format": fmt,
+        "output_compression": compression,
         "config": config.model_dump(mode="json"),
         "counts": stats.counts,
         "reused_stages": stats.reused,
@@ -202,6 +216,8 @@ def dedup(
     tmp_summary = out / "summary.json.tmp"
     tmp_summary.write_text(json.dumps(summary, indent=2, default=str) + "\n")
     os.replace(tmp_summary, out / "summary.json")
+    if not keep_stages:
+        remove_stages(out / STAGES)
     return summary
 
 
@@ -432,11 +448,10 @@ class _Runner:
         return counts
 
 
-def _prepare_output(out: Path, overwrite: bool, resume: bool) -> None:
-    names = (*OUTPUTS, "deduplicated.tmp", "rejected.tmp") + (() if resume else ("_stages",))
+def _prepare_output(out: Path, overwrite: bool, resume: bool, inputs: list[str], paths: list[str]) -> None:
+    check_output(out, overwrite=overwrite, resume=resume, inputs=tuple(inputs), files=tuple(paths))
+    names = (*OUTPUTS, *PARTIAL) + (() if resume else (STAGES,))
     existing = [name for name in names if (out / name).exists()]
-    if existing and not (overwrite or resume):
-        raise FileExistsError(f"{out} already holds {existing}; pass --resume to reuse its finished stages or --overwrite to replace them")
     for name in existing:
         path = out / name
         shutil.rmtree(path) if path.is_dir() else path.unlink()

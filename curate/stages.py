@@ -13,17 +13,22 @@ changes the key of the stage that uses it and of every stage after it, and of no
 
 import hashlib
 import json
+import logging
 import os
 import shutil
+import time
 from pathlib import Path
 
 import dask
 import dask.dataframe as dd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from dask.utils import format_bytes
 
 from curate.backend import from_arrow
 from curate.io.read import DOC, expand_paths
+
+logger = logging.getLogger(__name__)
 
 MARKER = "_marker.json"
 
@@ -68,6 +73,7 @@ class StageStore:
 
     def __init__(self, root: Path, resume: bool):
         self.root, self.resume = root, resume
+        self._started: dict[str, float] = {}
         root.mkdir(parents=True, exist_ok=True)
 
     def path(self, name: str) -> Path:
@@ -80,13 +86,18 @@ class StageStore:
         if not self.resume or not marker.exists():
             return None
         recorded = json.loads(marker.read_text())
-        return recorded["counts"] if recorded["key"] == key else None
+        if recorded["key"] != key:
+            return None
+        logger.info("stage %s: reused from a previous run (%s)", name, _size(self.path(name)))
+        return recorded["counts"]
 
     def begin(self, name: str) -> Path:
         """An empty temporary folder for stage ``name`` to write into (a killed run's leftovers go)."""
         tmp = self.root / f"{name}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
+        logger.info("stage %s: started", name)
+        self._started[name] = time.perf_counter()
         return tmp
 
     def publish(self, name: str, key: str, counts: dict) -> None:
@@ -95,6 +106,25 @@ class StageStore:
         (tmp / MARKER).write_text(json.dumps({"stage": name, "key": key, "counts": counts}, indent=1) + "\n")
         shutil.rmtree(final, ignore_errors=True)  # a stale result with another key
         os.replace(tmp, final)
+        if logger.isEnabledFor(logging.INFO):
+            seconds = time.perf_counter() - self._started.pop(name, time.perf_counter())
+            logger.info("stage %s: finished in %.1f s (%s)", name, seconds, _size(final))
+
+
+def _size(folder: Path) -> str:
+    """What a stage folder holds: rows and files of Parquet (from their footers) and bytes on disk."""
+    files = [f for f in folder.rglob("*") if f.is_file()]
+    parts = [f for f in files if f.suffix == ".parquet"]
+    rows = sum(pq.read_metadata(f).num_rows for f in parts)
+    return f"{rows:,} rows in {len(parts)} Parquet file(s), {format_bytes(sum(f.stat().st_size for f in files))}"
+
+
+def remove_stages(root: Path) -> None:
+    """Delete a run's ``_stages`` folder. Markers go first, so a deletion cut short leaves no
+    stage that a later ``--resume`` would take for finished."""
+    for marker in root.glob(f"*/{MARKER}"):
+        marker.unlink()
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def read_stage_frame(path: Path, divisions: tuple[int, ...] | None = None) -> dd.DataFrame:

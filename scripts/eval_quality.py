@@ -140,7 +140,7 @@ def run_curate(corpus: Path, out: Path, config: Config, threshold: float, verify
     fuzzy = config.fuzzy(threshold, verify)
     seconds, removed = [], set()
     for _ in range(repeats):
-        summary = dedup([str(corpus)], str(out), RunConfig(mode="both", fuzzy=fuzzy), overwrite=True)
+        summary = dedup([str(corpus)], str(out), RunConfig(mode="both", fuzzy=fuzzy), overwrite=True, keep_stages=True)
         seconds.append(summary["seconds"]["total"])
         removed.add((out / "removed.parquet").read_bytes())
     if len(removed) != 1:

@@ -351,7 +351,7 @@ def test_corrupt_compressed_shard(tmp_path):
 
 
 def test_missing_and_unreadable_paths(tmp_path, monkeypatch):
-    with pytest.raises(FileNotFoundError, match=r"^input '.*nope\.jsonl' matches no JSONL or Parquet file$"):
+    with pytest.raises(FileNotFoundError, match=r"^input '.*nope\.jsonl' matches no JSONL or Parquet file: no such file or folder$"):
         read_documents(str(tmp_path / "nope.jsonl"))
     path = jsonl(tmp_path / "in" / "a.jsonl", '{"id": 1, "text": "a"}')
     if os.geteuid() != 0:  # root reads anything: simulate the refusal below instead

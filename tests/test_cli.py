@@ -17,7 +17,8 @@ def test_cli_dedup_prints_summary_and_writes_outputs(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["counts"]["output"] == {"kept": 7, "removed": 5, "rejected": 0}
     assert summary["config"]["fuzzy"]["num_bands"] == 28 and summary["output_format"] == "parquet"
-    assert sorted(p.name for p in out.iterdir()) == ["_stages", "deduplicated", "duplicates.parquet", "removed.parquet", "summary.json"]
+    # the finished stages go once the run succeeded (--keep-stages keeps them)
+    assert sorted(p.name for p in out.iterdir()) == ["deduplicated", "duplicates.parquet", "removed.parquet", "summary.json"]
 
 
 def test_cli_config_file_and_bad_values(tmp_path):
@@ -28,7 +29,7 @@ def test_cli_config_file_and_bad_values(tmp_path):
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert summary["config"]["mode"] == "exact" and summary["config"]["fuzzy"]["threshold"] == 0.9
     fuzzy = summary["config"]["fuzzy"]  # bands and rows chosen for 0.9, as `curate params` shows
-    assert (fuzzy["num_bands"], fuzzy["rows_per_band"], fuzzy["num_perm"]) == (17, 15, 255)
+    assert (fuzzy["num_bands"], fuzzy["rows_per_band"], fuzzy["num_perm"]) == (17, 15, 260)
     assert summary["counts"]["output"]["removed"] == 3
     bad = CliRunner().invoke(main, ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(tmp_path / "p"), "--threshold", "1.5"])
     assert bad.exit_code == 2 and "threshold" in bad.output
@@ -39,7 +40,8 @@ def test_cli_config_file_and_bad_values(tmp_path):
 def test_cli_dedup_band_flags_are_checked_before_running(tmp_path):
     docs = str(FIXTURES / "docs.jsonl")
     mismatch = CliRunner().invoke(main, ["dedup", docs, "-o", str(tmp_path / "a"), "--num-bands", "20", "--rows-per-band", "13", "--num-perm", "128"])
-    assert mismatch.exit_code == 2 and "fuzzy: num_perm 128 differs from num_bands x rows_per_band = 20 x 13 = 260" in mismatch.output
+    assert mismatch.exit_code == 2, mismatch.output
+    assert "fuzzy: num_bands x rows_per_band = 20 x 13 = 260 MinHash values, more than num_perm 128" in mismatch.output
     half = CliRunner().invoke(main, ["dedup", docs, "-o", str(tmp_path / "b"), "--num-bands", "20"])
     assert half.exit_code == 2 and "give both num_bands and rows_per_band" in half.output
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

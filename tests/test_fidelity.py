@@ -294,8 +294,8 @@ def test_compressed_size_is_estimated_from_the_sample(tmp_path):
     text = " ".join(rng.choice(["alpha", "beta", "gamma", "delta"]) for _ in range(2_000_000))  # about 11 MB
     raw = "".join(json.dumps({"id": i, "text": text[i * 10_000 : (i + 1) * 10_000]}) + "\n" for i in range(1100)).encode()
     (tmp_path / "big.jsonl.gz").write_bytes(gzip.compress(raw))
-    from curate.io.read import _sample
+    from curate.io.files import sample_file
     from fsspec.implementations.local import LocalFileSystem
 
-    _, size = _sample(LocalFileSystem(), str(tmp_path / "big.jsonl.gz"), "jsonl")
+    _, size = sample_file(LocalFileSystem(), str(tmp_path / "big.jsonl.gz"), "jsonl")
     assert math.isclose(size, len(raw), rel_tol=0.1)

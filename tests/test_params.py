@@ -173,7 +173,8 @@ def test_s_curve_plot_writes_a_png(tmp_path):
 def test_default_config_is_28_by_9():
     # weights 0.01 / 0.99: the recall measured in docs/quality.md
     fuzzy = FuzzyConfig()
-    assert (fuzzy.num_bands, fuzzy.rows_per_band, fuzzy.num_perm) == (28, 9, 252)
+    # num_perm is what the choice may use (as help and the YAML say); the signature holds bands x rows
+    assert (fuzzy.num_bands, fuzzy.rows_per_band, fuzzy.num_perm, fuzzy.num_hashes) == (28, 9, 260, 252)
     assert (fuzzy.fp_weight, fuzzy.fn_weight) == (0.01, 0.99)
     default_yaml = load_config(CONFIGS / "default.yaml").fuzzy
     assert default_yaml == fuzzy
@@ -188,9 +189,9 @@ def test_default_config_is_28_by_9():
 
 def test_config_chooses_bands_for_threshold_and_num_perm():
     seventy = FuzzyConfig(threshold=0.7)
-    assert (seventy.num_bands, seventy.rows_per_band, seventy.num_perm) == (39, 6, 234)
+    assert (seventy.num_bands, seventy.rows_per_band, seventy.num_perm, seventy.num_hashes) == (39, 6, 260, 234)
     small = FuzzyConfig(num_perm=128)
-    assert (small.num_bands, small.rows_per_band, small.num_perm) == (18, 7, 126)
+    assert (small.num_bands, small.rows_per_band, small.num_perm, small.num_hashes) == (18, 7, 128, 126)
     equal = FuzzyConfig(fp_weight=0.5, fn_weight=0.5)
     assert (equal.num_bands, equal.rows_per_band) == (17, 15)
     # a dumped config (as in summary.json) reloads to the same values
@@ -211,11 +212,15 @@ def test_config_explicit_bands():
     fixed = FuzzyConfig(num_bands=9, rows_per_band=13, threshold=0.7)
     assert (fixed.num_bands, fixed.rows_per_band, fixed.num_perm) == (9, 13, 117)
     assert FuzzyConfig(num_bands=9, rows_per_band=13, num_perm=117).num_bands == 9
+    # as in datasketch, the bands may use fewer values than num_perm, never more
+    roomy = FuzzyConfig(num_bands=9, rows_per_band=13, num_perm=120)
+    assert (roomy.num_perm, roomy.num_hashes) == (120, 117)
+    assert FuzzyConfig.model_validate(roomy.model_dump()) == roomy
     with pytest.raises(
         ValidationError,
-        match="num_perm 120 differs from num_bands x rows_per_band = 9 x 13 = 117",
+        match="num_bands x rows_per_band = 9 x 13 = 117 MinHash values, more than num_perm 100",
     ):
-        FuzzyConfig(num_bands=9, rows_per_band=13, num_perm=120)
+        FuzzyConfig(num_bands=9, rows_per_band=13, num_perm=100)
     with pytest.raises(ValidationError, match="give both num_bands and rows_per_band"):
         FuzzyConfig(rows_per_band=13)
     with pytest.raises(

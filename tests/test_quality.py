@@ -121,7 +121,7 @@ def enron_spam(rows: slice) -> list[dict]:
 def quality_of_default_run(records: list[dict], tmp_path: Path, threshold: float) -> dict:
     path = write_jsonl(tmp_path / "docs.jsonl", records)
     config = load_config(None, {"fuzzy": {"threshold": threshold}})
-    dedup([str(path)], str(tmp_path / "out"), config, overwrite=True)
+    dedup([str(path)], str(tmp_path / "out"), config, overwrite=True, keep_stages=True)  # run_components reads them
     ids = pd.Series([r["id"] for r in records])
     truth = similar_pairs(pd.Series([r["text"] for r in records], dtype="str"), config.fuzzy, threshold)
     removed = pd.read_parquet(tmp_path / "out" / "removed.parquet")

@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
+import curate.io.files as files_module
 import curate.io.read as read_module
 from curate.io import read_documents
 from curate.io.read import read_records
@@ -74,7 +75,7 @@ def test_compressed_jsonl_across_chunk_ends(tmp_path, monkeypatch, suffix):
         data = zstandard.ZstdCompressor().compress(raw[:half]) + zstandard.ZstdCompressor().compress(raw[half:])
     path = tmp_path / f"a.jsonl{suffix}"
     path.write_bytes(data)
-    monkeypatch.setattr(read_module, "_CHUNK", 37)  # records and BOM cut across many chunks
+    monkeypatch.setattr(files_module, "_CHUNK", 37)  # records and BOM cut across many chunks
     check_all(str(path), records)
 
 
@@ -82,16 +83,16 @@ def test_compressed_file_is_read_only_up_to_the_last_wanted_record(tmp_path, mon
     records = make_records(10000, seed=3)  # 3 MB; zstd hands out blocks of up to 128 KiB
     raw = jsonl_bytes(records)
     (tmp_path / "a.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(raw))
-    monkeypatch.setattr(read_module, "_CHUNK", 1024)
+    monkeypatch.setattr(files_module, "_CHUNK", 1024)
     decompressed = []
-    chunks = read_module._chunks
+    chunks = read_module.decompressed_chunks
 
     def counting(f, codec):
         for chunk in chunks(f, codec):
             decompressed.append(len(chunk))
             yield chunk
 
-    monkeypatch.setattr(read_module, "_chunks", counting)
+    monkeypatch.setattr(read_module, "decompressed_chunks", counting)
     second = len(json.dumps(records[0], ensure_ascii=False).encode()) + 1
     assert read_records(str(tmp_path), [second, 0]) == [records[1], records[0]]
     assert 0 < sum(decompressed) < len(raw) // 10

@@ -80,7 +80,7 @@ def test_killed_run_resumes_to_identical_output(tmp_path, uninterrupted, stage):
 
 
 def run(out, resume=False, **overrides):
-    return dedup([str(FIXTURES / "docs.jsonl")], str(out), load_config(None, overrides), resume=resume)
+    return dedup([str(FIXTURES / "docs.jsonl")], str(out), load_config(None, overrides), resume=resume, keep_stages=True)
 
 
 def test_changed_parameter_recomputes_exactly_the_stages_after_it(client, tmp_path):

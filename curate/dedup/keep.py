@@ -5,6 +5,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from curate.backend import text_buffers
+from curate.config import check_keep, parse_keep
 from curate.io.read import DOC
 
 _LENGTH = "_length"
@@ -33,16 +34,12 @@ class KeepPolicy:
     column: str | None = None
 
     def __post_init__(self):
-        if self.rule not in ("first", "longest", "max", "min"):
-            raise ValueError(f"keep rule must be first, longest, max:COLUMN or min:COLUMN, got {self.rule!r}")
-        if (self.rule in ("max", "min")) != (self.column is not None):
-            raise ValueError(f"keep rule {self.rule!r} {'needs' if self.column is None else 'takes no'} column")
+        check_keep(self.rule, self.column)
 
     @classmethod
     def parse(cls, spec: str) -> "KeepPolicy":
         """From ``"first"``, ``"longest"``, ``"max:COLUMN"`` or ``"min:COLUMN"``."""
-        rule, _, column = spec.partition(":")
-        return cls(rule, column or None)
+        return cls(*parse_keep(spec))
 
     def __str__(self) -> str:
         return f"{self.rule}:{self.column}" if self.column else self.rule

@@ -1,6 +1,27 @@
-"""Input and output: documents from JSONL/Parquet via fsspec, result tables."""
+"""Input and output: documents from JSONL/Parquet via fsspec, result tables.
 
-from curate.io.read import DOC, read_documents, read_records, split_rejected
-from curate.io.write import count_rows, write_documents, write_table
+The names below are imported on first use (PEP 562), so that :mod:`curate.io.files` (paths,
+formats, fields) loads without Dask and pandas: the command line checks its inputs with it
+before anything heavy is imported.
+"""
 
-__all__ = ["DOC", "count_rows", "read_documents", "read_records", "split_rejected", "write_documents", "write_table"]
+import importlib
+
+_HOMES = {
+    "DOC": "read",
+    "read_documents": "read",
+    "read_records": "read",
+    "split_rejected": "read",
+    "count_rows": "write",
+    "write_documents": "write",
+    "write_table": "write",
+}
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'curate.io' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"curate.io.{_HOMES[name]}"), name)
+
+
+__all__ = sorted(_HOMES)

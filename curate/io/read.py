@@ -21,7 +21,6 @@ that cannot be read (see :mod:`curate.io.records`) stops the read with its file,
 import json
 import logging
 import os
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -32,13 +31,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-import zstandard
 from dask.utils import parse_bytes
-from fsspec.core import url_to_fs
-from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import infer_compression, read_block, seek_delimiter
 
 from curate.backend import from_arrow
+from curate.io.files import BOM, Broken, decompressed_chunks, expand_paths, find_inputs, overlap_message, sample_files, source_names, unify_schemas
 from curate.io.records import (
     Bad,
     Fields,
@@ -60,12 +57,6 @@ DOC = "_doc"
 REJECT_COLUMNS = ("_line", "_kind", "_field", "_reason", "_record")
 _REJECT_TYPES = (pa.int64(), pa.string(), pa.string(), pa.string(), pa.binary())
 POSITION_BITS = 40  # _doc = file_index << POSITION_BITS | position
-_JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
-_COMPRESSED = {".gz": "gzip", ".zst": "zstd"}
-_BOM = b"\xef\xbb\xbf"
-_SAMPLE_BYTES = 1 << 20  # of each JSONL file, to find its fields and their types
-_CHUNK = 1 << 20
-_DECODERS = {"gzip": lambda: zlib.decompressobj(zlib.MAX_WBITS | 16), "zstd": lambda: zstandard.ZstdDecompressor().decompressobj()}
 
 
 @dataclass(frozen=True)
@@ -78,91 +69,6 @@ class Source:
     offset: int = 0
     length: int | None = None  # None: whole file(s)
     first_line: int | None = 1  # line number of the block's first line; None: not counted
-
-
-def expand_paths(inputs: list[str] | str) -> tuple[object, list[str], str]:
-    """Files named by paths, directories, globs or fsspec URLs: one canonical list, one format.
-
-    Each argument's files are sorted; the arguments keep their order. Local paths become
-    absolute, so files, folders and globs, absolute or relative, mix freely. A file named by
-    more than one argument (a folder and a file inside it, a glob and a path, a symlink and its
-    target) is listed once, where it first appears; :func:`read_documents` logs such overlaps.
-
-    Returns
-    -------
-    fs : fsspec.AbstractFileSystem
-    paths : list of str
-    fmt : {"jsonl", "parquet"}
-
-    Raises
-    ------
-    FileNotFoundError
-        If an input matches no file.
-    ValueError
-        If the files mix formats or have an unknown extension.
-    """
-    fs, paths, fmt, _ = _expand(inputs)
-    return fs, paths, fmt
-
-
-def _expand(inputs) -> tuple[object, list[str], str, list[tuple[str, str, str]]]:
-    """:func:`expand_paths`, and the repeats left out: (path, the input that first named it, the input naming it again)."""
-    inputs = [inputs] if isinstance(inputs, str) else list(inputs)
-    fs, _ = url_to_fs(inputs[0])
-    local = isinstance(fs, LocalFileSystem)
-    first: dict[str, tuple[str, str]] = {}  # identity -> (path, input)
-    repeats = []
-    for item in inputs:
-        if fs.isdir(item):
-            found = sorted(p for p in fs.find(item) if _format_of(p) and not os.path.basename(p).startswith((".", "_")))
-        else:
-            found = sorted(fs.glob(item)) if any(c in item for c in "*?[") else ([item] if fs.exists(item) else [])
-        if not found:
-            raise FileNotFoundError(f"input {item!r} matches no JSONL or Parquet file")
-        for path in found:
-            path = os.path.abspath(path) if local else fs._strip_protocol(path)
-            # The same file under another spelling: a relative path, a symlink, "a/../a".
-            identity = os.path.realpath(path) if local else path
-            if identity in first:
-                repeats.append((path, first[identity][1], item))
-            else:
-                first[identity] = (path, item)
-    paths = [path for path, _ in first.values()]
-    formats = {_format_of(p) for p in paths}
-    if None in formats:
-        bad = next(p for p in paths if _format_of(p) is None)
-        raise ValueError(f"{bad}: unknown file type (expected .jsonl[.gz|.zst] or .parquet)")
-    if len(formats) > 1:
-        raise ValueError(f"inputs mix formats {sorted(formats)}; give one kind of file per run")
-    if "://" in inputs[0]:
-        paths = [fs.unstrip_protocol(p) for p in paths]
-    return fs, paths, formats.pop(), repeats
-
-
-def overlap_message(repeats: list[tuple[str, str, str]]) -> str:
-    """One line naming the files that several inputs named (from :func:`_expand`), e.g. for a log."""
-    shown = "; ".join(f"{path} (in {a!r} and {b!r})" for path, a, b in repeats[:3])
-    more = f"; and {len(repeats) - 3} more" if len(repeats) > 3 else ""
-    return f"inputs overlap: {len(repeats)} file(s) named more than once are read once: {shown}{more}"
-
-
-def source_names(paths: list[str]) -> tuple[str, ...]:
-    """How files are named in ids, messages and ``rejected/``: relative to their common folder (URLs whole)."""
-    if "://" in paths[0]:
-        return tuple(paths)
-    root = os.path.commonpath([os.path.dirname(p) for p in paths])
-    return tuple(os.path.relpath(p, root) for p in paths)
-
-
-def _format_of(path: str) -> str | None:
-    name = path.lower()
-    for suffix in _COMPRESSED:
-        name = name.removesuffix(suffix)
-    if name.endswith(_JSONL_SUFFIXES):
-        return "jsonl"
-    if name.endswith(".parquet") and not path.lower().endswith(tuple(_COMPRESSED)):
-        return "parquet"
-    return None
 
 
 def plan_sources(paths: list[str], fmt: str, blocksize: int | None, files_per_partition: int | None, sizes: list[int]) -> list[Source]:
@@ -181,7 +87,7 @@ def plan_sources(paths: list[str], fmt: str, blocksize: int | None, files_per_pa
         Instead of packing by size, this many consecutive whole files per partition.
     sizes : list of int
         Each file's size in bytes, decompressed (estimated for compressed JSONL; see
-        :func:`_sample`); Parquet files count their size on disk.
+        :func:`curate.io.files.sample_file`); Parquet files count their size on disk.
 
     Returns
     -------
@@ -298,16 +204,15 @@ def read_documents(
     if on_error not in ("fail", "skip"):
         raise ValueError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
     blocksize = parse_bytes(blocksize) if isinstance(blocksize, str) else blocksize
-    fs, paths, fmt, repeats = _expand(inputs)
+    fs, paths, fmt, repeats = find_inputs(inputs)
     if repeats:
         logger.warning(overlap_message(repeats))
     if records and fmt != "jsonl":
         raise ValueError("records=True needs JSONL input")
     names = source_names(paths)
     id_name = id_field or "id"
-    with ThreadPoolExecutor(min(16, len(paths))) as pool:  # remote stores: overlap the requests
-        samples = list(pool.map(lambda path: _sample(fs, path, fmt), paths))
-    schema, json_text = _unify([s for schemas, _ in samples for s in schemas], text_field, id_name)
+    samples = sample_files(fs, paths, fmt)
+    schema, json_text = unify_schemas([s for schemas, _ in samples for s in schemas], text_field, id_name)
     if text_field not in schema.names:
         if schema.names:
             raise ValueError(f"no text field {text_field!r} in any input file (fields: {schema.names})")
@@ -456,11 +361,11 @@ def _jsonl_records(fs, path: str, name: str, positions: list[int]) -> dict[int, 
     out = {}
     codec = infer_compression(path)
     with fs.open(path, "rb") as f:
-        lines = _lines_at_offsets(f, positions) if codec is None else _lines_in_stream(_chunks(f, codec), positions)
+        lines = _lines_at_offsets(f, positions) if codec is None else _lines_in_stream(decompressed_chunks(f, codec), positions)
         try:
             for position, line in zip(positions, lines):
                 out[position] = _parse_record(fs, path, name, position, line)
-        except _Broken as err:
+        except Broken as err:
             raise ValueError(f"{name}: {err} before byte position {positions[len(out)]}") from None
     return out
 
@@ -471,7 +376,7 @@ def _lines_at_offsets(f, positions: list[int]):
     Yields None where no line starts at the position (a line starts at 0, at 3 after a UTF-8
     BOM, and after every ``\\n``) and ``b""`` past the end of the file.
     """
-    first = len(_BOM) if f.read(len(_BOM)) == _BOM else 0
+    first = len(BOM) if f.read(len(BOM)) == BOM else 0
     for position in positions:
         if position <= first:
             start = position == first
@@ -490,9 +395,9 @@ def _lines_in_stream(chunks, positions: list[int]):
     rest of the chunk that ends it), so memory stays about one chunk plus one line.
     """
     chunks, buf, base = iter(chunks), bytearray(), 0  # buf holds the stream from byte base on
-    while len(buf) < len(_BOM) and (chunk := next(chunks, None)) is not None:
+    while len(buf) < len(BOM) and (chunk := next(chunks, None)) is not None:
         buf += chunk
-    first = len(_BOM) if buf.startswith(_BOM) else 0
+    first = len(BOM) if buf.startswith(BOM) else 0
     for position in positions:
         ended = False
         while True:
@@ -567,7 +472,7 @@ def _lines_before(fs, path: str, offset: int) -> int:
     """Line ends in the (decompressed) file before byte ``offset``."""
     count, seen = 0, 0
     with fs.open(path, "rb") as f:
-        for chunk in _chunks(f, infer_compression(path)):
+        for chunk in decompressed_chunks(f, infer_compression(path)):
             count += chunk[: offset - seen].count(b"\n")
             seen += len(chunk)
             if seen >= offset:
@@ -602,128 +507,6 @@ def arrow_typed(dtype: pa.DataType) -> pd.ArrowDtype | None:
     """The pandas dtype of an Arrow type in curate's frames (a ``types_mapper``; see ``_frame``):
     pandas' own for strings, ``pd.ArrowDtype`` for everything else."""
     return None if pa.types.is_string(dtype) or pa.types.is_large_string(dtype) else pd.ArrowDtype(dtype)
-
-
-class _Broken(Exception):
-    """A compressed stream that ends early or is corrupt: ``what`` happened, and the decoder's ``detail``."""
-
-    def __init__(self, what: str, detail):
-        super().__init__(f"{what} ({detail})")
-        self.what, self.detail = what, detail
-
-
-def _chunks(f, codec: str | None):
-    """Decompressed chunks of an open file; raises :class:`_Broken` where the stream breaks.
-
-    Decoder objects rather than file wrappers: ``gzip.GzipFile`` drops the data decoded in the
-    read that hits a cut, and zstandard's stream reader stops at one without a word.
-    """
-    if codec is None:
-        yield from iter(lambda: f.read(_CHUNK), b"")
-        return
-    if codec not in _DECODERS:
-        raise ValueError(f"{codec}: unsupported compression")
-    decoder, fed = _DECODERS[codec](), False
-    try:
-        for data in iter(lambda: f.read(_CHUNK), b""):
-            while data:  # a file may hold several members (gzip) or frames (zstd)
-                yield decoder.decompress(data)
-                fed = True
-                if not decoder.eof:
-                    break
-                data, decoder, fed = decoder.unused_data, _DECODERS[codec](), False
-    except (zlib.error, zstandard.ZstdError) as err:
-        raise _Broken(f"corrupt {codec} stream", err) from None
-    if fed and not decoder.eof:
-        raise _Broken(f"truncated {codec} stream", "it ends inside a compressed block")
-
-
-def _sample(fs, path: str, fmt: str) -> tuple[list[pa.Schema], int]:
-    """A file's fields and types, and its size in bytes as read (decompressed JSONL; Parquet on disk).
-
-    JSONL: the types of the records in the first MiB (decompressed), one schema per run of
-    records pyarrow reads alike (several where a field's type changes within the sample); none
-    for a file without records. A compressed file's size is exact when the sample reached its
-    end, else its size on disk times the sample's compression ratio.
-    """
-    with fs.open(path, "rb") as f:
-        size = f.size if getattr(f, "size", None) is not None else fs.size(path)
-        if fmt == "parquet":
-            schema = pq.read_schema(f).remove_metadata()
-            return ([schema] if len(schema) else []), size
-        raw, ended, codec = bytearray(), True, infer_compression(path)
-        try:
-            for chunk in _chunks(f, codec):
-                raw += chunk
-                if len(raw) >= _SAMPLE_BYTES and b"\n" in chunk:
-                    ended = False
-                    break
-        except _Broken:
-            pass  # reported with its line when the file is read
-        if codec is not None:
-            size = len(raw) if ended else int(len(raw) * size / max(f.tell(), 1))
-    raw = bytes(raw).removeprefix(_BOM)
-    if b"\n" in raw:
-        raw = raw[: raw.rindex(b"\n") + 1]
-    starts, ends, keep = record_lines(raw)
-    starts, ends = starts[keep], ends[keep]
-    pieces, bad = parse_records(raw, starts, ends, Layout(None, Fields(None, None)))  # bad lines: reported later
-    schemas = [table.schema for _, table in pieces]
-    for b in bad:  # lines Python's json reads but pyarrow does not: learn their fields one by one
-        try:
-            record = json.loads(raw[starts[b.index] : ends[b.index]])
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            schemas.append(pa.schema([_value_field(name, value) for name, value in record.items()]))
-    return schemas, size
-
-
-# Marks a field whose value no Arrow type holds (a list of numbers and objects): it holds JSON text.
-_UNTYPED = {b"curate": b"untyped"}
-
-
-def _value_field(name: str, value) -> pa.Field:
-    """The field pyarrow's JSON reader would give one value (integers beyond int64: double)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return pa.field(name, pa.int64() if -(1 << 63) <= value < (1 << 63) else pa.float64())
-    try:
-        return pa.field(name, pa.array([value]).type)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, UnicodeEncodeError):
-        return pa.field(name, pa.null(), metadata=_UNTYPED)
-
-
-def _unify(schemas: list[pa.Schema], text_field: str, id_field: str) -> tuple[pa.Schema, set[str]]:
-    """One schema for all files, and the fields whose types differ beyond widening.
-
-    Fields are in the order first seen; the text is a string, a field that is always null a
-    string. Where a field's types differ, they are widened where Arrow can (``int64`` and
-    ``double`` to ``double``); otherwise the field holds JSON text (a string; returned in the
-    set). An id is an integer type only where every id seen is an integer, else a string.
-    """
-    types: dict[str, pa.DataType] = {}
-    json_text: set[str] = set()
-    for schema in schemas:
-        for field in schema:
-            seen = types.get(field.name)
-            if field.metadata == _UNTYPED:
-                json_text.add(field.name)
-                types.setdefault(field.name, pa.null())
-            elif seen is None or pa.types.is_null(seen):
-                types[field.name] = field.type
-            elif seen != field.type and not pa.types.is_null(field.type) and field.name not in json_text:
-                try:
-                    types[field.name] = pa.unify_schemas([pa.schema([field.with_type(seen)]), pa.schema([field])], promote_options="permissive").field(0).type
-                except (pa.ArrowInvalid, pa.ArrowTypeError):
-                    json_text.add(field.name)
-    out = []
-    for name, dtype in types.items():
-        if name == id_field:
-            dtype = dtype if pa.types.is_integer(dtype) and name not in json_text else pa.string()
-        elif name == text_field or pa.types.is_null(dtype) or name in json_text:
-            dtype = pa.string()
-        out.append(pa.field(name, dtype))
-    return pa.schema(out), json_text - {text_field, id_field}
 
 
 @dataclass(frozen=True)
@@ -830,7 +613,7 @@ class _Reader:
         return both.take(np.argsort(both[DOC].to_numpy(), kind="stable"))
 
 
-def _read_bytes(fs, src: Source, path: str) -> tuple[bytes, int, _Broken | None]:
+def _read_bytes(fs, src: Source, path: str) -> tuple[bytes, int, Broken | None]:
     """The source's bytes (a BOM at the file start dropped), their offset, and why the stream broke."""
     start, broken = 0, None
     with fs.open(path, "rb") as f:
@@ -843,13 +626,13 @@ def _read_bytes(fs, src: Source, path: str) -> tuple[bytes, int, _Broken | None]
         else:
             data = bytearray()
             try:
-                for chunk in _chunks(f, infer_compression(path)):
+                for chunk in decompressed_chunks(f, infer_compression(path)):
                     data += chunk  # what came before a break is kept
-            except _Broken as err:
+            except Broken as err:
                 broken = err
             raw = bytes(data)
-    if start == 0 and raw.startswith(_BOM):
-        raw, start = raw[len(_BOM) :], len(_BOM)
+    if start == 0 and raw.startswith(BOM):
+        raw, start = raw[len(BOM) :], len(BOM)
     return raw, start, broken
 
 

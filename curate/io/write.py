@@ -1,5 +1,6 @@
 """Write documents (Parquet or JSONL part files) and the small result tables."""
 
+import gzip
 import math
 import os
 from pathlib import Path
@@ -8,17 +9,38 @@ import dask.dataframe as dd
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import zstandard
 from fsspec.core import url_to_fs
 
 from curate.backend import to_arrow, to_host
+from curate.io.files import common_compression
 from curate.io.read import DOC
 from curate.io.records import json_text, python_rows
 
 ROW_GROUP_ROWS = 1 << 20
+# JSONL part files: suffix and compressor. gzip level 6 (gzip's own default; 9 is much slower
+# for a few percent) and mtime 0, so the same records always give the same bytes; zstd level 3
+# (zstd's default).
+_JSONL_CODECS = {
+    "none": ("", lambda data: data),
+    "gzip": (".gz", lambda data: gzip.compress(data, compresslevel=6, mtime=0)),
+    "zstd": (".zst", lambda data: zstandard.ZstdCompressor(level=3).compress(data)),
+}
 
 
-def write_documents(docs: dd.DataFrame, path: str, fmt: str, schema: pa.Schema | None = None) -> dd.Scalar:
-    """Lazily write a document frame (without ``_doc``) as ``part.N.parquet`` / ``part.N.jsonl``.
+def output_compression(given: str | None, input_fmt: str, output_fmt: str, paths: list[str]) -> str:
+    """The compression of the kept documents: ``given`` if set; else for JSONL output from JSONL
+    the input files' own (``"gzip"``, ``"zstd"``) when they all share one, else ``"none"``; for
+    Parquet output ``"snappy"`` (pyarrow's default codec)."""
+    if given is not None:
+        return given
+    if output_fmt == "parquet":
+        return "snappy"
+    return (common_compression(paths) if input_fmt == "jsonl" else None) or "none"
+
+
+def write_documents(docs: dd.DataFrame, path: str, fmt: str, schema: pa.Schema | None = None, compression: str | None = None) -> dd.Scalar:
+    """Lazily write a document frame (without ``_doc``) as ``part.N.parquet`` / ``part.N.jsonl[.gz|.zst]``.
 
     A partition without rows writes no file, except partition 0, which is always written (then
     an empty file: 0 bytes of JSONL, or Parquet with the schema and no rows), so the folder
@@ -40,6 +62,10 @@ def write_documents(docs: dd.DataFrame, path: str, fmt: str, schema: pa.Schema |
     schema : pyarrow.Schema, optional
         Parquet: the files' schema. Default: the frame's columns' types (``pd.ArrowDtype``
         columns their own, pandas strings ``string``), the same in every part.
+    compression : str, optional
+        JSONL: ``"none"`` (default), ``"gzip"`` (``part.N.jsonl.gz``) or ``"zstd"``
+        (``part.N.jsonl.zst``), the same bytes for the same records. Parquet: the codec inside
+        the files (``"none"``, ``"gzip"``, ``"zstd"``, ...; default ``"snappy"``).
 
     Returns
     -------
@@ -49,15 +75,17 @@ def write_documents(docs: dd.DataFrame, path: str, fmt: str, schema: pa.Schema |
     Raises
     ------
     ValueError
-        If ``fmt`` is unknown.
+        If ``fmt`` is unknown, or ``compression`` for JSONL.
     """
     if fmt not in ("parquet", "jsonl"):
         raise ValueError(f"unknown output format {fmt!r}; use 'parquet' or 'jsonl'")
+    if fmt == "jsonl" and (compression or "none") not in _JSONL_CODECS:
+        raise ValueError(f"unknown JSONL compression {compression!r}; use one of {sorted(_JSONL_CODECS)}")
     fs, root = url_to_fs(path)
     fs.makedirs(root, exist_ok=True)
     docs = docs.drop(columns=[DOC]) if DOC in docs.columns else docs
     schema = schema or _frame_schema(to_host(docs._meta))
-    return docs.map_partitions(_write_part, fs, root, fmt, schema, meta=(None, "int64")).sum()
+    return docs.map_partitions(_write_part, fs, root, fmt, schema, compression, meta=(None, "int64")).sum()
 
 
 def _frame_schema(meta: pd.DataFrame) -> pa.Schema:
@@ -67,16 +95,18 @@ def _frame_schema(meta: pd.DataFrame) -> pa.Schema:
     return pa.schema([f.with_type(pa.string()) if isinstance(meta[f.name].dtype, pd.StringDtype) else f for f in schema])
 
 
-def _write_part(part: pd.DataFrame, fs, root: str, fmt: str, schema: pa.Schema, partition_info=None) -> int:
+def _write_part(part: pd.DataFrame, fs, root: str, fmt: str, schema: pa.Schema, compression: str | None, partition_info=None) -> int:
     number = partition_info["number"]
     if len(part) == 0 and number:
         return 0
     table = to_arrow(part, schema)
-    with fs.open(f"{root}/part.{number}.{fmt}", "wb") as f:
-        if fmt == "parquet":
-            pq.write_table(table, f)
-        else:
-            f.write(jsonl_lines(table))
+    if fmt == "parquet":
+        with fs.open(f"{root}/part.{number}.parquet", "wb") as f:
+            pq.write_table(table, f, compression=compression or "snappy")
+        return len(part)
+    suffix, compress = _JSONL_CODECS[compression or "none"]
+    with fs.open(f"{root}/part.{number}.jsonl{suffix}", "wb") as f:
+        f.write(compress(jsonl_lines(table)))
     return len(part)
 
 

@@ -1,0 +1,221 @@
+"""What a run can check before any cluster starts: its inputs, their fields and the output folder.
+
+``curate dedup`` runs these first, so that a mistake costs about a second rather than the
+7-12 s of importing Dask and starting a cluster: only :mod:`curate.io.files` (fsspec, pyarrow)
+is imported here. Each error says which flag or argument fixes it.
+:func:`curate.pipeline.dedup` calls :func:`check_output` too.
+"""
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from curate.config import IOConfig, parse_keep
+from curate.io.files import find_inputs, sample_files, source_names
+
+# A run's outputs; summary.json first: when replacing a run, a reader must never take the old
+# summary for new outputs.
+OUTPUTS = ("summary.json", "deduplicated", "rejected", "duplicates.parquet", "removed.parquet", "report.html")
+PARTIAL = ("deduplicated.tmp", "rejected.tmp")  # what a run killed while writing leaves
+STAGES = "_stages"
+_SKIP_HINT = "or --on-error skip lists such records in OUT/rejected/"
+
+
+class OutputBusyError(RuntimeError):
+    """Another process holds the output folder (:func:`hold_output`)."""
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The input files as :func:`check_inputs` found them.
+
+    Attributes
+    ----------
+    paths : tuple of str
+        Every file, in read order (see :func:`curate.io.files.expand_paths`).
+    fmt : {"jsonl", "parquet"}
+    fields : tuple of str
+        The fields found at the start of the files, in the order first seen.
+    """
+
+    paths: tuple[str, ...]
+    fmt: str
+    fields: tuple[str, ...]
+
+
+def check_inputs(inputs: list[str], io: IOConfig, keep: str = "first") -> Inputs:
+    """Check that ``inputs`` name readable files of one format holding the fields the run reads.
+
+    The fields are those of the start of every file (the first MiB of JSONL, the Parquet
+    schema), as :func:`curate.io.read_documents` finds them. With ``io.on_error == "fail"``,
+    a file whose first records all lack the text field (or the id field, where ids are not
+    assigned) would stop the run at its first record, so it stops here instead.
+
+    Parameters
+    ----------
+    inputs : list of str
+        Files, directories, globs or fsspec URLs.
+    io : IOConfig
+    keep : str, default="first"
+        The keep policy; ``max:COLUMN`` / ``min:COLUMN`` need COLUMN in some file.
+
+    Returns
+    -------
+    Inputs
+
+    Raises
+    ------
+    FileNotFoundError
+        If an input matches no file.
+    PermissionError
+        If a file cannot be opened.
+    ValueError
+        If the files mix formats or have an unknown type, if no file has the text field (or the
+        given id field, or the keep column), or, failing on bad records, if a file's first
+        records lack a field every record needs.
+    """
+    fs, paths, fmt, _ = find_inputs(inputs)
+    samples = sample_files(fs, paths, fmt)
+    per_file = [dict.fromkeys(name for schema in schemas for name in schema.names) for schemas, _ in samples]
+    fields = tuple(dict.fromkeys(name for found in per_file for name in found))
+    found = Inputs(tuple(paths), fmt, fields)
+    if not fields:  # no records at all: an empty run
+        return found
+    listed = f"(fields: {list(fields)})"
+    if io.text_field not in fields:
+        raise ValueError(f"no text field {io.text_field!r} in any input file {listed}; --text-field names the field that holds the text")
+    if io.id_field_given and io.id_field not in fields:
+        raise ValueError(f"no id field {io.id_field!r} in any input file {listed}; --id-field names the field that holds the ids "
+                         "(left out, ids are assigned)")
+    try:
+        column = parse_keep(keep)[1]
+    except ValueError:
+        column = None  # the config's validation says what is wrong with it
+    if column is not None and column not in fields:
+        raise ValueError(f"--keep {keep}: no field {column!r} in any input file {listed}")
+    if io.on_error == "fail":
+        required = {io.text_field: "--text-field names another field"}
+        if io.id_field_given or io.id_field in fields:  # else ids are assigned
+            required[io.id_field] = "--id-field names another field" + ("" if io.id_field_given else " (other files have this one)")
+        for name, path, present in zip(source_names(paths), paths, per_file):
+            for field, fix in required.items():
+                if present and field not in present and _has_rows(fs, path, fmt):
+                    raise ValueError(f"{name}: no field {field!r} in its first records (fields: {list(present)}); {fix}, {_SKIP_HINT}")
+    return found
+
+
+def _has_rows(fs, path: str, fmt: str) -> bool:
+    # A JSONL file with fields in its sample has records; a Parquet schema may belong to no rows.
+    if fmt == "jsonl":
+        return True
+    with fs.open(path, "rb") as f:
+        return pq.read_metadata(f).num_rows > 0
+
+
+def check_output(
+    out_dir: str | os.PathLike, *, overwrite: bool = False, resume: bool = False, inputs: tuple[str, ...] = (), files: tuple[str, ...] = ()
+) -> None:
+    """Check that ``out_dir`` can take a run: a folder (or creatable), writable, not in use by
+    another run, apart from the inputs, holding no previous run unless asked to replace or
+    resume it. Creates nothing.
+
+    Parameters
+    ----------
+    out_dir : str or path
+    overwrite, resume : bool, default=False
+        As :func:`curate.pipeline.dedup`: replace a previous run's outputs, or reuse its stages.
+    inputs : tuple of str, default=()
+        The inputs as given (files, folders, globs): ``out_dir`` may not lie in an input folder,
+        where a later run would read its outputs as input.
+    files : tuple of str, default=()
+        The input files (:attr:`Inputs.paths`); none may lie inside ``out_dir``.
+
+    Raises
+    ------
+    ValueError
+        If both ``overwrite`` and ``resume`` are set, or ``out_dir`` and the inputs overlap.
+    NotADirectoryError
+        If ``out_dir`` (or a folder above it) is a file.
+    PermissionError
+        If ``out_dir`` cannot be created or written.
+    OutputBusyError
+        If another process holds ``out_dir`` (see :func:`hold_output`).
+    FileExistsError
+        If ``out_dir`` holds a previous run's outputs or finished stages and neither
+        ``overwrite`` nor ``resume`` is set.
+    """
+    out = Path(out_dir)
+    if overwrite and resume:
+        raise ValueError("give --overwrite or --resume, not both")
+    _check_folder(out)
+    if out.is_dir():
+        with hold_output(out):  # in use by another run: that first (it also explains what the folder holds)
+            pass
+    where = Path(os.path.realpath(out))
+    folder = next((i for i in inputs if "://" not in i and os.path.isdir(i) and where.is_relative_to(os.path.realpath(i))), None)
+    if folder is not None:
+        raise ValueError(f"output folder {out} is inside the input folder {folder}, so a later run would read its outputs; choose another -o")
+    inside = next((f for f in files if "://" not in f and Path(os.path.realpath(f)).is_relative_to(where)), None)
+    if inside is not None:
+        raise ValueError(f"input file {inside} is inside the output folder {out}, where a run writes and deletes; choose another -o")
+    held = [name for name in (*OUTPUTS, *PARTIAL, *(() if resume else (STAGES,))) if (out / name).exists()]
+    if held and not (overwrite or resume):
+        raise FileExistsError(f"{out} already holds {held}; pass --resume to reuse its finished stages or --overwrite to replace them")
+
+
+def _check_folder(out: Path) -> None:
+    """Raise NotADirectoryError / PermissionError unless ``out`` is a writable folder or can be made one."""
+    existing = next((p for p in (out, *out.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        raise NotADirectoryError(f"output {out}: {existing} is a file, not a folder; -o names a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PermissionError(f"output {out}: cannot write in {existing}; choose another -o")
+
+
+_held: set[str] = set()  # output folders this process holds
+
+
+@contextlib.contextmanager
+def hold_output(out_dir: str | os.PathLike):
+    """Create ``out_dir`` and hold it for this process during the ``with`` block.
+
+    An exclusive ``flock`` on the folder itself, so two runs never write into one folder, and
+    a run that dies (even by ``kill -9``) lets go of it. Re-entrant within a process. Where the
+    file system has no locks (or on Windows), nothing is held.
+
+    Raises
+    ------
+    OutputBusyError
+        If another process holds ``out_dir``.
+    NotADirectoryError, PermissionError
+        As :func:`check_output`.
+    """
+    out = Path(out_dir)
+    _check_folder(out)
+    out.mkdir(parents=True, exist_ok=True)
+    key = os.path.realpath(out)
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        fcntl = None
+    if key in _held or fcntl is None:
+        yield
+        return
+    fd = os.open(out, os.O_RDONLY)  # not inherited by worker processes (PEP 446)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OutputBusyError(f"output folder {out} is in use by another curate run; wait for it to end or choose another -o") from None
+        except OSError:
+            pass  # no locks on this file system
+        _held.add(key)
+        try:
+            yield
+        finally:
+            _held.discard(key)
+    finally:
+        os.close(fd)  # and with it the lock

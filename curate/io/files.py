@@ -1,0 +1,261 @@
+"""What the input files are: their paths, format, compression and fields, without reading them whole.
+
+Light on purpose (fsspec, pyarrow, numpy; no Dask, no pandas): the command line checks its
+inputs with it before it starts a cluster (:mod:`curate.checks`), and
+:func:`curate.io.read_documents` builds on the same functions.
+"""
+
+import json
+import os
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import zstandard
+from fsspec.core import url_to_fs
+from fsspec.implementations.local import LocalFileSystem
+from fsspec.utils import infer_compression
+
+from curate.io.records import Fields, Layout, parse_records, record_lines
+
+_JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
+_COMPRESSED = {".gz": "gzip", ".zst": "zstd"}
+BOM = b"\xef\xbb\xbf"
+_SAMPLE_BYTES = 1 << 20  # of each JSONL file, to find its fields and their types
+_CHUNK = 1 << 20
+# The files an input folder is searched for, as help and messages name them.
+FORMATS = "JSONL (.jsonl, .json, .ndjson; also .gz or .zst) or Parquet (.parquet)"
+_DECODERS = {"gzip": lambda: zlib.decompressobj(zlib.MAX_WBITS | 16), "zstd": lambda: zstandard.ZstdDecompressor().decompressobj()}
+
+
+def expand_paths(inputs: list[str] | str) -> tuple[object, list[str], str]:
+    """Files named by paths, directories, globs or fsspec URLs: one canonical list, one format.
+
+    Each argument's files are sorted; the arguments keep their order. Local paths become
+    absolute, so files, folders and globs, absolute or relative, mix freely. A file named by
+    more than one argument (a folder and a file inside it, a glob and a path, a symlink and its
+    target) is listed once, where it first appears; :func:`read_documents` logs such overlaps.
+
+    Returns
+    -------
+    fs : fsspec.AbstractFileSystem
+    paths : list of str
+    fmt : {"jsonl", "parquet"}
+
+    Raises
+    ------
+    FileNotFoundError
+        If an input matches no file.
+    ValueError
+        If the files mix formats or have an unknown extension.
+    """
+    fs, paths, fmt, _ = find_inputs(inputs)
+    return fs, paths, fmt
+
+
+def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, str]]]:
+    """:func:`expand_paths`, and the repeats left out: (path, the input that first named it, the input naming it again)."""
+    inputs = [inputs] if isinstance(inputs, str) else list(inputs)
+    fs, _ = url_to_fs(inputs[0])
+    local = isinstance(fs, LocalFileSystem)
+    first: dict[str, tuple[str, str]] = {}  # identity -> (path, input)
+    repeats = []
+    for item in inputs:
+        if fs.isdir(item):
+            found = sorted(p for p in fs.find(item) if _format_of(p) and not os.path.basename(p).startswith((".", "_")))
+        else:
+            found = sorted(fs.glob(item)) if any(c in item for c in "*?[") else ([item] if fs.exists(item) else [])
+        if not found:
+            raise FileNotFoundError(f"input {item!r} matches no JSONL or Parquet file: {_nothing_found(fs, item)}")
+        for path in found:
+            path = os.path.abspath(path) if local else fs._strip_protocol(path)
+            # The same file under another spelling: a relative path, a symlink, "a/../a".
+            identity = os.path.realpath(path) if local else path
+            if identity in first:
+                repeats.append((path, first[identity][1], item))
+            else:
+                first[identity] = (path, item)
+    paths = [path for path, _ in first.values()]
+    formats = {_format_of(p) for p in paths}
+    if None in formats:
+        bad = next(p for p in paths if _format_of(p) is None)
+        raise ValueError(f"{bad}: unknown file type (expected {FORMATS})")
+    if len(formats) > 1:
+        raise ValueError(f"inputs mix formats {sorted(formats)}; give one kind of file per run")
+    if "://" in inputs[0]:
+        paths = [fs.unstrip_protocol(p) for p in paths]
+    return fs, paths, formats.pop(), repeats
+
+
+def _nothing_found(fs, item: str) -> str:
+    if fs.isdir(item):
+        return f"the folder holds no {FORMATS} file (names starting with . or _ are left out)"
+    return "no file matches the pattern" if any(c in item for c in "*?[") else "no such file or folder"
+
+
+def overlap_message(repeats: list[tuple[str, str, str]]) -> str:
+    """One line naming the files that several inputs named (from :func:`find_inputs`), e.g. for a log."""
+    shown = "; ".join(f"{path} (in {a!r} and {b!r})" for path, a, b in repeats[:3])
+    more = f"; and {len(repeats) - 3} more" if len(repeats) > 3 else ""
+    return f"inputs overlap: {len(repeats)} file(s) named more than once are read once: {shown}{more}"
+
+
+def source_names(paths: list[str]) -> tuple[str, ...]:
+    """How files are named in ids, messages and ``rejected/``: relative to their common folder (URLs whole)."""
+    if "://" in paths[0]:
+        return tuple(paths)
+    root = os.path.commonpath([os.path.dirname(p) for p in paths])
+    return tuple(os.path.relpath(p, root) for p in paths)
+
+
+def _format_of(path: str) -> str | None:
+    name = path.lower()
+    for suffix in _COMPRESSED:
+        name = name.removesuffix(suffix)
+    if name.endswith(_JSONL_SUFFIXES):
+        return "jsonl"
+    if name.endswith(".parquet") and not path.lower().endswith(tuple(_COMPRESSED)):
+        return "parquet"
+    return None
+
+
+def common_compression(paths: list[str]) -> str | None:
+    """The compression (``"gzip"``, ``"zstd"``) every one of ``paths`` has by its name, or None
+    (uncompressed, or the files differ)."""
+    codecs = {infer_compression(path) for path in paths}
+    return codecs.pop() if len(codecs) == 1 else None
+
+
+class Broken(Exception):
+    """A compressed stream that ends early or is corrupt: ``what`` happened, and the decoder's ``detail``."""
+
+    def __init__(self, what: str, detail):
+        super().__init__(f"{what} ({detail})")
+        self.what, self.detail = what, detail
+
+
+def decompressed_chunks(f, codec: str | None):
+    """Decompressed chunks of an open file; raises :class:`Broken` where the stream breaks.
+
+    Decoder objects rather than file wrappers: ``gzip.GzipFile`` drops the data decoded in the
+    read that hits a cut, and zstandard's stream reader stops at one without a word.
+    """
+    if codec is None:
+        yield from iter(lambda: f.read(_CHUNK), b"")
+        return
+    if codec not in _DECODERS:
+        raise ValueError(f"{codec}: unsupported compression")
+    decoder, fed = _DECODERS[codec](), False
+    try:
+        for data in iter(lambda: f.read(_CHUNK), b""):
+            while data:  # a file may hold several members (gzip) or frames (zstd)
+                yield decoder.decompress(data)
+                fed = True
+                if not decoder.eof:
+                    break
+                data, decoder, fed = decoder.unused_data, _DECODERS[codec](), False
+    except (zlib.error, zstandard.ZstdError) as err:
+        raise Broken(f"corrupt {codec} stream", err) from None
+    if fed and not decoder.eof:
+        raise Broken(f"truncated {codec} stream", "it ends inside a compressed block")
+
+
+def sample_files(fs, paths: list[str], fmt: str) -> list[tuple[list[pa.Schema], int]]:
+    """:func:`sample_file` of every file, in order, read in a thread pool (remote stores: the requests overlap).
+
+    Raises
+    ------
+    PermissionError, OSError
+        If a file cannot be opened (the first such file's error).
+    """
+    with ThreadPoolExecutor(min(16, len(paths))) as pool:
+        return list(pool.map(lambda path: sample_file(fs, path, fmt), paths))
+
+
+def sample_file(fs, path: str, fmt: str) -> tuple[list[pa.Schema], int]:
+    """A file's fields and types, and its size in bytes as read (decompressed JSONL; Parquet on disk).
+
+    JSONL: the types of the records in the first MiB (decompressed), one schema per run of
+    records pyarrow reads alike (several where a field's type changes within the sample); none
+    for a file without records. A compressed file's size is exact when the sample reached its
+    end, else its size on disk times the sample's compression ratio.
+    """
+    with fs.open(path, "rb") as f:
+        size = f.size if getattr(f, "size", None) is not None else fs.size(path)
+        if fmt == "parquet":
+            schema = pq.read_schema(f).remove_metadata()
+            return ([schema] if len(schema) else []), size
+        raw, ended, codec = bytearray(), True, infer_compression(path)
+        try:
+            for chunk in decompressed_chunks(f, codec):
+                raw += chunk
+                if len(raw) >= _SAMPLE_BYTES and b"\n" in chunk:
+                    ended = False
+                    break
+        except Broken:
+            pass  # reported with its line when the file is read
+        if codec is not None:
+            size = len(raw) if ended else int(len(raw) * size / max(f.tell(), 1))
+    raw = bytes(raw).removeprefix(BOM)
+    if b"\n" in raw:
+        raw = raw[: raw.rindex(b"\n") + 1]
+    starts, ends, keep = record_lines(raw)
+    starts, ends = starts[keep], ends[keep]
+    pieces, bad = parse_records(raw, starts, ends, Layout(None, Fields(None, None)))  # bad lines: reported later
+    schemas = [table.schema for _, table in pieces]
+    for b in bad:  # lines Python's json reads but pyarrow does not: learn their fields one by one
+        try:
+            record = json.loads(raw[starts[b.index] : ends[b.index]])
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            schemas.append(pa.schema([_value_field(name, value) for name, value in record.items()]))
+    return schemas, size
+
+
+# Marks a field whose value no Arrow type holds (a list of numbers and objects): it holds JSON text.
+_UNTYPED = {b"curate": b"untyped"}
+
+
+def _value_field(name: str, value) -> pa.Field:
+    """The field pyarrow's JSON reader would give one value (integers beyond int64: double)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return pa.field(name, pa.int64() if -(1 << 63) <= value < (1 << 63) else pa.float64())
+    try:
+        return pa.field(name, pa.array([value]).type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, UnicodeEncodeError):
+        return pa.field(name, pa.null(), metadata=_UNTYPED)
+
+
+def unify_schemas(schemas: list[pa.Schema], text_field: str, id_field: str) -> tuple[pa.Schema, set[str]]:
+    """One schema for all files, and the fields whose types differ beyond widening.
+
+    Fields are in the order first seen; the text is a string, a field that is always null a
+    string. Where a field's types differ, they are widened where Arrow can (``int64`` and
+    ``double`` to ``double``); otherwise the field holds JSON text (a string; returned in the
+    set). An id is an integer type only where every id seen is an integer, else a string.
+    """
+    types: dict[str, pa.DataType] = {}
+    json_text: set[str] = set()
+    for schema in schemas:
+        for field in schema:
+            seen = types.get(field.name)
+            if field.metadata == _UNTYPED:
+                json_text.add(field.name)
+                types.setdefault(field.name, pa.null())
+            elif seen is None or pa.types.is_null(seen):
+                types[field.name] = field.type
+            elif seen != field.type and not pa.types.is_null(field.type) and field.name not in json_text:
+                try:
+                    types[field.name] = pa.unify_schemas([pa.schema([field.with_type(seen)]), pa.schema([field])], promote_options="permissive").field(0).type
+                except (pa.ArrowInvalid, pa.ArrowTypeError):
+                    json_text.add(field.name)
+    out = []
+    for name, dtype in types.items():
+        if name == id_field:
+            dtype = dtype if pa.types.is_integer(dtype) and name not in json_text else pa.string()
+        elif name == text_field or pa.types.is_null(dtype) or name in json_text:
+            dtype = pa.string()
+        out.append(pa.field(name, dtype))
+    return pa.schema(out), json_text - {text_field, id_field}

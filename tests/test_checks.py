@@ -1,0 +1,211 @@
+"""Mistakes a user can make, found before any cluster starts (curate.checks and the command line).
+
+Each error names what to change (the flag or argument); the command line prints it in at most
+two lines without importing Dask. How long that takes is measured in docs/benchmarks.md.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from curate.checks import OutputBusyError, check_inputs, check_output, hold_output
+from curate.config import IOConfig
+from tests.conftest import FIXTURES, write_jsonl
+
+DOCS = FIXTURES / "docs.jsonl"
+
+
+def records(n, **fields):
+    return [{"id": i, "text": f"document {i}", **fields} for i in range(n)]
+
+
+# -- inputs and their fields -----------------------------------------------------------------------
+
+
+def test_inputs_found_with_their_fields(tmp_path):
+    write_jsonl(tmp_path / "in" / "a.jsonl", records(2, score=1))
+    write_jsonl(tmp_path / "in" / "b.jsonl", [{"id": 9, "text": "x", "lang": "en"}])
+    found = check_inputs([str(tmp_path / "in")], IOConfig(), "max:score")
+    assert found.paths == (str(tmp_path / "in" / "a.jsonl"), str(tmp_path / "in" / "b.jsonl"))
+    assert (found.fmt, found.fields) == ("jsonl", ("id", "text", "score", "lang"))
+
+
+def test_missing_paths_and_formats(tmp_path):
+    with pytest.raises(FileNotFoundError, match="input '.*nowhere' matches no JSONL or Parquet file: no such file or folder"):
+        check_inputs([str(tmp_path / "nowhere")], IOConfig())
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.txt").write_text("not an input")
+    with pytest.raises(FileNotFoundError, match=r"the folder holds no JSONL \(.jsonl, .json, .ndjson; also .gz or .zst\) or Parquet"):
+        check_inputs([str(tmp_path / "empty")], IOConfig())
+    write_jsonl(tmp_path / "a.jsonl", records(1))
+    pq.write_table(pa.table({"id": [1], "text": ["x"]}), tmp_path / "b.parquet")
+    with pytest.raises(ValueError, match=r"inputs mix formats \['jsonl', 'parquet'\]"):
+        check_inputs([str(tmp_path / "a.jsonl"), str(tmp_path / "b.parquet")], IOConfig())
+
+
+def test_fields_every_run_needs_name_the_flag(tmp_path):
+    data = write_jsonl(tmp_path / "a.jsonl", records(3))
+    with pytest.raises(ValueError, match=r"no text field 'body' in any input file \(fields: \['id', 'text'\]\); --text-field names"):
+        check_inputs([str(data)], IOConfig(text_field="body"))
+    with pytest.raises(ValueError, match=r"no id field 'key' in any input file .*; --id-field names the field"):
+        check_inputs([str(data)], IOConfig(id_field="key"))
+    with pytest.raises(ValueError, match=r"--keep max:score: no field 'score' in any input file"):
+        check_inputs([str(data)], IOConfig(), "max:score")
+    pq.write_table(pa.table({"key": [1], "body": ["x"]}), tmp_path / "a.parquet")
+    with pytest.raises(ValueError, match="no text field 'text' .*'key', 'body'.*--text-field"):
+        check_inputs([str(tmp_path / "a.parquet")], IOConfig())
+    assert check_inputs([str(tmp_path / "a.parquet")], IOConfig(text_field="body", id_field="key")).fields == ("key", "body")
+
+
+def test_a_file_without_a_needed_field_fails_only_where_the_run_would(tmp_path):
+    write_jsonl(tmp_path / "in" / "a.jsonl", records(2))
+    write_jsonl(tmp_path / "in" / "b.jsonl", [{"id": 5, "body": "elsewhere"}])
+    with pytest.raises(ValueError, match=r"b.jsonl: no field 'text' in its first records .*--text-field names another field, or --on-error skip"):
+        check_inputs([str(tmp_path / "in")], IOConfig())
+    assert check_inputs([str(tmp_path / "in")], IOConfig(on_error="skip")).fields == ("id", "text", "body")
+    # ids are required once some file has them, unless they are assigned (no file has them)
+    write_jsonl(tmp_path / "in" / "b.jsonl", [{"text": "no id"}])
+    with pytest.raises(ValueError, match=r"b.jsonl: no field 'id' .*--id-field names another field \(other files have this one\)"):
+        check_inputs([str(tmp_path / "in")], IOConfig())
+    write_jsonl(tmp_path / "in" / "a.jsonl", [{"text": "no id either"}])
+    assert check_inputs([str(tmp_path / "in")], IOConfig()).fields == ("text",)
+    # empty files and Parquet files without rows need nothing
+    (tmp_path / "in" / "c.jsonl").write_bytes(b"")
+    assert check_inputs([str(tmp_path / "in")], IOConfig()).fields == ("text",)
+    pq.write_table(pa.table({"id": [1], "text": ["x"]}), tmp_path / "p1.parquet")
+    pq.write_table(pa.table({"other": pa.array([], pa.string())}), tmp_path / "p2.parquet")
+    assert check_inputs([str(tmp_path / "p1.parquet"), str(tmp_path / "p2.parquet")], IOConfig()).fields == ("id", "text", "other")
+
+
+# -- the output folder -----------------------------------------------------------------------------
+
+
+def test_output_folder_problems_name_the_fix(tmp_path):
+    check_output(tmp_path / "new" / "out")  # to be created: fine
+    assert not (tmp_path / "new").exists()  # a check creates nothing
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(NotADirectoryError, match="is a file, not a folder; -o names a folder"):
+        check_output(tmp_path / "file" / "out")
+    with pytest.raises(ValueError, match="give --overwrite or --resume, not both"):
+        check_output(tmp_path / "out", overwrite=True, resume=True)
+    (tmp_path / "run" / "_stages").mkdir(parents=True)
+    with pytest.raises(FileExistsError, match=r"already holds \['_stages'\]; pass --resume .* or --overwrite"):
+        check_output(tmp_path / "run")
+    check_output(tmp_path / "run", resume=True)
+    check_output(tmp_path / "run", overwrite=True)
+    (tmp_path / "run" / "summary.json").write_text("{}")
+    with pytest.raises(FileExistsError, match=r"already holds \['summary.json', '_stages'\]"):
+        check_output(tmp_path / "run")
+
+
+def test_output_and_inputs_kept_apart(tmp_path):
+    data = write_jsonl(tmp_path / "in" / "a.jsonl", records(1))
+    with pytest.raises(ValueError, match="output folder .*/in/out is inside the input folder .*; choose another -o"):
+        check_output(tmp_path / "in" / "out", inputs=(str(tmp_path / "in"),), files=(str(data),))
+    with pytest.raises(ValueError, match="input file .*a.jsonl is inside the output folder .*; choose another -o"):
+        check_output(tmp_path, inputs=(str(data),), files=(str(data),))
+    check_output(tmp_path / "out", inputs=(str(tmp_path / "in"),), files=(str(data),))
+
+
+BUSY = """
+import sys, time
+from curate.checks import hold_output
+with hold_output(sys.argv[1]):
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+
+@pytest.fixture
+def held_elsewhere(tmp_path):
+    """An output folder held by another process for the length of the test."""
+    out = tmp_path / "busy"
+    holder = subprocess.Popen([sys.executable, "-c", BUSY, str(out)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n"
+    yield out
+    holder.kill()
+    holder.wait()
+
+
+def test_one_run_per_output_folder(held_elsewhere, tmp_path):
+    with pytest.raises(OutputBusyError, match="output folder .*busy is in use by another curate run; wait for it to end or choose another -o"):
+        with hold_output(held_elsewhere):
+            pass
+    with hold_output(tmp_path / "mine"), hold_output(tmp_path / "mine"):  # re-entrant in one process
+        assert (tmp_path / "mine").is_dir()
+    with hold_output(tmp_path / "mine"):  # and let go after
+        pass
+
+
+# -- the command line: < 2 s, <= 2 lines, nothing of Dask ------------------------------------------
+
+
+def curate(*args, cwd=None) -> tuple[int, list[str], set[str]]:
+    """Run ``curate ARGS`` in a new interpreter: exit status, stderr lines, and the modules it imported."""
+    command = [sys.executable, "-X", "importtime", "-m", "curate", *map(str, args)]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    done = subprocess.run(command, capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
+    lines = done.stderr.splitlines()
+    imported = {line.rsplit("|", 1)[1].strip() for line in lines if line.startswith("import time:") and "|" in line}
+    return done.returncode, [line for line in lines if not line.startswith("import time:")], imported
+
+
+@pytest.mark.parametrize(
+    "case, fix",
+    [("no such input", "no such file or folder"), ("empty folder", "the folder holds no JSONL"),
+     ("busy output", "choose another -o"), ("missing text field", "--text-field names the field that holds the text"),
+     ("previous run", "pass --resume to reuse its finished stages or --overwrite"), ("bad value", "fuzzy.threshold"),
+     ("config file", "see `curate config list`")],
+)  # fmt: skip
+def test_user_errors_stop_before_dask(case, fix, tmp_path, held_elsewhere):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "done" / "deduplicated").mkdir(parents=True)
+    args = {
+        "no such input": [tmp_path / "does" / "not" / "exist", "-o", tmp_path / "x"],
+        "empty folder": [tmp_path / "empty", "-o", tmp_path / "x"],
+        "busy output": [DOCS, "-o", held_elsewhere],
+        "missing text field": [DOCS, "-o", tmp_path / "x", "--text-field", "body"],
+        "previous run": [DOCS, "-o", tmp_path / "done"],
+        "bad value": [DOCS, "-o", tmp_path / "x", "--threshold", "1.5"],
+        "config file": [DOCS, "-o", tmp_path / "x", "--config", "no-such-config"],
+    }[case]
+    status, stderr, imported = curate("dedup", *args)
+    assert status != 0 and len(stderr) <= 2 and fix in " ".join(stderr), stderr
+    assert not imported & {"distributed", "dask.dataframe", "pandas"}
+    assert not (tmp_path / "x").exists()  # nothing created
+
+
+def test_command_module_imports_nothing_heavy():
+    status, stderr, imported = curate("--help")
+    assert status == 0 and stderr == []
+    # (dask itself comes with the config's byte sizes, dask.utils.parse_bytes: 0.15 s)
+    assert not imported & {"distributed", "dask.dataframe", "pandas", "numba", "scipy", "matplotlib", "rich"}
+
+
+# -- shipped configs -------------------------------------------------------------------------------
+
+
+def test_shipped_configs_can_be_listed_shown_and_named(tmp_path):
+    from click.testing import CliRunner
+
+    from curate.cli import main
+    from curate.config import RunConfig, load_config, shipped_configs
+
+    assert set(shipped_configs()) == {"default", "threshold-0.7"}
+    listed = CliRunner().invoke(main, ["config", "list"])
+    assert listed.exit_code == 0 and listed.output.splitlines()[0].startswith("default ")
+    shown = CliRunner().invoke(main, ["config", "show"])
+    assert shown.exit_code == 0 and shown.output == shipped_configs()["default"].read_text()
+    (tmp_path / "mine.yaml").write_text(shown.output)
+    assert load_config(tmp_path / "mine.yaml") == load_config("default") == RunConfig()  # every key at its default
+    assert load_config("threshold-0.7").fuzzy.threshold == 0.7
+    missing = CliRunner().invoke(main, ["config", "show", "nope"])
+    assert missing.exit_code == 2 and "no shipped config 'nope'; there are default, threshold-0.7" in missing.output
+    (tmp_path / "list.yaml").write_text("- 1\n")
+    bad = CliRunner().invoke(main, ["dedup", str(DOCS), "-o", str(tmp_path / "o"), "--config", str(tmp_path / "list.yaml")])
+    assert bad.exit_code == 2 and "a config file holds a mapping of keys" in bad.output

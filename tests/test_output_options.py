@@ -1,0 +1,88 @@
+"""--output-compression and --keep-stages: what a run leaves in OUT."""
+
+import gzip
+import json
+
+import pyarrow.parquet as pq
+import pytest
+import zstandard
+
+from curate.config import load_config
+from curate.io import read_documents
+from curate.io.write import output_compression
+from curate.pipeline import dedup
+from tests.conftest import FIXTURES
+
+DOCS = FIXTURES / "docs.jsonl"
+
+
+def run(inputs, out, resume=False, keep_stages=False, **io):
+    return dedup([str(i) for i in inputs], str(out), load_config(None, {"io": io}), resume=resume, keep_stages=keep_stages)
+
+
+def test_output_compression_default_follows_the_input():
+    assert output_compression(None, "jsonl", "jsonl", ["a.jsonl.gz", "b.jsonl.gz"]) == "gzip"
+    assert output_compression(None, "jsonl", "jsonl", ["a.jsonl.zst"]) == "zstd"
+    assert output_compression(None, "jsonl", "jsonl", ["a.jsonl.gz", "b.jsonl.zst"]) == "none"  # files differ
+    assert output_compression(None, "jsonl", "jsonl", ["a.jsonl.gz", "b.jsonl"]) == "none"
+    assert output_compression(None, "parquet", "jsonl", ["a.parquet"]) == "none"
+    assert output_compression(None, "jsonl", "parquet", ["a.jsonl.gz"]) == "snappy"  # pyarrow's default codec
+    assert output_compression("zstd", "jsonl", "jsonl", ["a.jsonl"]) == "zstd"
+
+
+def test_compressed_input_gives_compressed_output_of_the_same_lines(client, tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "docs.jsonl.gz").write_bytes(gzip.compress(DOCS.read_bytes()))
+    plain = run([DOCS], tmp_path / "plain")
+    assert sorted(p.name for p in (tmp_path / "plain").iterdir()) == ["deduplicated", "duplicates.parquet", "removed.parquet", "summary.json"]
+    assert plain["output_compression"] == "none"
+    lines = (tmp_path / "plain" / "deduplicated" / "part.0.jsonl").read_bytes()
+
+    zipped = run([tmp_path / "in"], tmp_path / "gz")
+    assert zipped["output_compression"] == "gzip" and zipped["counts"]["output"] == plain["counts"]["output"]
+    assert [p.name for p in (tmp_path / "gz" / "deduplicated").iterdir()] == ["part.0.jsonl.gz"]
+    written = (tmp_path / "gz" / "deduplicated" / "part.0.jsonl.gz").read_bytes()
+    assert gzip.decompress(written) == lines
+    # the same records give the same bytes (no time stamp in the gzip header)
+    run([tmp_path / "in"], tmp_path / "gz2")
+    assert (tmp_path / "gz2" / "deduplicated" / "part.0.jsonl.gz").read_bytes() == written
+    # and curate reads its own output
+    assert read_documents(str(tmp_path / "gz" / "deduplicated")).compute()["id"].tolist() == [json.loads(line)["id"] for line in lines.splitlines()]
+
+    run([tmp_path / "in"], tmp_path / "none", output_compression="none")
+    assert (tmp_path / "none" / "deduplicated" / "part.0.jsonl").read_bytes() == lines
+
+
+def test_keep_stages_and_output_compression_on_resume(client, tmp_path):
+    out = tmp_path / "out"
+    first = run([DOCS], out, keep_stages=True)
+    stages = sorted(p.parent.name for p in (out / "_stages").glob("*/_marker.json"))
+    assert stages and first["reused_stages"] == []
+    lines = (out / "deduplicated" / "part.0.jsonl").read_bytes()
+    # the output's compression is not part of any stage's key: only the final write runs again
+    again = run([DOCS], out, resume=True, output_compression="zstd")
+    assert sorted(again["reused_stages"]) == stages and again["output_compression"] == "zstd"
+    assert [p.name for p in (out / "deduplicated").iterdir()] == ["part.0.jsonl.zst"]
+    assert zstandard.ZstdDecompressor().decompress((out / "deduplicated" / "part.0.jsonl.zst").read_bytes()) == lines
+    assert not (out / "_stages").exists()  # a successful run without keep_stages removes them
+
+
+def test_failed_run_keeps_its_stages(client, tmp_path, monkeypatch):
+    import curate.pipeline
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(curate.pipeline, "write_table", broken)
+    with pytest.raises(OSError, match="disk full"):
+        run([DOCS], tmp_path / "out")
+    assert len(list((tmp_path / "out" / "_stages").glob("*/_marker.json"))) > 5  # for --resume
+
+
+def test_parquet_output_codec(client, tmp_path):
+    run([DOCS], tmp_path / "snappy", output_format="parquet")
+    run([DOCS], tmp_path / "zstd", output_format="parquet", output_compression="zstd")
+    for name, codec in [("snappy", "SNAPPY"), ("zstd", "ZSTD")]:
+        meta = pq.ParquetFile(tmp_path / name / "deduplicated" / "part.0.parquet").metadata
+        assert {meta.row_group(0).column(i).compression for i in range(meta.num_columns)} == {codec}
+    assert pq.read_table(tmp_path / "zstd" / "deduplicated") == pq.read_table(tmp_path / "snappy" / "deduplicated")

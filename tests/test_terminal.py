@@ -1,0 +1,134 @@
+"""What a person sees on the terminal: Ctrl-C, a bad record, -v, and --help.
+
+These run the real ``curate`` command in a new process (worker processes write to the
+terminal too, which an in-process runner would not see).
+"""
+
+import gzip
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from curate.cli import main
+from curate.config import load_config
+from curate.pipeline import dedup
+from tests.conftest import FIXTURES, shared_corpus
+
+CLUSTER = ["--n-workers", "2", "--threads-per-worker", "1", "--no-progress"]
+
+
+def start(*args, **popen) -> subprocess.Popen:
+    """``curate ARGS`` in its own session (process group), as a terminal runs a command."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), "COLUMNS": "200"}
+    command = [sys.executable, "-m", "curate", *map(str, args)]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True, **popen)
+
+
+def group_members(pgid: int) -> list[str]:
+    """Live (not zombie) processes in process group ``pgid``, from /proc."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(stat.parent.name)
+    return members
+
+
+def outputs(out: Path) -> dict[str, bytes]:
+    """Every output file's bytes, the summary by its counts (timings differ run to run)."""
+    files = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    files["summary.json"] = json.dumps(json.loads(files["summary.json"])["counts"]).encode()
+    return files
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process groups from /proc")
+def test_ctrl_c_stops_quietly_and_resume_finishes_the_run(client, tmp_path):
+    shard = shared_corpus("enron_spam") / "part-00000.jsonl.gz"
+    lines = gzip.decompress(shard.read_bytes()).splitlines(keepends=True)[:1000]
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "enron.jsonl").write_bytes(b"".join(lines))
+    args = [tmp_path / "in", "--blocksize", "512KB", *CLUSTER]  # a few partitions
+    out = tmp_path / "out"
+    run = start("dedup", *args, "-o", out)
+    while not list((out / "_stages").glob("*/_marker.json")):  # a stage finished: the next is running
+        assert run.poll() is None, run.stdout.read()
+        time.sleep(0.02)
+    os.killpg(run.pid, signal.SIGINT)  # what Ctrl-C does: the whole foreground group
+    printed, _ = run.communicate(timeout=60)
+    assert run.returncode == 130, printed
+    lines = printed.splitlines()
+    assert len(lines) <= 3 and re.fullmatch(r"interrupted: .* kept in .*_stages; run the same command with --resume to continue", lines[-1]), printed
+    for _ in range(100):  # the workers and the cluster went with it
+        if not group_members(run.pid):
+            break
+        time.sleep(0.1)
+    assert group_members(run.pid) == []
+    finished = sorted(p.parent.name for p in (out / "_stages").glob("*/_marker.json"))
+    assert finished and not (out / "summary.json").exists()
+
+    resumed = start("dedup", *args, "-o", out, "--resume")
+    assert resumed.wait(timeout=600) == 0, resumed.stdout.read()
+    assert sorted(json.loads((out / "summary.json").read_text())["reused_stages"]) == finished
+    assert not (out / "_stages").exists()  # the run succeeded
+    # an uninterrupted run, on the session's cluster (the outputs do not depend on the cluster)
+    dedup([str(tmp_path / "in")], str(tmp_path / "reference"), load_config(None, {"io": {"blocksize": "512KB"}}))
+    assert outputs(out) == outputs(tmp_path / "reference")
+
+
+def test_bad_record_is_one_line_without_worker_logs(tmp_path):
+    (tmp_path / "bad.jsonl").write_text('{"id": 1, "text": "hello"}\n{"id": 2, "text": "oops\n{"id": 3, "text": "x"}\n')
+    run = start("dedup", "bad.jsonl", "-o", "out", *CLUSTER, cwd=tmp_path)
+    printed, _ = run.communicate(timeout=300)
+    assert run.returncode == 1
+    assert printed.splitlines() == ["Error: bad.jsonl:2: invalid JSON: Unterminated string starting at: line 1 column 19 (char 18)"]
+
+
+def test_verbose_logs_the_cluster_and_each_stage(tmp_path):
+    run = start("dedup", FIXTURES / "docs.jsonl", "-o", tmp_path / "out", "-v", *CLUSTER)
+    printed, _ = run.communicate(timeout=300)
+    assert run.returncode == 0, printed
+    lines = printed.splitlines()
+    assert any(re.search(r"curate.cluster: started LocalCluster: 2 worker\(s\), 2 thread\(s\) in all, .*; dashboard off", line) for line in lines), printed
+    assert any(re.search(r"curate.stages: stage read: started$", line) for line in lines), printed
+    assert any(re.search(r"curate.stages: stage read: finished in [0-9.]+ s \([0-9,]+ rows in [0-9]+ Parquet file\(s\), [0-9.]+ [kMG]?i?B\)$", line) for line in lines), printed
+    assert any(re.search(r"curate.pipeline: wrote 7 kept documents to .*deduplicated", line) for line in lines), printed
+    assert any(re.search(r"curate.cluster: closed LocalCluster", line) for line in lines), printed
+
+
+def test_help_gives_every_flag_a_sentence_and_one_style_of_default():
+    for command in (main.commands["dedup"], main.commands["params"], main.commands["report"], main.commands["inspect"]):
+        for param in command.params:
+            if param.param_type_name == "option":
+                assert param.help and len(param.help.split()) >= 3, (command.name, param.name)
+                assert "default" not in re.sub(r"\[default: [^\]]+\]$", "", param.help).lower(), (command.name, param.name, param.help)
+                assert not param.show_default, (command.name, param.name)  # click's own style differs
+    text = CliRunner().invoke(main, ["dedup", "--help"], terminal_width=200).output
+    assert "all of one format: JSONL (.jsonl, .json, .ndjson; also .gz or .zst) or Parquet (.parquet)" in text
+    assert "configs/" not in text and "curate config list" in text
+
+
+def test_embedded_workers_keep_python_warnings_off_the_terminal(capfd):
+    from curate.cluster import connect
+    from curate.config import ClusterConfig
+
+    def warn():
+        import warnings
+
+        warnings.warn("curate-test-warning", FutureWarning)  # as pandas' deprecation notes in Dask's readers
+
+    config = ClusterConfig(n_workers=1, threads_per_worker=1)
+    for quiet in (True, False):
+        with connect(config, quiet=quiet) as client:
+            client.submit(warn, pure=False).result()
+        assert ("curate-test-warning" in capfd.readouterr().err) is not quiet  # the worker's stderr is the terminal's
