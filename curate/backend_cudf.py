@@ -40,6 +40,7 @@ from curate.backend import (
     minhash_signatures,
     normalize_text,
     normalize_text_pandas,
+    normalization_table,
     parquet_engine,
     text_buffers,
     to_arrow,
@@ -132,9 +133,24 @@ def md5_hex_cudf(text: cudf.Series) -> cudf.Series:
 
 @normalize_text.register(cudf.Series)
 def normalize_text_cudf(text: cudf.Series, *, lowercase: bool, whitespace: bool, punctuation: bool, nfkc: bool) -> cudf.Series:
-    """Normalised text, computed on the host by :func:`curate.backend.normalize_text_pandas`; nulls stay null."""
-    options = {"lowercase": lowercase, "whitespace": whitespace, "punctuation": punctuation, "nfkc": nfkc}
-    return _to_device(normalize_text_pandas(text.to_pandas(), **options))
+    """Normalised text, the strings of :func:`curate.backend.normalize_text_pandas`; nulls stay null.
+
+    On the device with cudf's string operations and the character map of
+    :func:`curate.backend.normalization_table`: ``translate`` (lowercase, punctuation, each
+    whitespace character to a space), one space for each run of spaces, ``strip`` of the
+    characters Arrow trims. NFKC alone runs on the host (cudf has none), before the rest. cudf's
+    own ``lower``, ``normalize_spaces`` and character-type filters are not used: they differ
+    from the CPU path (docs/decisions.md, "Normalisation on the GPU").
+    """
+    if nfkc:
+        off = {"lowercase": False, "whitespace": False, "punctuation": False}
+        text = _to_device(normalize_text_pandas(text.to_pandas(), **off, nfkc=True))
+    table, trim = normalization_table(lowercase=lowercase, whitespace=whitespace, punctuation=punctuation)
+    if table:
+        text = text.str.translate(table)
+    if whitespace:
+        text = text.str.replace(" +", " ", regex=True).str.strip(trim)
+    return text
 
 
 @minhash_signatures.register(cudf.Series)

@@ -21,6 +21,7 @@ from curate.kernels.md5 import MD5_CHUNK_BYTES
 from curate.kernels.minhash import permutations
 from tests.conftest import FIXTURES, shared_corpus
 from tests.cuda_simulator_check import EXTRA, LONG
+from tests.test_normalize_device import ALL_POINTS, OPTIONS, mixes
 
 pytestmark = [
     pytest.mark.gpu,
@@ -120,13 +121,19 @@ def test_minhash_of_books(books, bits, width, words):
     assert np.array_equal(host(signatures), cpu_signatures)
 
 
-def test_normalize_jaccard_greedy(texts):
-    options = {"lowercase": True, "whitespace": True, "punctuation": True, "nfkc": True}
-    # The texts end with a null: it stays null on its way to the host and back.
-    gpu = backend.normalize_text(on_gpu(texts), **options).to_pandas()
-    cpu = backend.normalize_text(texts, **options)
-    assert gpu.isna().tolist() == cpu.isna().tolist() == [False] * (len(texts) - 1) + [True]
+@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: "+".join(k for k, v in o.items() if v) or "none")
+def test_normalize(texts, options):
+    # cudf's translate / replace / strip against the CPU; random mixes of every character the
+    # map changes and of the trim characters (tests/test_normalize_device.py); every code point.
+    series = pd.concat([texts, pd.Series(mixes(2000) + ["".join(ALL_POINTS)], dtype="str")], ignore_index=True)
+    gpu = backend.normalize_text(on_gpu(series), **options).to_pandas()
+    cpu = backend.normalize_text(series, **options)
+    # The texts hold a null: it stays null (NFKC takes it to the host and back).
+    assert gpu.isna().tolist() == cpu.isna().tolist() and cpu.isna().sum() == 1
     assert gpu.fillna("").tolist() == cpu.fillna("").tolist()
+
+
+def test_jaccard_greedy(texts):
     # As verification calls it: the partition's texts once, pairs by position, sorted by x.
     x = np.repeat(np.arange(len(texts)), 2)
     y = (x + np.tile([1, 7], len(texts))) % len(texts)
