@@ -9,11 +9,12 @@ Where the work happens (see the README's "GPU" section):
   :mod:`curate.kernels.md5`, so long documents do not serialise it), MinHash of
   character n-grams with ``width >= 2`` (``str.minhash``, the libcudf ``nvtext::minhash`` /
   ``minhash64`` that the CPU kernel reproduces);
+- on the GPU with cudf's string operations and a character map taken from the CPU path:
+  lowercase, punctuation and whitespace normalisation;
 - on the GPU with curate's ``numba.cuda`` kernels (:mod:`curate.kernels.cuda`): MinHash of word
-  n-grams and of ``width == 1``, LSH band hashing;
-- on the host, by the CPU kernels, after copying the partition: text normalisation (cudf has no
-  NFKC and its case mapping is not Arrow's), Jaccard verification and the greedy split of
-  components (they need per-document shingle sets; they run only on candidate documents).
+  n-grams and of ``width == 1``, LSH band hashing, Jaccard verification;
+- on the host, by the CPU code, after copying the partition: NFKC (cudf has none) and the greedy
+  split of components (it runs only on candidate documents).
   cudf's ``str.jaccard_index`` is not used: it compares sets of whitespace-free substrings, not
   curate's shingles (word windows keep their inner whitespace; sets are of 64-bit hashes).
 
@@ -35,7 +36,6 @@ from curate.backend import (
     greedy_representatives,
     greedy_representatives_pandas,
     jaccard,
-    jaccard_pandas,
     md5_hex,
     minhash_signatures,
     normalize_text,
@@ -46,7 +46,7 @@ from curate.backend import (
     to_arrow,
     to_host,
 )
-from curate.kernels.cuda import band_buckets_cuda, minhash_cuda
+from curate.kernels.cuda import band_buckets_cuda, jaccard_cuda, minhash_cuda
 from curate.kernels.md5 import MD5_CHUNK_BYTES, chunk_offsets
 
 
@@ -197,9 +197,10 @@ def band_buckets_cupy(
 
 @jaccard.register(cudf.Series)
 def jaccard_cudf(texts: cudf.Series, x, y, width, words) -> np.ndarray:
-    """Jaccard similarity of ``texts[x[i]]`` and ``texts[y[i]]``, float64 ``(n,)`` numpy, computed on the host
-    by :func:`curate.backend.jaccard_pandas`."""
-    return jaccard_pandas(texts.to_pandas(), x, y, width, words)
+    """Jaccard similarity of ``texts[x[i]]`` and ``texts[y[i]]``, float64 ``(n,)`` numpy, computed on the device
+    from the column's own buffers by :func:`curate.kernels.cuda.jaccard_cuda` (the values of
+    :func:`curate.backend.jaccard_pandas`)."""
+    return cupy.asnumpy(jaccard_cuda(*text_buffers(texts), x, y, width, words, xp=cupy))
 
 
 @greedy_representatives.register(cudf.Series)

@@ -150,6 +150,20 @@ def test_jaccard_greedy(texts):
         assert np.array_equal(gpu, cpu)
 
 
+@pytest.mark.parametrize(("width", "words"), [(24, False), (5, True), (1, False)])
+def test_jaccard_of_books(books, width, words):
+    # Long documents (hundreds of thousands of shingles), a near copy and a half of one, a slice.
+    series = books.iloc[2:14]
+    first = series.iloc[0]
+    series = pd.concat([series, pd.Series([first.replace(" the ", " a ", 50), first[: len(first) // 2], ""], dtype="str")], ignore_index=True)
+    n = len(series)
+    x = np.repeat(np.arange(n), 3)
+    y = np.where(np.arange(3 * n) % 3 == 0, n - 3, (x + np.tile([0, 1, 2], n)) % n)
+    gpu = backend.jaccard(on_gpu(series), x, y, width, words)
+    cpu = backend.jaccard(series, x, y, width, words)
+    assert len(np.unique(cpu)) > 5 and np.array_equal(gpu, cpu)
+
+
 def test_numba_cuda_kernels_on_the_device():
     check = Path(__file__).with_name("cuda_simulator_check.py")
     result = subprocess.run(
