@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from dask.utils import Dispatch
 
+from curate.kernels import components as _components
 from curate.kernels import jaccard as _jaccard
 from curate.kernels import lsh as _lsh
 from curate.kernels import md5 as _md5
@@ -44,6 +45,7 @@ minhash_signatures = Dispatch("minhash_signatures")
 band_buckets = Dispatch("band_buckets")
 jaccard = Dispatch("jaccard")
 greedy_representatives = Dispatch("greedy_representatives")
+label_components = Dispatch("label_components")
 to_host = Dispatch("to_host")
 to_arrow = Dispatch("to_arrow")
 parquet_engine = Dispatch("parquet_engine")
@@ -53,7 +55,7 @@ def _register_cudf():
     import curate.backend_cudf  # noqa: F401  (registers the cudf and cupy implementations)
 
 
-for _dispatch in (text_buffers, md5_hex, normalize_text, minhash_signatures, jaccard, greedy_representatives, to_host, to_arrow, parquet_engine):
+for _dispatch in (text_buffers, md5_hex, normalize_text, minhash_signatures, jaccard, greedy_representatives, label_components, to_host, to_arrow, parquet_engine):
     _dispatch.register_lazy("cudf", _register_cudf)
 band_buckets.register_lazy("cupy", _register_cudf)
 
@@ -323,3 +325,11 @@ def jaccard_pandas(texts: pd.Series, x, y, width, words) -> np.ndarray:
 def greedy_representatives_pandas(text: pd.Series, group_starts, threshold, width, words) -> tuple[np.ndarray, np.ndarray]:
     """Representative row (int64) and Jaccard similarity with it (float64) per row, both ``(n,)``; see :func:`curate.kernels.jaccard.greedy_representatives`."""
     return _jaccard.greedy_representatives(*text_buffers(text), group_starts, threshold, width, words)
+
+
+@label_components.register(pd.DataFrame)
+def label_components_pandas(edges: pd.DataFrame) -> pd.DataFrame:
+    """Columns ``node``, ``component`` (int64, host): each node of the edges ``u``, ``v`` with the
+    smallest node of its component; see :func:`curate.kernels.components.components_local`."""
+    node, component = _components.components_local(edges["u"].to_numpy("int64"), edges["v"].to_numpy("int64"))
+    return pd.DataFrame({"node": node, "component": component})

@@ -36,6 +36,7 @@ from curate.backend import (
     greedy_representatives,
     greedy_representatives_pandas,
     jaccard,
+    label_components,
     md5_hex,
     minhash_signatures,
     normalize_text,
@@ -46,6 +47,7 @@ from curate.backend import (
     to_arrow,
     to_host,
 )
+from curate.kernels.components import components_device
 from curate.kernels.cuda import band_buckets_cuda, jaccard_cuda, minhash_cuda
 from curate.kernels.md5 import MD5_CHUNK_BYTES, chunk_offsets
 
@@ -211,3 +213,11 @@ def greedy_representatives_cudf(
     return greedy_representatives_pandas(
         text.to_pandas(), group_starts, threshold, width, words
     )
+
+
+@label_components.register(cudf.DataFrame)
+def label_components_cudf(edges: cudf.DataFrame) -> pd.DataFrame:
+    """Columns ``node``, ``component`` (int64, host, as :func:`curate.backend.label_components_pandas`),
+    solved on the device by cuGraph's kernel where installed (:func:`curate.kernels.components.components_device`)."""
+    node, component = components_device(edges["u"].astype("int64").values, edges["v"].astype("int64").values)
+    return pd.DataFrame({"node": node, "component": component})

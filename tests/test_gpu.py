@@ -164,6 +164,20 @@ def test_jaccard_of_books(books, width, words):
     assert len(np.unique(cpu)) > 5 and np.array_equal(gpu, cpu)
 
 
+def test_label_components():
+    # The one-task components path on cudf edges (cuGraph's kernel where pylibcugraph is
+    # installed, else scipy after a copy) against the pandas path: same smallest-node labels.
+    rng = np.random.default_rng(0)
+    ids = rng.choice(2**62, 5000, replace=False).astype(np.int64)
+    edges = pd.DataFrame({"u": rng.choice(ids, 4000), "v": rng.choice(ids, 4000)})
+    edges = pd.concat([edges, pd.DataFrame({"u": ids[:50], "v": ids[:50]})], ignore_index=True)  # self-loops
+    import cudf
+
+    gpu = backend.label_components(cudf.from_pandas(edges))
+    cpu = backend.label_components(edges)
+    assert isinstance(gpu, pd.DataFrame) and gpu.equals(cpu)
+
+
 def test_numba_cuda_kernels_on_the_device():
     check = Path(__file__).with_name("cuda_simulator_check.py")
     result = subprocess.run(
