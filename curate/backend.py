@@ -10,6 +10,7 @@ The pandas implementations are below, named ``<op>_pandas``; the cudf ones are i
 own cudf dispatches), so nothing imports cudf until a cudf partition reaches a dispatcher.
 """
 
+import functools
 import importlib.util
 
 import dask
@@ -20,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from dask.utils import Dispatch
 
+from curate.kernels import components as _components
 from curate.kernels import jaccard as _jaccard
 from curate.kernels import lsh as _lsh
 from curate.kernels import md5 as _md5
@@ -43,6 +45,7 @@ minhash_signatures = Dispatch("minhash_signatures")
 band_buckets = Dispatch("band_buckets")
 jaccard = Dispatch("jaccard")
 greedy_representatives = Dispatch("greedy_representatives")
+label_components = Dispatch("label_components")
 to_host = Dispatch("to_host")
 to_arrow = Dispatch("to_arrow")
 parquet_engine = Dispatch("parquet_engine")
@@ -52,7 +55,7 @@ def _register_cudf():
     import curate.backend_cudf  # noqa: F401  (registers the cudf and cupy implementations)
 
 
-for _dispatch in (text_buffers, md5_hex, normalize_text, minhash_signatures, jaccard, greedy_representatives, to_host, to_arrow, parquet_engine):
+for _dispatch in (text_buffers, md5_hex, normalize_text, minhash_signatures, jaccard, greedy_representatives, label_components, to_host, to_arrow, parquet_engine):
     _dispatch.register_lazy("cudf", _register_cudf)
 band_buckets.register_lazy("cupy", _register_cudf)
 
@@ -221,20 +224,81 @@ def md5_hex_pandas(text: pd.Series) -> pd.Series:
     return pd.Series(_md5.md5_hex(*text_buffers(text)), index=text.index, dtype="str")
 
 
+PUNCTUATION = r"\p{P}+"
+# RE2's \s is ASCII without \v; \p{Z} adds Unicode spaces (no-break, ideographic, ...).
+WHITESPACE = r"[\s\x0b\p{Z}]+"
+
+
+def _normalize_chars(arr, *, lowercase: bool, whitespace: bool, punctuation: bool):
+    # Everything but NFKC and the final trim: lowercase, strip punctuation, each run of whitespace to one space.
+    if lowercase:
+        arr = pc.utf8_lower(arr)
+    if punctuation:
+        arr = pc.replace_substring_regex(arr, PUNCTUATION, "")
+    if whitespace:
+        arr = pc.replace_substring_regex(arr, WHITESPACE, " ")
+    return arr
+
+
 @normalize_text.register(pd.Series)
 def normalize_text_pandas(text: pd.Series, *, lowercase: bool, whitespace: bool, punctuation: bool, nfkc: bool) -> pd.Series:
     """Normalise text before shingling: NFKC, then lowercase, strip punctuation, collapse whitespace."""
     arr = _arrow_strings(text)
     if nfkc:
         arr = pc.utf8_normalize(arr, "NFKC")
-    if lowercase:
-        arr = pc.utf8_lower(arr)
-    if punctuation:
-        arr = pc.replace_substring_regex(arr, r"\p{P}+", "")
+    arr = _normalize_chars(arr, lowercase=lowercase, whitespace=whitespace, punctuation=punctuation)
     if whitespace:
-        # RE2's \s is ASCII without \v; \p{Z} adds Unicode spaces (no-break, ideographic, ...).
-        arr = pc.utf8_trim_whitespace(pc.replace_substring_regex(arr, r"[\s\x0b\p{Z}]+", " "))
+        arr = pc.utf8_trim_whitespace(arr)
     return pd.Series(arr.to_pandas(), dtype="str").set_axis(text.index)
+
+
+@functools.cache
+def normalization_table(*, lowercase: bool, whitespace: bool, punctuation: bool) -> tuple[dict[int, str], str]:
+    """What :func:`normalize_text_pandas` does to each character, for the GPU backend's cudf string ops.
+
+    Arrow's lowercase maps each code point to one code point, without context (utf8proc's simple
+    case mapping; no final sigma), and the punctuation and whitespace rules look at one character
+    at a time, so but for whitespace runs and the trim the normalisation is a character map: the
+    one found here by running the CPU operations on every code point, so it is the installed
+    pyarrow's and RE2's, whatever their Unicode version. Then ``translate`` with the map, one
+    space for each run of spaces and stripping the trim characters from both ends give
+    :func:`normalize_text_pandas`'s result without NFKC (tests/test_normalize_device.py checks
+    that recipe against it on real text and on every code point).
+
+    Parameters
+    ----------
+    lowercase, whitespace, punctuation : bool
+        As :func:`normalize_text_pandas`.
+
+    Returns
+    -------
+    table : dict of int to str
+        For each code point the operations change: the one character it becomes, or ``""`` when
+        removed (libcudf's ``translate`` removes a character mapped to 0, which pylibcudf makes
+        of ``""``; it cannot take None).
+    trim : str
+        The characters Arrow's ``utf8_trim_whitespace`` removes from the ends (when ``whitespace``;
+        ``""`` otherwise). Always holds the space when not empty.
+
+    Raises
+    ------
+    ValueError
+        If the installed pyarrow maps a code point to several characters (no version does so far),
+        which ``translate`` could not reproduce.
+    """
+    points = np.r_[np.arange(0, 0xD800), np.arange(0xE000, 0x110000)]  # every scalar value, no surrogates
+    chars = pa.array(list(points.astype("<u4").tobytes().decode("utf-32-le")), pa.large_string())  # one code point each
+    mapped = _normalize_chars(chars, lowercase=lowercase, whitespace=whitespace, punctuation=punctuation)
+    changed = pc.indices_nonzero(pc.not_equal(chars, mapped)).to_numpy()
+    values = mapped.take(pa.array(changed)).to_pylist()
+    if any(len(v) > 1 for v in values):
+        raise ValueError("pyarrow maps a character to several in normalisation; the GPU backend cannot reproduce it")
+    table = {int(points[i]): v for i, v in zip(changed, values)}
+    trim = ""
+    if whitespace:
+        trimmed = pc.indices_nonzero(pc.equal(pc.utf8_trim_whitespace(chars), "")).to_numpy()
+        trim = "".join(chr(points[i]) for i in trimmed)
+    return table, trim
 
 
 @minhash_signatures.register(pd.Series)
@@ -261,3 +325,11 @@ def jaccard_pandas(texts: pd.Series, x, y, width, words) -> np.ndarray:
 def greedy_representatives_pandas(text: pd.Series, group_starts, threshold, width, words) -> tuple[np.ndarray, np.ndarray]:
     """Representative row (int64) and Jaccard similarity with it (float64) per row, both ``(n,)``; see :func:`curate.kernels.jaccard.greedy_representatives`."""
     return _jaccard.greedy_representatives(*text_buffers(text), group_starts, threshold, width, words)
+
+
+@label_components.register(pd.DataFrame)
+def label_components_pandas(edges: pd.DataFrame) -> pd.DataFrame:
+    """Columns ``node``, ``component`` (int64, host): each node of the edges ``u``, ``v`` with the
+    smallest node of its component; see :func:`curate.kernels.components.components_local`."""
+    node, component = _components.components_local(edges["u"].to_numpy("int64"), edges["v"].to_numpy("int64"))
+    return pd.DataFrame({"node": node, "component": component})

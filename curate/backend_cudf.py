@@ -9,11 +9,12 @@ Where the work happens (see the README's "GPU" section):
   :mod:`curate.kernels.md5`, so long documents do not serialise it), MinHash of
   character n-grams with ``width >= 2`` (``str.minhash``, the libcudf ``nvtext::minhash`` /
   ``minhash64`` that the CPU kernel reproduces);
+- on the GPU with cudf's string operations and a character map taken from the CPU path:
+  lowercase, punctuation and whitespace normalisation;
 - on the GPU with curate's ``numba.cuda`` kernels (:mod:`curate.kernels.cuda`): MinHash of word
-  n-grams and of ``width == 1``, LSH band hashing;
-- on the host, by the CPU kernels, after copying the partition: text normalisation (cudf has no
-  NFKC and its case mapping is not Arrow's), Jaccard verification and the greedy split of
-  components (they need per-document shingle sets; they run only on candidate documents).
+  n-grams and of ``width == 1``, LSH band hashing, Jaccard verification;
+- on the host, by the CPU code, after copying the partition: NFKC (cudf has none) and the greedy
+  split of components (it runs only on candidate documents).
   cudf's ``str.jaccard_index`` is not used: it compares sets of whitespace-free substrings, not
   curate's shingles (word windows keep their inner whitespace; sets are of 64-bit hashes).
 
@@ -35,17 +36,19 @@ from curate.backend import (
     greedy_representatives,
     greedy_representatives_pandas,
     jaccard,
-    jaccard_pandas,
+    label_components,
     md5_hex,
     minhash_signatures,
     normalize_text,
     normalize_text_pandas,
+    normalization_table,
     parquet_engine,
     text_buffers,
     to_arrow,
     to_host,
 )
-from curate.kernels.cuda import band_buckets_cuda, minhash_cuda
+from curate.kernels.components import components_device
+from curate.kernels.cuda import band_buckets_cuda, jaccard_cuda, minhash_cuda
 from curate.kernels.md5 import MD5_CHUNK_BYTES, chunk_offsets
 
 
@@ -132,9 +135,24 @@ def md5_hex_cudf(text: cudf.Series) -> cudf.Series:
 
 @normalize_text.register(cudf.Series)
 def normalize_text_cudf(text: cudf.Series, *, lowercase: bool, whitespace: bool, punctuation: bool, nfkc: bool) -> cudf.Series:
-    """Normalised text, computed on the host by :func:`curate.backend.normalize_text_pandas`; nulls stay null."""
-    options = {"lowercase": lowercase, "whitespace": whitespace, "punctuation": punctuation, "nfkc": nfkc}
-    return _to_device(normalize_text_pandas(text.to_pandas(), **options))
+    """Normalised text, the strings of :func:`curate.backend.normalize_text_pandas`; nulls stay null.
+
+    On the device with cudf's string operations and the character map of
+    :func:`curate.backend.normalization_table`: ``translate`` (lowercase, punctuation, each
+    whitespace character to a space), one space for each run of spaces, ``strip`` of the
+    characters Arrow trims. NFKC alone runs on the host (cudf has none), before the rest. cudf's
+    own ``lower``, ``normalize_spaces`` and character-type filters are not used: they differ
+    from the CPU path (docs/decisions.md, "Normalisation on the GPU").
+    """
+    if nfkc:
+        off = {"lowercase": False, "whitespace": False, "punctuation": False}
+        text = _to_device(normalize_text_pandas(text.to_pandas(), **off, nfkc=True))
+    table, trim = normalization_table(lowercase=lowercase, whitespace=whitespace, punctuation=punctuation)
+    if table:
+        text = text.str.translate(table)
+    if whitespace:
+        text = text.str.replace(" +", " ", regex=True).str.strip(trim)
+    return text
 
 
 @minhash_signatures.register(cudf.Series)
@@ -181,9 +199,10 @@ def band_buckets_cupy(
 
 @jaccard.register(cudf.Series)
 def jaccard_cudf(texts: cudf.Series, x, y, width, words) -> np.ndarray:
-    """Jaccard similarity of ``texts[x[i]]`` and ``texts[y[i]]``, float64 ``(n,)`` numpy, computed on the host
-    by :func:`curate.backend.jaccard_pandas`."""
-    return jaccard_pandas(texts.to_pandas(), x, y, width, words)
+    """Jaccard similarity of ``texts[x[i]]`` and ``texts[y[i]]``, float64 ``(n,)`` numpy, computed on the device
+    from the column's own buffers by :func:`curate.kernels.cuda.jaccard_cuda` (the values of
+    :func:`curate.backend.jaccard_pandas`)."""
+    return cupy.asnumpy(jaccard_cuda(*text_buffers(texts), x, y, width, words, xp=cupy))
 
 
 @greedy_representatives.register(cudf.Series)
@@ -194,3 +213,11 @@ def greedy_representatives_cudf(
     return greedy_representatives_pandas(
         text.to_pandas(), group_starts, threshold, width, words
     )
+
+
+@label_components.register(cudf.DataFrame)
+def label_components_cudf(edges: cudf.DataFrame) -> pd.DataFrame:
+    """Columns ``node``, ``component`` (int64, host, as :func:`curate.backend.label_components_pandas`),
+    solved on the device by cuGraph's kernel where installed (:func:`curate.kernels.components.components_device`)."""
+    node, component = components_device(edges["u"].astype("int64").values, edges["v"].astype("int64").values)
+    return pd.DataFrame({"node": node, "component": component})

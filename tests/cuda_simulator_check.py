@@ -22,7 +22,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from curate.kernels import cuda as gpu
-from curate.kernels import lsh, minhash
+from curate.kernels import jaccard, lsh, minhash
 
 FIXTURE = Path(__file__).parent / "data" / "docs.jsonl"
 EXTRA = [
@@ -80,11 +80,41 @@ def main():
             got = gpu.band_buckets_cuda(sig_bytes, num_bands, rows * signatures.itemsize).copy_to_host()
             assert np.array_equal(got, lsh.band_buckets(signatures, num_bands, rows)), (bits, num_bands, rows)
             print(f"band_buckets bits={bits} bands={num_bands}x{rows}: equal")
+    check_jaccard(offsets, data, sliced)
     empty, _ = gpu.minhash_cuda(np.zeros(1, np.int64), np.zeros(0, np.uint8), 0, a, b, 5)
     assert empty.shape == (0, 8)
     blank, blank_counts = gpu.minhash_cuda(np.zeros(3, np.int64), np.zeros(0, np.uint8), 0, a, b, 5)
     assert not blank.copy_to_host().any() and not blank_counts.copy_to_host().any()
     print("ok")
+
+
+def pairs(n_docs: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """As verification makes them: sorted by x, each document with several partners and itself."""
+    rng = np.random.default_rng(seed)
+    x = np.repeat(np.arange(n_docs), 3)
+    y = np.where(np.arange(len(x)) % 3 == 0, x, rng.integers(0, n_docs, len(x)))
+    return x, y
+
+
+def check_jaccard(offsets, data, sliced):
+    """jaccard_cuda against the CPU kernel, with near duplicates so that values are not all 0 or 1."""
+    near = [LONG, LONG.replace("word3", "Wörd3", 2), LONG[: len(LONG) // 2], "ab", "ab", "", "   "]
+    near_offsets, near_data = buffers(near)
+    cases = [("all", offsets, data), ("slice", sliced, data), ("near", near_offsets, near_data)]
+    for words, width in ((False, 1), (False, 5), (False, 24), (True, 1), (True, 3)):
+        for name, offs, buf in cases:
+            x, y = pairs(len(offs) - 1)
+            if name == "near":  # every pair, both ways
+                x, y = (a.ravel() for a in np.meshgrid(np.arange(len(near)), np.arange(len(near)), indexing="ij"))
+            expected = jaccard.jaccard_indexed(offs.astype(np.int64), buf, x, y, width, words)
+            got = gpu.jaccard_cuda(offs, buf, x, y, width, words)
+            assert np.array_equal(got, expected), (words, width, name, got, expected)
+            assert name != "near" or {0.0, 1.0} < set(expected.tolist()) and len(set(expected.tolist())) >= 4, expected
+            print(f"jaccard words={words} width={width} {name}: {len(x)} pairs equal")
+    none = gpu.jaccard_cuda(offsets, data, np.zeros(0, np.int64), np.zeros(0, np.int64), 5)
+    assert none.shape == (0,)
+    blank = gpu.jaccard_cuda(np.zeros(3, np.int64), np.zeros(0, np.uint8), np.array([0, 1]), np.array([1, 1]), 5)
+    assert blank.tolist() == [1.0, 1.0]
 
 
 if __name__ == "__main__":

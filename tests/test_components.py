@@ -162,3 +162,57 @@ def test_local_path_output_is_a_dask_frame_with_int64_columns():
     out = connected_components(_edges([1, 2], [2, 3], npartitions=2))
     assert isinstance(out, dd.DataFrame) and out.npartitions >= 1
     assert out.dtypes.to_dict() == {"node": np.dtype("int64"), "component": np.dtype("int64")}
+
+
+# ---------------------------------------------------------------------------------------------
+# The device solver, chosen by what imports; run here with numpy and scipy standing in for CuPy.
+
+
+def _stand_ins(monkeypatch, with_pylibcugraph: bool) -> list:
+    """Fake cupy (numpy), cupyx.scipy.sparse (scipy.sparse) and, if asked, pylibcugraph; the calls of
+    the stand-in for cupyx's connected_components are recorded in the returned list."""
+    import sys
+    import types
+
+    import scipy.sparse
+    from scipy.sparse.csgraph import connected_components as scipy_components
+
+    calls = []
+
+    def device_components(graph, directed):
+        calls.append(graph.shape)
+        n, labels = scipy_components(graph, directed=directed)
+        return n, (labels * 7 + 3)  # other numbers than scipy's: only the smallest node may count
+
+    cupy = types.ModuleType("cupy")
+    cupy.__getattr__ = lambda name: getattr(np, name)
+    cupy.asnumpy = np.asarray
+    csgraph = types.ModuleType("cupyx.scipy.sparse.csgraph")
+    csgraph.connected_components = device_components
+    modules = {
+        "cupy": cupy,
+        "cupyx": types.ModuleType("cupyx"),
+        "cupyx.scipy": types.ModuleType("cupyx.scipy"),
+        "cupyx.scipy.sparse": scipy.sparse,
+        "cupyx.scipy.sparse.csgraph": csgraph,
+        "pylibcugraph": types.ModuleType("pylibcugraph") if with_pylibcugraph else None,  # None: ImportError
+    }
+    for name, module in modules.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    return calls
+
+
+@pytest.mark.parametrize("with_pylibcugraph", [True, False], ids=["cugraph-kernel", "host-fallback"])
+def test_device_components_choose_the_solver_and_label_by_smallest_node(monkeypatch, with_pylibcugraph):
+    from curate.kernels import components
+
+    calls = _stand_ins(monkeypatch, with_pylibcugraph)
+    assert (components.device_solver() is not None) == with_pylibcugraph
+    u, v = _random_graph(3)
+    node, component = components.components_device(u, v)
+    # On the device when pylibcugraph imports (one call, on a graph of every distinct node), else scipy.
+    assert calls == ([(len(np.unique(np.r_[u, v])),) * 2] if with_pylibcugraph else [])
+    truth = _union_find(u, v)
+    assert node.tolist() == truth["node"].tolist() and component.tolist() == truth["component"].tolist()
+    empty = components.components_device(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    assert [len(a) for a in empty] == [0, 0]

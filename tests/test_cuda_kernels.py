@@ -22,6 +22,8 @@ def test_cuda_kernels_match_cpu_kernels_under_the_simulator():
     # 2 hash widths x (8 shingle settings + 3 on a slice), and 2 x 3 band layouts, then "ok".
     assert sum(line.startswith("minhash") for line in lines) == 22
     assert sum(line.startswith("band_buckets") for line in lines) == 6
+    # 5 shingle settings x (the fixture, a slice with int32 offsets, near duplicates).
+    assert sum(line.startswith("jaccard") for line in lines) == 15
     assert lines[-1] == "ok"
 
 
@@ -45,6 +47,9 @@ def _kernel_signatures():
             sigs.setdefault("_min_kernel", []).append(
                 (arr(offsets), arr(word), i64, arr(word), arr(word), boolean, arr(word, 2), arr(np.int64))
             )
+    for offsets in (np.int32, np.int64):
+        sigs.setdefault("_set_hash_kernel", []).append((arr(offsets), arr(np.uint8), i64, i64, boolean, arr(np.uint64), arr(np.uint8)))
+    sigs["_intersect_kernel"] = [(arr(np.int64), arr(np.int64), arr(np.int64), arr(np.int64), arr(np.int64), arr(np.uint64), arr(np.int64))]
     return sigs
 
 

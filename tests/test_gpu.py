@@ -21,6 +21,7 @@ from curate.kernels.md5 import MD5_CHUNK_BYTES
 from curate.kernels.minhash import permutations
 from tests.conftest import FIXTURES, shared_corpus
 from tests.cuda_simulator_check import EXTRA, LONG
+from tests.test_normalize_device import ALL_POINTS, OPTIONS, mixes
 
 pytestmark = [
     pytest.mark.gpu,
@@ -120,13 +121,19 @@ def test_minhash_of_books(books, bits, width, words):
     assert np.array_equal(host(signatures), cpu_signatures)
 
 
-def test_normalize_jaccard_greedy(texts):
-    options = {"lowercase": True, "whitespace": True, "punctuation": True, "nfkc": True}
-    # The texts end with a null: it stays null on its way to the host and back.
-    gpu = backend.normalize_text(on_gpu(texts), **options).to_pandas()
-    cpu = backend.normalize_text(texts, **options)
-    assert gpu.isna().tolist() == cpu.isna().tolist() == [False] * (len(texts) - 1) + [True]
+@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: "+".join(k for k, v in o.items() if v) or "none")
+def test_normalize(texts, options):
+    # cudf's translate / replace / strip against the CPU; random mixes of every character the
+    # map changes and of the trim characters (tests/test_normalize_device.py); every code point.
+    series = pd.concat([texts, pd.Series(mixes(2000) + ["".join(ALL_POINTS)], dtype="str")], ignore_index=True)
+    gpu = backend.normalize_text(on_gpu(series), **options).to_pandas()
+    cpu = backend.normalize_text(series, **options)
+    # The texts hold a null: it stays null (NFKC takes it to the host and back).
+    assert gpu.isna().tolist() == cpu.isna().tolist() and cpu.isna().sum() == 1
     assert gpu.fillna("").tolist() == cpu.fillna("").tolist()
+
+
+def test_jaccard_greedy(texts):
     # As verification calls it: the partition's texts once, pairs by position, sorted by x.
     x = np.repeat(np.arange(len(texts)), 2)
     y = (x + np.tile([1, 7], len(texts))) % len(texts)
@@ -141,6 +148,34 @@ def test_normalize_jaccard_greedy(texts):
         backend.greedy_representatives(texts, starts, 0.1, 5, False),
     ):
         assert np.array_equal(gpu, cpu)
+
+
+@pytest.mark.parametrize(("width", "words"), [(24, False), (5, True), (1, False)])
+def test_jaccard_of_books(books, width, words):
+    # Long documents (hundreds of thousands of shingles), a near copy and a half of one, a slice.
+    series = books.iloc[2:14]
+    first = series.iloc[0]
+    series = pd.concat([series, pd.Series([first.replace(" the ", " a ", 50), first[: len(first) // 2], ""], dtype="str")], ignore_index=True)
+    n = len(series)
+    x = np.repeat(np.arange(n), 3)
+    y = np.where(np.arange(3 * n) % 3 == 0, n - 3, (x + np.tile([0, 1, 2], n)) % n)
+    gpu = backend.jaccard(on_gpu(series), x, y, width, words)
+    cpu = backend.jaccard(series, x, y, width, words)
+    assert len(np.unique(cpu)) > 5 and np.array_equal(gpu, cpu)
+
+
+def test_label_components():
+    # The one-task components path on cudf edges (cuGraph's kernel where pylibcugraph is
+    # installed, else scipy after a copy) against the pandas path: same smallest-node labels.
+    rng = np.random.default_rng(0)
+    ids = rng.choice(2**62, 5000, replace=False).astype(np.int64)
+    edges = pd.DataFrame({"u": rng.choice(ids, 4000), "v": rng.choice(ids, 4000)})
+    edges = pd.concat([edges, pd.DataFrame({"u": ids[:50], "v": ids[:50]})], ignore_index=True)  # self-loops
+    import cudf
+
+    gpu = backend.label_components(cudf.from_pandas(edges))
+    cpu = backend.label_components(edges)
+    assert isinstance(gpu, pd.DataFrame) and gpu.equals(cpu)
 
 
 def test_numba_cuda_kernels_on_the_device():

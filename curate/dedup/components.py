@@ -8,10 +8,9 @@ import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components as _csgraph_components
 
-from curate.backend import to_host
+from curate.backend import label_components, to_host
+from curate.kernels.components import components_local
 
 __all__ = ["connected_components", "components_local", "components_distributed"]
 
@@ -75,11 +74,11 @@ def connected_components(edges: dd.DataFrame, *, local_max_edges: int = 2_000_00
     _check_edges(edges)
     if local_max_edges < 0:
         raise ValueError(f"local_max_edges must be >= 0, got {local_max_edges}")
-    # The edge list is small next to the corpus; both paths run on host (pandas) partitions.
-    edges = edges[["u", "v"]].map_partitions(to_host, meta=_EDGE_META)
     if n_edges is not None and n_edges > local_max_edges:
-        return components_distributed(edges)
-    return edges.repartition(npartitions=1).map_partitions(_solve, local_max_edges, meta=_OUT_META)
+        # The edge list is small next to the corpus; the distributed path runs on host (pandas) partitions.
+        return components_distributed(edges[["u", "v"]].map_partitions(to_host, meta=_EDGE_META))
+    # One task, where the edges lie (on the GPU backend: cuGraph's kernel when installed).
+    return edges[["u", "v"]].repartition(npartitions=1).map_partitions(_solve, local_max_edges, meta=_OUT_META)
 
 
 def _solve(edges: pd.DataFrame, local_max_edges: int) -> pd.DataFrame:
@@ -88,51 +87,7 @@ def _solve(edges: pd.DataFrame, local_max_edges: int) -> pd.DataFrame:
             f"{len(edges):,} verified edges exceed local_components_max_edges ({local_max_edges:,}): raise it (one task "
             "holds the edge list), or run curate dedup / curate.pipeline.dedup, which switches to distributed components"
         )
-    node, component = components_local(edges["u"].to_numpy("int64"), edges["v"].to_numpy("int64"))
-    return pd.DataFrame({"node": node, "component": component})
-
-
-def components_local(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Connected components of an in-memory edge list.
-
-    Parameters
-    ----------
-    u, v : numpy.ndarray of int64
-        Edge endpoints, same length.
-
-    Returns
-    -------
-    node : numpy.ndarray of int64
-        Distinct nodes, ascending.
-    component : numpy.ndarray of int64
-        Smallest node of each node's component.
-
-    Raises
-    ------
-    ValueError
-        If `u` and `v` differ in length.
-
-    Notes
-    -----
-    Nodes are relabelled to ``0..n-1`` with :func:`numpy.unique` and solved by
-    :func:`scipy.sparse.csgraph.connected_components`.
-
-    References
-    ----------
-    .. [1] R. Kiveris et al., "Connected Components in MapReduce and Beyond", SoCC 2014.
-    """
-    u, v = np.asarray(u, dtype=np.int64).ravel(), np.asarray(v, dtype=np.int64).ravel()
-    if len(u) != len(v):
-        raise ValueError(f"u and v differ in length: {len(u)} != {len(v)}")
-    node, inv = np.unique(np.concatenate([u, v]), return_inverse=True)
-    if len(node) == 0:
-        return node, node.copy()
-    shape = (len(node), len(node))
-    graph = sp.coo_matrix((np.ones(len(u), np.int8), (inv[: len(u)], inv[len(u) :])), shape=shape)
-    _, labels = _csgraph_components(graph, directed=False)
-    # Nodes are sorted, so the first node carrying each label is its minimum.
-    _, first = np.unique(labels, return_index=True)
-    return node, node[first[labels]]
+    return label_components(edges)
 
 
 def _orient(df: pd.DataFrame) -> pd.DataFrame:

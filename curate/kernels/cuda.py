@@ -254,3 +254,130 @@ def minhash_cuda(offsets, data, seed: int, a, b, width: int, words: bool = False
         )
     _empty_rows_kernel[grid, _BLOCK_2D](out, counts)
     return out, counts
+
+
+@cuda.jit
+def _set_hash_kernel(offsets, data, n_bytes, width, words, hashes, found):
+    # One thread per byte of the batch: the hash of the shingle that starts at that byte, as
+    # curate.kernels.jaccard.shingle_set hashes it (64 bits, seed 0), and whether one does
+    # (every 64-bit value is a possible hash, so none is reserved for "no shingle").
+    p = cuda.grid(1)
+    if p >= n_bytes:
+        return
+    pos = offsets[0] + p
+    d = _doc_of(offsets, pos)
+    lo, hi = window_at(data, offsets[d], pos, offsets[d + 1], width, words)
+    if lo < hi:
+        hashes[p] = murmur3_64(data, lo, hi, np.uint64(0))
+        found[p] = 1
+
+
+@cuda.jit
+def _intersect_kernel(cum, small, large, set_start, set_end, set_hashes, common):
+    # One thread per member of each pair's smaller set (pair e owns threads cum[e - 1]..cum[e] - 1):
+    # a binary search for it in the larger set, counted with an atomic add on a hit.
+    t = cuda.grid(1)
+    n = cum.shape[0]
+    if n == 0 or t >= cum[n - 1]:
+        return
+    lo = 0
+    hi = n - 1
+    while lo < hi:  # the first pair with cum[e] > t
+        mid = (lo + hi) // 2
+        if cum[mid] > t:
+            hi = mid
+        else:
+            lo = mid + 1
+    e = lo
+    s = small[e]
+    value = set_hashes[set_end[s] - (cum[e] - t)]
+    a = set_start[large[e]]
+    b = set_end[large[e]]
+    end = b
+    while a < b:
+        mid = (a + b) // 2
+        if set_hashes[mid] < value:
+            a = mid + 1
+        else:
+            b = mid
+    if a < end and set_hashes[a] == value:
+        cuda.atomic.add(common, e, 1)
+
+
+def jaccard_cuda(offsets, data, x, y, width: int, words: bool = False, xp=np):
+    """Jaccard similarity of documents ``x[i]`` and ``y[i]`` on the GPU; equal to
+    :func:`curate.kernels.jaccard.jaccard_indexed`.
+
+    Every document's shingle set is built once: a thread per text byte hashes the shingle that
+    starts there (:func:`curate.kernels.shingles.window_at`, MurmurHash3_x64_128's first 64 bits,
+    seed 0, as the CPU kernel), then one sort by (document, hash) and a de-duplication give each
+    document its sorted set as a slice of one array. Each pair then gets one thread per member
+    of its smaller set, which binary-searches the larger set: an LSH star's anchor compared with
+    a thousand members, or two books, spread over the device instead of one thread per pair.
+
+    Parameters
+    ----------
+    offsets : array of shape (n_docs + 1,), dtype int32 or int64
+        May start above 0 (a slice of a column).
+    data : array, dtype uint8
+        UTF-8 text buffer.
+    x, y : arrays of shape (n_pairs,), dtype int64
+        Document numbers (``0 <= x[i], y[i] < n_docs``).
+    width : int
+    words : bool, default=False
+    xp : module, default=numpy
+        The array module of the steps between kernels: ``cupy`` on a GPU; numpy under numba's
+        CUDA simulator (tests), where kernels take host arrays.
+
+    Returns
+    -------
+    array of shape (n_pairs,), dtype float64, of ``xp``
+        Values in [0, 1]; 1.0 for two documents without shingles.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` and ``y`` differ in length, or name a document outside the buffer.
+
+    Notes
+    -----
+    Device memory: about 60 bytes per text byte of the buffer at the peak (the per-byte hashes,
+    their positions, the sort keys and order); the caller bounds it by the partition's size.
+    """
+    x, y = xp.asarray(x, dtype=xp.int64), xp.asarray(y, dtype=xp.int64)
+    offsets, data = xp.asarray(offsets), xp.asarray(data)
+    n_docs = len(offsets) - 1
+    if len(x) != len(y):
+        raise ValueError(f"x and y differ in length: {len(x)} != {len(y)}")
+    if len(x) and (int(min(x.min(), y.min())) < 0 or int(max(x.max(), y.max())) >= n_docs):
+        raise ValueError(f"document numbers must be in [0, {n_docs})")
+    base = int(offsets[0])
+    n_bytes = int(offsets[-1]) - base
+    hashes, found = xp.zeros(n_bytes, xp.uint64), xp.zeros(n_bytes, xp.uint8)
+    if n_bytes:
+        # The inputs as device arrays (no copy of cupy's; the simulator would write host arrays back).
+        _set_hash_kernel[_blocks(n_bytes, _BLOCK_1D), _BLOCK_1D](_to_device(offsets), _to_device(data), n_bytes, width, words, hashes, found)
+    at = xp.nonzero(found)[0]
+    hashes = hashes[at]
+    # The document of each shingle: the last one starting at or before its byte (empty ones start where the next does).
+    doc = xp.searchsorted(offsets.astype(xp.int64) - base, at, side="right") - 1
+    del found, at
+    order = xp.lexsort(xp.stack([hashes, doc.astype(xp.uint64)]))
+    hashes, doc = hashes[order], doc[order]
+    del order
+    first = xp.ones(len(hashes), dtype=bool)
+    first[1:] = (hashes[1:] != hashes[:-1]) | (doc[1:] != doc[:-1])
+    hashes, doc = hashes[first], doc[first]
+    every = xp.arange(n_docs)
+    set_start, set_end = xp.searchsorted(doc, every, side="left"), xp.searchsorted(doc, every, side="right")
+    size = set_end - set_start
+    x_smaller = size[x] <= size[y]
+    small, large = xp.where(x_smaller, x, y), xp.where(x_smaller, y, x)
+    cum = xp.cumsum(size[small])
+    common = xp.zeros(len(x), dtype=xp.int64)
+    total = int(cum[-1]) if len(x) else 0
+    if total:
+        _intersect_kernel[_blocks(total, _BLOCK_1D), _BLOCK_1D](cum, small, large, set_start, set_end, hashes, common)
+    union = size[x] + size[y] - common
+    # As the CPU kernel: int64 / int64 in float64; two empty sets are equal.
+    return xp.where(union == 0, 1.0, common / xp.maximum(union, 1))
