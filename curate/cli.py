@@ -202,13 +202,15 @@ def _configure_logging(verbose: bool) -> None:
 
 def _quiet_dask(verbose: bool) -> None:
     """Dask's own logs in this process: its warnings with ``verbose``, else nothing (what matters
-    reaches the client as an exception), nor asyncio's notes on the client's tasks cancelled when
-    a run stops, nor Python warnings (libraries' deprecation notes; the workers' are ignored by
+    reaches the client as an exception), nor asyncio's and tornado's notes on the client's tasks
+    and callbacks cancelled when a run stops (distributed's ``sync`` cancel callback can fail
+    when Ctrl-C lands before its future exists), nor Python warnings (libraries' deprecation notes; the workers' are ignored by
     :class:`curate.cluster.QuietWarnings`). Called once distributed is imported, which sets its
     own levels on import."""
     logging.getLogger("distributed").setLevel(logging.WARNING if verbose else logging.CRITICAL)
     if not verbose:
-        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+        for name in ("asyncio", "tornado"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
         warnings.simplefilter("ignore")
 
 
