@@ -17,7 +17,7 @@ from curate.config import ClusterConfig, FuzzyConfig, IOConfig, RunConfig
 from curate.dedup.exact import ExactDedup
 from curate.dedup.fuzzy import FuzzyDedup
 from curate.dedup.keep import KeepPolicy
-from curate.dedup.keys import DOC, POSITION_BITS, add_doc_keys, align, doc_divisions, drop, fixed_partitions
+from curate.dedup.keys import DOC, add_doc_keys, align, doc_divisions, drop, fixed_partitions, row_keys, with_doc_keys
 from curate.dedup.resolve import empty_groups, resolve
 from curate.io.write import count_rows
 
@@ -148,8 +148,8 @@ def deduplicate(docs: dd.DataFrame, *, mode: str = "both", config: RunConfig | F
     _check_columns(docs, io, keep, io.id_field_given)
     own_keys = DOC not in docs.columns
     if own_keys:
-        docs = fixed_partitions(docs)  # the keys number its partitions and rows
-    keyed = add_doc_keys(docs) if own_keys else docs
+        docs = fixed_partitions(docs)  # the keys number its partitions and rows, and kept drops by them
+    keyed = with_doc_keys(docs) if own_keys else docs
     divisions = doc_divisions(keyed)
     id_field = io.id_field if io.id_field in keyed.columns else DOC
     exact = ExactDedup(text_field=io.text_field, id_field=id_field, keep=keep)
@@ -223,9 +223,7 @@ def _drop_positions(docs: dd.DataFrame, removed: dd.DataFrame, divisions: tuple[
 
 
 def _drop_rows(part, removed, partition_info=None):
-    number = 0 if partition_info is None else partition_info["number"]
-    keys = (np.int64(number) << POSITION_BITS) + np.arange(len(part), dtype=np.int64)
-    gone = np.isin(keys, to_host(removed[DOC]).to_numpy())
+    gone = np.isin(row_keys(part, partition_info), to_host(removed[DOC]).to_numpy())
     return part[~gone]
 
 

@@ -46,7 +46,11 @@ def add_doc_keys(docs: dd.DataFrame) -> dd.DataFrame:
     """
     if DOC in docs.columns:
         raise ValueError(f"docs already has a {DOC!r} column; curate's keys are made by add_doc_keys or read_documents")
-    docs = fixed_partitions(docs)
+    return with_doc_keys(fixed_partitions(docs))
+
+
+def with_doc_keys(docs: dd.DataFrame) -> dd.DataFrame:
+    """:func:`add_doc_keys` of a frame whose partitions are already fixed (:func:`fixed_partitions`)."""
     with_keys = docs.map_partitions(_add_keys, meta=_add_keys(docs._meta, None), partition_info=True, clear_divisions=True)
     return keyed(with_keys, tuple(i << POSITION_BITS for i in range(docs.npartitions)) + ((docs.npartitions << POSITION_BITS) - 1,))
 
@@ -71,10 +75,14 @@ def keyed(frame: dd.DataFrame, divisions: tuple[int, ...]) -> dd.DataFrame:
     return frame.set_index(DOC, drop=False, sorted=True, divisions=divisions).rename_axis(None)
 
 
-def _add_keys(part, partition_info):
+def row_keys(part, partition_info) -> np.ndarray:
+    """The ``_doc`` keys :func:`add_doc_keys` gives the rows of a partition (int64, ``number << 40 | row``)."""
     number = 0 if partition_info is None else partition_info["number"]
-    keys = (np.int64(number) << POSITION_BITS) + np.arange(len(part), dtype=np.int64)
-    part = part.assign(**{DOC: keys})
+    return (np.int64(number) << POSITION_BITS) + np.arange(len(part), dtype=np.int64)
+
+
+def _add_keys(part, partition_info):
+    part = part.assign(**{DOC: row_keys(part, partition_info)})
     return part[[DOC, *(c for c in part.columns if c != DOC)]]
 
 

@@ -122,6 +122,14 @@ def _doc_of(offsets, pos):
     return lo
 
 
+@cuda.jit(device=True)
+def _window_of_byte(offsets, data, p, width, words):
+    # The shingle that starts at byte p of the batch, as (lo, hi) byte offsets; lo == hi where none does.
+    pos = offsets[0] + p
+    d = _doc_of(offsets, pos)
+    return window_at(data, offsets[d], pos, offsets[d + 1], width, words)
+
+
 @cuda.jit
 def _fill_kernel(out, counts, fill):
     i, j = cuda.grid(2)
@@ -138,9 +146,7 @@ def _shingle_hash_kernel(offsets, data, n_bytes, seed, width, words, wide, hashe
     p = cuda.grid(1)
     if p >= n_bytes:
         return
-    pos = offsets[0] + p
-    d = _doc_of(offsets, pos)
-    lo, hi = window_at(data, offsets[d], pos, offsets[d + 1], width, words)
+    lo, hi = _window_of_byte(offsets, data, p, width, words)
     h = np.uint64(0)
     if lo < hi:
         h = max(murmur3_64(data, lo, hi, seed) if wide else murmur3_32(data, lo, hi, seed), np.uint64(1))
@@ -264,9 +270,7 @@ def _set_hash_kernel(offsets, data, n_bytes, width, words, hashes, found):
     p = cuda.grid(1)
     if p >= n_bytes:
         return
-    pos = offsets[0] + p
-    d = _doc_of(offsets, pos)
-    lo, hi = window_at(data, offsets[d], pos, offsets[d + 1], width, words)
+    lo, hi = _window_of_byte(offsets, data, p, width, words)
     if lo < hi:
         hashes[p] = murmur3_64(data, lo, hi, np.uint64(0))
         found[p] = 1
