@@ -93,7 +93,7 @@ class Deduplication:
 def deduplicate(docs: dd.DataFrame, *, mode: str = "both", config: RunConfig | FuzzyConfig | None = None, **options) -> Deduplication:
     """Remove exact and near-duplicate documents from a Dask DataFrame, lazily.
 
-    Runs exact dedup (md5 digests; byte equality confirmed), then fuzzy dedup (MinHash + LSH,
+    Runs exact dedup (md5 digests, confirmed by SHA-256 and length), then fuzzy dedup (MinHash + LSH,
     verified by the true Jaccard similarity) on what exact dedup kept, then resolves the two,
     exactly as ``curate dedup`` does with the same options, and gives the same kept documents.
     Building the result computes nothing; call :meth:`Deduplication.compute` (or compute or

@@ -24,7 +24,7 @@ from dask.utils import Dispatch
 from curate.kernels import components as _components
 from curate.kernels import jaccard as _jaccard
 from curate.kernels import lsh as _lsh
-from curate.kernels import md5 as _md5
+from curate.kernels import digests as _digests
 from curate.kernels import minhash as _minhash
 
 BACKENDS = {
@@ -40,6 +40,7 @@ GPU_INSTALL_HINT = "pip install 'curate[gpu-cu13]' (CUDA 13) or 'curate[gpu-cu12
 
 text_buffers = Dispatch("text_buffers")
 md5_hex = Dispatch("md5_hex")
+sha256_hex = Dispatch("sha256_hex")
 normalize_text = Dispatch("normalize_text")
 minhash_signatures = Dispatch("minhash_signatures")
 band_buckets = Dispatch("band_buckets")
@@ -55,7 +56,7 @@ def _register_cudf():
     import curate.backend_cudf  # noqa: F401  (registers the cudf and cupy implementations)
 
 
-for _dispatch in (text_buffers, md5_hex, normalize_text, minhash_signatures, jaccard, greedy_representatives, label_components, to_host, to_arrow, parquet_engine):
+for _dispatch in (text_buffers, md5_hex, sha256_hex, normalize_text, minhash_signatures, jaccard, greedy_representatives, label_components, to_host, to_arrow, parquet_engine):
     _dispatch.register_lazy("cudf", _register_cudf)
 band_buckets.register_lazy("cupy", _register_cudf)
 
@@ -217,11 +218,21 @@ def text_buffers_pandas(text: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 
 @md5_hex.register(pd.Series)
 def md5_hex_pandas(text: pd.Series) -> pd.Series:
-    """Hex digest of each string's UTF-8 bytes: md5, chunked for long texts (:mod:`curate.kernels.md5`).
+    """Hex md5 (32 digits) of each string's UTF-8 bytes, chunked for long texts (:mod:`curate.kernels.digests`).
 
     Nulls hash as empty strings; the GPU backend computes the same digests.
     """
-    return pd.Series(_md5.md5_hex(*text_buffers(text)), index=text.index, dtype="str")
+    return pd.Series(_digests.hex_digests(*text_buffers(text), "md5"), index=text.index, dtype="str")
+
+
+@sha256_hex.register(pd.Series)
+def sha256_hex_pandas(text: pd.Series) -> pd.Series:
+    """Hex SHA-256 (64 digits) of each string's UTF-8 bytes, chunked as :func:`md5_hex_pandas`.
+
+    Exact dedup's second, independent digest: with the md5 and the length it stands for the
+    text, which then never moves. Nulls hash as empty strings; the GPU backend computes the same digests.
+    """
+    return pd.Series(_digests.hex_digests(*text_buffers(text), "sha256"), index=text.index, dtype="str")
 
 
 PUNCTUATION = r"\p{P}+"

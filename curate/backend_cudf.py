@@ -5,8 +5,8 @@ Imported only when a cudf partition (or a cupy array) first reaches a dispatcher
 
 Where the work happens (see the README's "GPU" section):
 
-- on the GPU with cudf's own operation: md5 (libcudf's md5 over the chunks of
-  :mod:`curate.kernels.md5`, so long documents do not serialise it), MinHash of
+- on the GPU with cudf's own operation: md5 and SHA-256 (libcudf's, over the chunks of
+  :mod:`curate.kernels.digests`, so long documents do not serialise them), MinHash of
   character n-grams with ``width >= 2`` (``str.minhash``, the libcudf ``nvtext::minhash`` /
   ``minhash64`` that the CPU kernel reproduces);
 - on the GPU with cudf's string operations and a character map taken from the CPU path:
@@ -38,6 +38,7 @@ from curate.backend import (
     jaccard,
     label_components,
     md5_hex,
+    sha256_hex,
     minhash_signatures,
     normalize_text,
     normalize_text_pandas,
@@ -49,7 +50,7 @@ from curate.backend import (
 )
 from curate.kernels.components import components_device
 from curate.kernels.cuda import band_buckets_cuda, jaccard_cuda, minhash_cuda
-from curate.kernels.md5 import MD5_CHUNK_BYTES, chunk_offsets
+from curate.kernels.digests import CHUNK_BYTES, chunk_offsets
 
 
 @to_host.register((cudf.DataFrame, cudf.Series, cudf.Index))
@@ -106,12 +107,21 @@ def _strings(offsets: cupy.ndarray, chars) -> plc.Column:
 
 @md5_hex.register(cudf.Series)
 def md5_hex_cudf(text: cudf.Series) -> cudf.Series:
-    """Hex digest of each string's UTF-8 bytes, the digests of :func:`curate.backend.md5_hex_pandas`.
+    """Hex md5 of each string's UTF-8 bytes, the digests of :func:`curate.backend.md5_hex_pandas`."""
+    return _chunked_hex(text, plc.hashing.md5, 32)
 
-    libcudf's md5 runs once over every ``MD5_CHUNK_BYTES`` chunk of the texts (a strings column
-    over the texts' own bytes), then once over each long text's concatenated chunk digests (a
-    strings column over the first digests' bytes); a text of one chunk keeps its chunk's digest.
-    """
+
+@sha256_hex.register(cudf.Series)
+def sha256_hex_cudf(text: cudf.Series) -> cudf.Series:
+    """Hex SHA-256 of each string's UTF-8 bytes, the digests of :func:`curate.backend.sha256_hex_pandas`."""
+    return _chunked_hex(text, plc.hashing.sha256, 64)
+
+
+def _chunked_hex(text: cudf.Series, hash_rows, width: int) -> cudf.Series:
+    # The chunked digest of curate.kernels.digests: libcudf's hash runs once over every
+    # CHUNK_BYTES chunk of the texts (a strings column over the texts' own bytes), then once over
+    # each long text's concatenated chunk digests (a strings column over the first digests'
+    # bytes, ``width`` hex characters each); a text of one chunk keeps its chunk's digest.
     offsets, data = text_buffers(text)
     if len(offsets) == 1:
         return cudf.Series([], index=text.index, dtype="str")
@@ -119,11 +129,10 @@ def md5_hex_cudf(text: cudf.Series) -> cudf.Series:
     offsets = offsets.astype(np.int64) - start
     # A column needs a buffer even when every text is empty.
     chars = plc.gpumemoryview(data[start:end] if end > start else cupy.zeros(1, np.uint8))
-    bounds, per_doc, first = chunk_offsets(offsets, MD5_CHUNK_BYTES, cupy)
-    chunks = plc.hashing.md5(plc.Table([_strings(bounds, chars)]))
-    # Each hex digest is 32 bytes, so a document's digests are 32 * per_doc contiguous bytes.
-    joined = cupy.concatenate([cupy.zeros(1, np.int64), 32 * cupy.cumsum(per_doc)])
-    of_chunks = plc.hashing.md5(plc.Table([_strings(joined, chunks.data())]))
+    bounds, per_doc, first = chunk_offsets(offsets, CHUNK_BYTES, cupy)
+    chunks = hash_rows(plc.Table([_strings(bounds, chars)]))
+    joined = cupy.concatenate([cupy.zeros(1, np.int64), width * cupy.cumsum(per_doc)])
+    of_chunks = hash_rows(plc.Table([_strings(joined, chunks.data())]))
     one_chunk = plc.copying.gather(plc.Table([chunks]), plc.Column.from_cuda_array_interface(first), plc.copying.OutOfBoundsPolicy.DONT_CHECK)
     digests = plc.copying.copy_if_else(
         of_chunks, one_chunk.columns()[0], plc.Column.from_cuda_array_interface(per_doc > 1)

@@ -83,7 +83,7 @@ step "CPU checks of the GPU code, on this host's libraries"
 # skips where a device is present, since numba-cuda then compiles for it (the tests above).
 (cd "$REPO" && timeout 120 "$PYTHON" -m pytest -p no:cacheprovider -rs -q -k "not simulator" \
     --junitxml="$RESULTS/pytest-cpu-checks.xml" tests/test_gpu_config.py tests/test_backend_dispatch.py \
-    tests/test_md5.py tests/test_cuda_kernels.py tests/test_normalize_device.py) || failed=1
+    tests/test_digests.py tests/test_cuda_kernels.py tests/test_normalize_device.py) || failed=1
 
 if [[ ${BENCH:-1} != 0 ]]; then
     step "benchmark"

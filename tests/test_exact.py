@@ -23,6 +23,16 @@ def test_digest_collision_never_merges_different_texts(monkeypatch):
     assert dict(zip(groups._id, groups._rep_id)) == {"a1": "a1", "a3": "a1", "a12": "a1", "a6": "a6", "a8": "a6"}
 
 
+def test_md5_and_length_match_but_sha256_differs(monkeypatch, tmp_path):
+    # Same md5 and same byte length (a1's text, reversed): the SHA-256 of the bytes tells them apart.
+    monkeypatch.setattr("curate.dedup.exact.md5_hex", lambda text: pd.Series("0" * 32, index=text.index, dtype="str"))
+    text = "the same bytes in another order"
+    records = [{"id": "x", "text": text}, {"id": "y", "text": text[::-1]}, {"id": "z", "text": text}]
+    docs = read_documents(str(write_jsonl(tmp_path / "d.jsonl", records)))
+    groups = ExactDedup(keep=KeepPolicy("longest"))(docs).compute(scheduler="sync")
+    assert dict(zip(groups._id, groups._rep_id)) == {"x": "x", "z": "x"}
+
+
 def test_keep_column_may_be_the_id_column():
     docs = read_documents(str(FIXTURES / "docs.jsonl"))
     groups = ExactDedup(keep=KeepPolicy("max", "id"))(docs).compute(scheduler="sync")
@@ -35,9 +45,9 @@ def _shuffled_bytes(client) -> int:
     return int(metrics.get(("p2p", "foreground", "shards", "bytes"), 0))
 
 
-def test_only_keys_and_digests_are_shuffled(client, tmp_path):
-    # 300 documents of 20 kB, a third of them copies: the digests shuffle some 50 bytes a document,
-    # the texts of the copies are read where they lie and only those are shuffled.
+def test_no_text_is_shuffled(client, tmp_path):
+    # 300 documents of 20 kB, a third of them copies: digests, lengths, keys and ids are
+    # shuffled, some 240 bytes a document in P2P shards (1% of these 20 kB texts); no text is.
     import random
 
     rng = random.Random(0)
@@ -47,7 +57,9 @@ def test_only_keys_and_digests_are_shuffled(client, tmp_path):
     text_bytes = sum(len(r["text"]) for r in records)
     with dask.config.set({"dataframe.shuffle.method": "p2p"}):
         before = _shuffled_bytes(client)
-        candidates = ExactDedup().candidates(docs).compute()
-        digests = _shuffled_bytes(client) - before
-    assert sorted(candidates._doc) == sorted(docs._doc.compute()[[i % 200 < 100 for i in range(300)]])
-    assert digests < text_bytes / 100
+        groups = ExactDedup().run(docs).compute()
+        shuffled = _shuffled_bytes(client) - before
+    assert sorted(groups._doc) == sorted(docs._doc.compute()[[i % 200 < 100 for i in range(300)]])
+    assert len(set(groups._rep)) == 100
+    # Before, the copies' texts (4 MB, two thirds of the corpus) were shuffled to be compared.
+    assert shuffled < text_bytes / 50

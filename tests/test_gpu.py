@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from curate import backend
 from curate.cli import main
-from curate.kernels.md5 import MD5_CHUNK_BYTES
+from curate.kernels.digests import CHUNK_BYTES
 from curate.kernels.minhash import permutations
 from tests.conftest import FIXTURES, shared_corpus
 from tests.cuda_simulator_check import EXTRA, LONG
@@ -44,7 +44,7 @@ def texts() -> pd.Series:
             for line in (FIXTURES / "docs.jsonl").read_text().splitlines()
         ]
     # Long texts: several md5 chunks, several segments of the MinHash kernel's reduction.
-    long = [LONG * 10, "x" * MD5_CHUNK_BYTES, "y" * (MD5_CHUNK_BYTES + 1)]
+    long = [LONG * 10, "x" * CHUNK_BYTES, "y" * (CHUNK_BYTES + 1)]
     return pd.Series(real + EXTRA + long + [None], dtype="str")
 
 
@@ -67,18 +67,17 @@ def host(array):
     return cupy.asnumpy(array) if isinstance(array, cupy.ndarray) else np.asarray(array)
 
 
-def test_md5(texts):
-    assert (
-        backend.md5_hex(on_gpu(texts)).to_pandas().tolist()
-        == backend.md5_hex(texts).tolist()
-    )
+@pytest.mark.parametrize("digest", [backend.md5_hex, backend.sha256_hex])
+def test_digests(texts, digest):
+    assert digest(on_gpu(texts)).to_pandas().tolist() == digest(texts).tolist()
 
 
-def test_md5_of_books_and_a_slice(books):
+@pytest.mark.parametrize("digest", [backend.md5_hex, backend.sha256_hex])
+def test_digests_of_books_and_a_slice(books, digest):
     # A slice of a column: its offsets do not start at 0.
     for series in (books, books.iloc[3:17]):
-        gpu = backend.md5_hex(on_gpu(series))
-        assert gpu.to_pandas().tolist() == backend.md5_hex(series).tolist()
+        gpu = digest(on_gpu(series))
+        assert gpu.to_pandas().tolist() == digest(series).tolist()
         assert gpu.index.to_pandas().tolist() == series.index.tolist()
 
 

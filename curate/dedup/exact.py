@@ -1,31 +1,29 @@
-"""Exact dedup: md5 of the text bytes, shuffle of the digests, byte equality confirmed per group."""
+"""Exact dedup: two digests and the length of each text, computed where it lies; one shuffle of those."""
 
 import dask.dataframe as dd
 import pandas as pd
 
-from curate.backend import md5_hex, to_host
+from curate.backend import md5_hex, sha256_hex, text_buffers, to_host
 from curate.dedup.groups import group_frame, group_meta
-from curate.dedup.keep import KeepPolicy
-from curate.dedup.keys import select
+from curate.dedup.keep import LENGTH, KeepPolicy
 from curate.dedup.stages import Stage, build_now
 from curate.io.read import DOC
 
 MD5 = "_md5"
+SHA256 = "_sha256"
 
 
 class ExactDedup:
-    """Find groups of documents with byte-identical text.
+    """Find groups of documents with byte-identical text; no text is shuffled.
 
-    Two steps, so that texts never travel with the digests:
-
-    1. :meth:`candidates`: each document's UTF-8 text is hashed with md5, chunked above 4 KiB
-       (see :mod:`curate.kernels.md5`; the same digest on both backends) where it lies, and only ``(_doc,
-       digest)`` pairs are shuffled on the digest; documents whose digest is shared are the
-       candidates.
-    2. :meth:`groups`: the candidates' rows are selected where they lie and only they, with their
-       texts (a small share of the corpus), are shuffled on the digest; within a digest group only documents whose text is byte-for-byte
-       equal are grouped, so a digest collision never merges different texts. The keep policy
-       picks each group's representative.
+    1. :meth:`candidates`: where each document lies, its UTF-8 text gets two independent
+       digests, md5 and SHA-256 (chunked above 4 KiB, :mod:`curate.kernels.digests`; the same
+       on both backends), and its length in bytes. Only these, the key, the id and the keep
+       policy's column (some 150 bytes a document) are shuffled on the md5; documents whose md5
+       another shares are the candidates.
+    2. :meth:`groups`: within each md5 group, documents are grouped only where SHA-256 and length
+       agree too, so an md5 collision never merges different texts (no pair of texts colliding in
+       md5 and SHA-256 at once is known). The keep policy picks each group's representative.
 
     Parameters
     ----------
@@ -46,35 +44,36 @@ class ExactDedup:
         return f"ExactDedup(keep={self.keep})"
 
     def columns(self) -> list[str]:
-        """The document columns :meth:`groups` reads: ``_doc``, the id, the text and the keep policy's column."""
+        """The document columns :meth:`candidates` reads: ``_doc``, the id, the text and the keep policy's column."""
         return list(dict.fromkeys([DOC, self.id_field, self.text_field, *self.keep.columns()]))
 
     def candidates(self, docs: dd.DataFrame) -> dd.DataFrame:
-        """Documents whose md5 digest another document shares.
+        """Fingerprints of the documents whose md5 digest another document shares.
 
         Parameters
         ----------
         docs : dask.dataframe.DataFrame
-            Columns ``_doc`` (int64, unique) and the text field.
+            A document frame with :meth:`columns`.
 
         Returns
         -------
         dask.dataframe.DataFrame
-            ``_doc`` (int64) and ``_md5`` (str, 32 hex digits), one row per candidate; partitioned
-            by digest. Only these two columns are shuffled: about 50 bytes per document.
+            ``_doc`` (int64), the id, the keep policy's column, ``_md5`` (str, 32 hex digits),
+            ``_sha256`` (str, 64 hex digits), ``_length`` (int64, UTF-8 bytes); one row per
+            candidate, partitioned by md5 (every document of an md5 group in one partition).
         """
-        meta = {DOC: "int64", MD5: "str"}  # a description: Dask builds it in the partitions' backend
-        digests = docs[[DOC, self.text_field]].map_partitions(_digests, self.text_field, meta=meta)
-        return digests.shuffle(MD5).map_partitions(_shared, meta=meta)
+        kept = [c for c in self.columns() if c != self.text_field]
+        meta = {**docs._meta[kept].dtypes.to_dict(), MD5: "str", SHA256: "str", LENGTH: "int64"}  # built in the partitions' backend
+        fingerprints = docs[self.columns()].map_partitions(_fingerprints, kept, self.text_field, meta=meta)
+        return fingerprints.shuffle(MD5).map_partitions(_shared, meta=meta)
 
-    def groups(self, members: dd.DataFrame) -> dd.DataFrame:
-        """Duplicate groups of the candidates, confirmed on their bytes.
+    def groups(self, candidates: dd.DataFrame) -> dd.DataFrame:
+        """Duplicate groups of the candidates, each partition on its own.
 
         Parameters
         ----------
-        members : dask.dataframe.DataFrame
-            The candidates of :meth:`candidates` with their :meth:`columns` (``_md5`` and the
-            documents' ``_doc``, id, text and keep column), in any partitioning.
+        candidates : dask.dataframe.DataFrame
+            :meth:`candidates`, in its partitioning.
 
         Returns
         -------
@@ -84,17 +83,11 @@ class ExactDedup:
             representative has ``_rep == _doc``. Pandas partitions whatever the backend: groups
             are small next to the corpus.
         """
-        members = members[[*self.columns(), MD5]]
-        return members.shuffle(MD5).map_partitions(
-            _exact_groups, self.text_field, self.id_field, self.keep, meta=to_host(group_meta(members[self.id_field]._meta))
-        )
+        meta = to_host(group_meta(candidates[self.id_field]._meta))
+        return candidates.map_partitions(_exact_groups, self.id_field, self.keep, meta=meta)
 
     def run(self, docs: dd.DataFrame, stage: Stage = build_now, candidates: dd.DataFrame | None = None) -> dd.DataFrame:
-        """Duplicate groups of ``docs``, each step through ``stage`` (see :mod:`curate.dedup.stages`).
-
-        :meth:`candidates` (unless given: ``curate dedup`` finds them in its first pass over the
-        input), then :meth:`groups` of the candidates' rows, selected where they lie
-        (:func:`curate.dedup.keys.select`), so that only their texts are shuffled.
+        """Duplicate groups of ``docs`` through ``stage`` (see :mod:`curate.dedup.stages`).
 
         Parameters
         ----------
@@ -102,28 +95,30 @@ class ExactDedup:
             A document frame (:mod:`curate.dedup.keys`) with :meth:`columns`.
         stage : callable, default=:func:`curate.dedup.stages.build_now`
         candidates : dask.dataframe.DataFrame, optional
-            :meth:`candidates` of ``docs``.
+            :meth:`candidates` of ``docs``, unless computed here: ``curate dedup`` finds them in
+            its first pass over the input.
         """
-        if candidates is None:
-            candidates = self.candidates(docs)
-        return stage("exact", {"keep": str(self.keep)}, lambda: self.groups(select(docs[self.columns()], candidates, (MD5,))))
+        return stage("exact", {"keep": str(self.keep)}, lambda: self.groups(self.candidates(docs) if candidates is None else candidates))
 
     def __call__(self, docs: dd.DataFrame) -> dd.DataFrame:
         """Duplicate groups of ``docs`` (a document frame with :meth:`columns`), lazily: :meth:`run`."""
         return self.run(docs)
 
 
-def _digests(part, text_field: str):
-    return type(part)({DOC: part[DOC], MD5: md5_hex(part[text_field])})
+def _fingerprints(part, kept: list[str], text_field: str):
+    text = part[text_field]
+    offsets, _ = text_buffers(text)
+    return part[kept].assign(**{MD5: md5_hex(text), SHA256: sha256_hex(text), LENGTH: offsets[1:] - offsets[:-1]})
 
 
 def _shared(part):
     return part[part[MD5].duplicated(keep=False)]
 
 
-def _exact_groups(part: pd.DataFrame, text_field: str, id_field: str, keep: KeepPolicy) -> pd.DataFrame:
-    part = keep.sort(to_host(part), [MD5], text_field)
-    # Group on the text itself inside each digest group: byte equality, not digest equality.
-    first = part.groupby([MD5, text_field], sort=False)[[DOC, id_field]].transform("first")
-    size = part.groupby([MD5, text_field], sort=False)[DOC].transform("size")
+def _exact_groups(part: pd.DataFrame, id_field: str, keep: KeepPolicy) -> pd.DataFrame:
+    part = keep.sort(to_host(part), [MD5])
+    # Within an md5 group, only texts that also agree in SHA-256 and length are the same text.
+    same = part.groupby([MD5, SHA256, LENGTH], sort=False)
+    first = same[[DOC, id_field]].transform("first")
+    size = same[DOC].transform("size")
     return group_frame(part[DOC], first[DOC], part[id_field], first[id_field], 1.0)[(size > 1).to_numpy()]

@@ -8,7 +8,7 @@ from curate.backend import text_buffers
 from curate.config import check_keep, parse_keep
 from curate.io.read import DOC
 
-_LENGTH = "_length"
+LENGTH = "_length"
 
 
 @dataclass(frozen=True)
@@ -48,16 +48,27 @@ class KeepPolicy:
         """Input columns the policy reads besides ``_doc`` and the text."""
         return [self.column] if self.column else []
 
-    def sort(self, part: pd.DataFrame, by: list[str], text_field: str) -> pd.DataFrame:
-        """Sort a partition by ``by`` (group keys), then best first within each group."""
+    def measure(self, part, text_field: str):
+        """``part`` with what :meth:`sort` needs from the text, computed where the text lies.
+
+        For ``longest``: a ``_length`` column (int64, UTF-8 bytes of ``text_field``), so that
+        the text itself need not travel to where groups are sorted. Other rules: ``part``.
+        """
+        if self.rule != "longest":
+            return part
+        offsets, _ = text_buffers(part[text_field])
+        return part.assign(**{LENGTH: offsets[1:] - offsets[:-1]})
+
+    def sort(self, part: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+        """Sort a partition by ``by`` (group keys), then best first within each group.
+
+        ``longest`` sorts by the ``_length`` column of :meth:`measure`.
+        """
         keys, ascending = list(by), [True] * len(by)
         if self.rule == "longest":
-            offsets, _ = text_buffers(part[text_field])
-            part = part.assign(**{_LENGTH: offsets[1:] - offsets[:-1]})
-            keys.append(_LENGTH)
+            keys.append(LENGTH)
             ascending.append(False)
         elif self.column:
             keys.append(self.column)
             ascending.append(self.rule == "min")
-        part = part.sort_values(keys + [DOC], ascending=ascending + [True], na_position="last", kind="stable")
-        return part.drop(columns=[_LENGTH]) if self.rule == "longest" else part
+        return part.sort_values(keys + [DOC], ascending=ascending + [True], na_position="last", kind="stable")

@@ -55,7 +55,7 @@ def component_groups(
 
 
 def _split(part, text_field, id_field, keep, config):
-    part = keep.sort(to_host(part), [COMPONENT], text_field)
+    part = keep.sort(keep.measure(to_host(part), text_field), [COMPONENT])
     component = part[COMPONENT].to_numpy()
     starts = np.flatnonzero(np.r_[True, component[1:] != component[:-1]])
     group_starts = np.append(starts, len(part)).astype(np.int64)

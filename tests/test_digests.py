@@ -1,4 +1,4 @@
-"""The exact-dedup digest (curate.kernels.md5) against a reference written with hashlib alone."""
+"""The exact-dedup digests (curate.kernels.digests: md5, SHA-256) against a reference written with hashlib alone."""
 
 import hashlib
 
@@ -7,18 +7,26 @@ import pandas as pd
 import pytest
 
 from curate import backend
-from curate.kernels.md5 import MD5_CHUNK_BYTES, chunk_offsets, md5_hex
+from curate.kernels.digests import CHUNK_BYTES, chunk_offsets, hex_digests
 
-C = MD5_CHUNK_BYTES
+C = CHUNK_BYTES
 
 
-def reference(text: str) -> str:
-    """Plain md5 up to C bytes; above, md5 of the hex md5s of the C-byte slices, concatenated."""
-    raw = text.encode("utf-8")
+ALGORITHMS = {"md5": backend.md5_hex, "sha256": backend.sha256_hex}
+
+
+@pytest.fixture(params=sorted(ALGORITHMS))
+def algorithm(request):
+    return request.param
+
+
+def reference(text: str, algorithm: str) -> str:
+    """Plain digest up to C bytes; above, the digest of the hex digests of the C-byte slices, concatenated."""
+    raw, h = text.encode("utf-8"), getattr(hashlib, algorithm)
     if len(raw) <= C:
-        return hashlib.md5(raw).hexdigest()
+        return h(raw).hexdigest()
     parts = [raw[i : i + C] for i in range(0, len(raw), C)]
-    return hashlib.md5("".join(hashlib.md5(p).hexdigest() for p in parts).encode()).hexdigest()
+    return h("".join(h(p).hexdigest() for p in parts).encode()).hexdigest()
 
 
 def texts() -> list[str]:
@@ -28,36 +36,37 @@ def texts() -> list[str]:
     return ["", "x", "a" * (C - 1), "a" * C, "a" * (C + 1), "", cut, "é" * C, "z" * (2 * C), "z" * (2 * C + 1), "ab " * 9000, "short"]
 
 
-def test_short_texts_keep_their_plain_md5():
+def test_short_texts_keep_their_plain_digest(algorithm):
     for text in ["", "x", "naïve café", "a" * C]:
-        assert backend.md5_hex(pd.Series([text], dtype="str")).tolist() == [hashlib.md5(text.encode()).hexdigest()]
+        expected = [hashlib.new(algorithm, text.encode()).hexdigest()]
+        assert ALGORITHMS[algorithm](pd.Series([text], dtype="str")).tolist() == expected
 
 
-def test_digests_equal_the_hashlib_reference():
+def test_digests_equal_the_hashlib_reference(algorithm):
     series = pd.Series(texts(), dtype="str")
-    assert backend.md5_hex(series).tolist() == [reference(t) for t in texts()]
+    assert ALGORITHMS[algorithm](series).tolist() == [reference(t, algorithm) for t in texts()]
 
 
-def test_long_texts_differ_by_one_byte_give_different_digests():
+def test_long_texts_differ_by_one_byte_give_different_digests(algorithm):
     long = "q" * (3 * C)
     changed = long[: 2 * C] + "r" + long[2 * C + 1 :]
-    a, b = backend.md5_hex(pd.Series([long, changed], dtype="str")).tolist()
+    a, b = ALGORITHMS[algorithm](pd.Series([long, changed], dtype="str")).tolist()
     assert a != b
 
 
-def test_nulls_hash_as_empty_strings_and_the_index_is_kept():
+def test_nulls_hash_as_empty_strings_and_the_index_is_kept(algorithm):
     series = pd.Series(["a" * (C + 5), None, "b"], index=[7, 3, 9], dtype="str")
-    digests = backend.md5_hex(series)
+    digests = ALGORITHMS[algorithm](series)
     assert digests.index.tolist() == [7, 3, 9]
-    assert digests.tolist() == [reference("a" * (C + 5)), reference(""), reference("b")]
+    assert digests.tolist() == [reference("a" * (C + 5), algorithm), reference("", algorithm), reference("b", algorithm)]
 
 
-def test_a_slice_of_a_buffer():
+def test_a_slice_of_a_buffer(algorithm):
     # A partition's chunk: offsets that do not start at byte 0.
     encoded = [t.encode() for t in texts()]
     offsets = np.r_[0, np.cumsum([len(e) for e in encoded])].astype(np.int64)
     data = np.frombuffer(b"".join(encoded), np.uint8)
-    assert md5_hex(offsets[4:10], data) == [reference(t) for t in texts()[4:9]]
+    assert hex_digests(offsets[4:10], data, algorithm) == [reference(t, algorithm) for t in texts()[4:9]]
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
