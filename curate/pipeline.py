@@ -36,10 +36,11 @@ from curate.config import RunConfig
 from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy
 from curate.dedup.keys import drop
 from curate.dedup.resolve import REMOVED_COLUMNS, coalesce, empty_groups, resolve
-from curate.io import DOC, count_rows, read_documents, write_documents, write_table
+from curate.io import count_rows, read_documents, write_documents, write_table
 from curate.io.write import output_compression
-from curate.io.read import POSITION_BITS, expand_paths, source_names, split_rejected
+from curate.io.read import expand_paths, source_names, split_rejected
 from curate.io.rejected import REJECTED_SCHEMA, mark_repeated_ids, reject_repeated_ids, rejected_rows, repeated_ids_error
+from curate.schema import DOC, POSITION_BITS
 from curate.stages import StageStore, input_fingerprint, read_stage_frame, remove_stages, stage_key
 
 logger = logging.getLogger(__name__)

@@ -19,7 +19,8 @@ import pandas as pd
 from fsspec.core import url_to_fs
 
 from curate.diff import Diff, word_diff
-from curate.io.read import POSITION_BITS, read_records, source_names
+from curate.io.read import read_records, source_names
+from curate.schema import POSITION_BITS
 from curate.stages import modified
 
 

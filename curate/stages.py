@@ -26,7 +26,8 @@ import pyarrow.parquet as pq
 from dask.utils import format_bytes
 
 from curate.backend import from_arrow
-from curate.io.read import DOC, expand_paths
+from curate.io.read import expand_paths
+from curate.schema import DOC
 
 logger = logging.getLogger(__name__)
 

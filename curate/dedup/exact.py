@@ -8,7 +8,7 @@ from curate.dedup.groups import group_frame, group_meta
 from curate.dedup.keep import KeepPolicy
 from curate.dedup.keys import select
 from curate.dedup.stages import Stage, build_now
-from curate.io.read import DOC
+from curate.schema import DOC
 
 MD5 = "_md5"
 

@@ -11,7 +11,7 @@ from curate.dedup.minhash import lsh_buckets
 from curate.dedup.representatives import component_groups
 from curate.dedup.stages import Stage, build_now
 from curate.dedup.verify import JACCARD, score_edges, verify_edges
-from curate.io.read import DOC
+from curate.schema import DOC
 
 
 class FuzzyDedup:

@@ -6,8 +6,8 @@ import pandas as pd
 
 from curate.backend import band_buckets, minhash_signatures, normalize_text
 from curate.config import FuzzyConfig
-from curate.io.read import DOC
 from curate.kernels.minhash import permutations
+from curate.schema import DOC
 
 BUCKET = "_bucket"
 _CHUNK_DOCS = 32_768  # bounds the (docs, hashes) signature block held at once

@@ -17,7 +17,7 @@ from curate.dedup.groups import group_frame, group_meta
 from curate.dedup.keep import KeepPolicy
 from curate.dedup.keys import select
 from curate.dedup.minhash import prepare_text
-from curate.io.read import DOC
+from curate.schema import DOC
 
 COMPONENT = "component"
 

@@ -48,15 +48,11 @@ from curate.io.records import (
     python_rows,
     record_lines,
 )
+from curate.schema import DOC, POSITION_BITS, REJECT_COLUMNS
 
 logger = logging.getLogger(__name__)
 
-DOC = "_doc"
-# Columns of a skip-mode read: the record's line (JSONL, 1-based) or row (Parquet, 0-based), and,
-# for a rejected record, what is wrong (kind, field, reason) and the record itself (bytes).
-REJECT_COLUMNS = ("_line", "_kind", "_field", "_reason", "_record")
-_REJECT_TYPES = (pa.int64(), pa.string(), pa.string(), pa.string(), pa.binary())
-POSITION_BITS = 40  # _doc = file_index << POSITION_BITS | position
+_REJECT_TYPES = (pa.int64(), pa.string(), pa.string(), pa.string(), pa.binary())  # of REJECT_COLUMNS
 
 
 @dataclass(frozen=True)
