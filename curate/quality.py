@@ -22,7 +22,7 @@ import pandas as pd
 
 from curate.backend import text_buffers
 from curate.config import FuzzyConfig
-from curate.dedup.minhash import prepare_text
+from curate.dedup.text import prepare_text
 from curate.kernels.allpairs import all_pairs, shingle_sets
 
 

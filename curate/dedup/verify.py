@@ -6,7 +6,7 @@ import numpy as np
 from curate.backend import jaccard, to_host
 from curate.config import FuzzyConfig
 from curate.dedup.keys import select
-from curate.dedup.minhash import prepare_text
+from curate.dedup.text import prepare_text
 from curate.schema import DOC
 
 JACCARD = "jaccard"
