@@ -1,6 +1,6 @@
 """One dedup run: read -> exact -> fuzzy -> removal -> outputs, with counts and timings.
 
-Stage results go to ``OUT/_stages/<stage>/`` (Parquet, see :mod:`curate.stages`) and are read
+Stage results go to ``OUT/_stages/<stage>/`` (Parquet, see :mod:`curate.checkpoints`) and are read
 back, so each stage starts from data on disk rather than from a growing task graph, and a
 resumed run starts from the last finished stage. Everything per document stays in Dask
 partitions: the client collects counts, never lists of documents. The final outputs are
@@ -30,6 +30,7 @@ from distributed import get_client
 
 from curate import __version__
 from curate.backend import on_host, to_host, to_parquet
+from curate.checkpoints import StageStore, input_fingerprint, read_stage_frame, remove_stages, stage_key
 from curate.checks import OUTPUTS, PARTIAL, STAGES, check_output
 from curate.cluster import gather
 from curate.config import RunConfig
@@ -41,7 +42,6 @@ from curate.io.write import output_compression
 from curate.io.read import expand_paths, source_names, split_rejected
 from curate.io.rejected import REJECTED_SCHEMA, mark_repeated_ids, reject_repeated_ids, rejected_rows, repeated_ids_error
 from curate.schema import DOC, POSITION_BITS
-from curate.stages import StageStore, input_fingerprint, read_stage_frame, remove_stages, stage_key
 
 logger = logging.getLogger(__name__)
 # source and position locate each group member in the input (curate report reads texts from there).

@@ -21,7 +21,7 @@ from fsspec.core import url_to_fs
 from curate.diff import Diff, word_diff
 from curate.io.read import read_records, source_names
 from curate.schema import POSITION_BITS
-from curate.stages import modified
+from curate.checkpoints import modified
 
 
 @dataclass(frozen=True)
