@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # imported inside the commands that use them: they cost start
     from rich.console import Console
     from rich.text import Text
 
-    from curate.review import Pair, RunOutput
+    from curate.review.inspect import Pair, RunOutput
 
 
 
@@ -132,7 +132,7 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
         raise click.exceptions.Exit(130) from None
     print_summary(summary, out_dir)
     if with_report:
-        from curate.report import write_report
+        from curate.review.report import write_report
 
         click.echo(f"report: {write_report(out_dir)}")
 
@@ -263,8 +263,8 @@ def report(out_dir, groups, sample, seed, force):
     Texts are read from the run's input files (only those shown); a file moved or changed since
     the run is named in a warning and on the page instead.
     """
-    from curate.report import write_report
-    from curate.review import RunOutput
+    from curate.review.report import write_report
+    from curate.review.inspect import RunOutput
 
     try:
         run = RunOutput(out_dir)
@@ -293,7 +293,7 @@ def inspect(out_dir, group, doc_id, sample, seed, width):
     """Removed documents of the run in OUT_DIR beside their representatives, differing words marked."""
     from rich.console import Console
 
-    from curate.review import RunOutput
+    from curate.review.inspect import RunOutput
 
     if group is not None and doc_id is not None:
         raise click.UsageError("give --group or --id, not both")
@@ -325,7 +325,7 @@ def print_pair(console: Console, pair: Pair) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from curate.review import diff_blocks, trailing_space
+    from curate.review.inspect import diff_blocks, trailing_space
 
     title = f"[bold]{pair.kind}[/]: " + pair.headline(lambda doc: f"[bold]{escape(str(doc))}[/]")
     if pair.diff is None:
