@@ -10,7 +10,7 @@ import importlib
 _HOMES = {
     "DOC": "curate.schema",  # kept here for `from curate.io import DOC`
     "read_documents": "read",
-    "read_records": "read",
+    "read_records": "lookup",
     "split_rejected": "read",
     "count_rows": "write",
     "write_documents": "write",

@@ -13,7 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from curate.backend import on_host, to_arrow
-from curate.io.read import arrow_typed, locate
+from curate.io.lookup import locate
+from curate.io.read import arrow_typed
 from curate.io.records import json_text, python_rows
 from curate.schema import DOC, POSITION_BITS, REJECT_COLUMNS
 
@@ -51,7 +52,7 @@ def reject_repeated_ids(docs: dd.DataFrame, repeated: pd.Index, id_field: str, n
         Ids that appear more than once among the documents that are not rejected.
     id_field : str
     names : sequence of str
-        Source names by file index (:func:`curate.io.read.source_names`).
+        Source names by file index (:func:`curate.io.files.source_names`).
     path : str
         Where to write the marked keys and reasons (Parquet, sorted by ``_doc``).
 

@@ -19,7 +19,8 @@ import pandas as pd
 from fsspec.core import url_to_fs
 
 from curate.review.diff import Diff, word_diff
-from curate.io.read import read_records, source_names
+from curate.io.files import source_names
+from curate.io.lookup import read_records
 from curate.schema import POSITION_BITS
 from curate.checkpoints import modified
 
