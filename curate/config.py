@@ -12,7 +12,7 @@ import yaml
 from dask.utils import parse_bytes
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from curate.params import optimal_bands
+from curate.params import DEFAULT_FN_WEIGHT, DEFAULT_FP_WEIGHT, optimal_bands
 
 DEFAULT_NUM_PERM = 260  # MinHash values when neither num_perm nor the bands are given (NeMo Curator's 20 x 13)
 KEEP_RULES = ("first", "longest", "max", "min")
@@ -104,12 +104,9 @@ class FuzzyConfig(_Section):
     num_perm: int | None = Field(None, ge=1, description="MinHash values the bands may use; None: 260, or bands x rows when those are given")
     num_bands: int | None = Field(None, ge=1, description="None (with rows_per_band None): chosen for the threshold")
     rows_per_band: int | None = Field(None, ge=1)
-    # Verification removes false positives (they cost time), a missed pair is lost: so misses
-    # weigh far more than datasketch's equal weights. Measured in docs/quality.md: 0.01 / 0.99
-    # (28 x 9 at 0.8) finds all but 0.2% of the true pairs on four corpora at every threshold
-    # from 0.5 to 0.9; 0.3 / 0.7 (NeMo Curator's 20 x 13 at 0.8) lost up to 40% at 0.5.
-    fp_weight: float = Field(0.01, ge=0.0, description="weight of the false-positive area")
-    fn_weight: float = Field(0.99, ge=0.0, description="weight of the false-negative area")
+    # 0.01 / 0.99: misses weigh far more than false positives (why: curate.params).
+    fp_weight: float = Field(DEFAULT_FP_WEIGHT, ge=0.0, description="weight of the false-positive area")
+    fn_weight: float = Field(DEFAULT_FN_WEIGHT, ge=0.0, description="weight of the false-negative area")
     hash_bits: Literal[32, 64] = 32
     seed: int = Field(42, ge=0, lt=2**32)
     threshold: float = Field(0.8, gt=0.0, le=1.0)

@@ -10,7 +10,7 @@ from curate.kernels.minhash import permutations
 from curate.schema import DOC
 
 BUCKET = "_bucket"
-_CHUNK_DOCS = 32_768  # bounds the (docs, hashes) signature block held at once
+_CHUNK_DOCS = 32_768  # bounds the (docs, num_perm) signature block held at once
 
 
 def lsh_buckets(docs: dd.DataFrame, text_field: str, config: FuzzyConfig) -> dd.DataFrame:
