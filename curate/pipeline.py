@@ -35,10 +35,10 @@ from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy
 from curate.dedup.keys import drop
 from curate.dedup.resolve import REMOVED_COLUMNS, coalesce, empty_groups, resolve
 from curate.io import count_rows, read_documents, write_documents, write_table
-from curate.io.write import output_compression
 from curate.io.files import expand_paths, source_names
 from curate.io.read import split_rejected
 from curate.io.rejected import REJECTED_SCHEMA, mark_repeated_ids, reject_repeated_ids, rejected_rows, repeated_ids_error
+from curate.io.write import output_compression
 from curate.metrics import max_peaks, spilled_bytes, take_peaks, versions
 from curate.schema import DOC, POSITION_BITS
 
