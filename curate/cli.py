@@ -70,6 +70,8 @@ def config_options(model: type[BaseModel], section: tuple[str, ...] = ()):
             kind = _without_none(field.annotation)
             if isinstance(kind, type) and issubclass(kind, BaseModel):
                 continue
+            if field.description is None:
+                raise TypeError(f"{model.__name__}.{name} has no description: `curate dedup --help` shows it")
             cli = (field.json_schema_extra or {}).get("cli", {})
             shown = cli["default"] if "default" in cli else _default(model, name)
             settings = {"help": field.description + (f" {_d(shown)}" if shown is not None else ""), "metavar": cli.get("metavar")}
