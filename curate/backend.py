@@ -314,7 +314,7 @@ def normalization_table(*, lowercase: bool, whitespace: bool, punctuation: bool)
 
 @minhash_signatures.register(pd.Series)
 def minhash_signatures_pandas(text, seed, a, b, width, words):
-    """MinHash signatures ``(n, n_hashes)`` and shingle counts ``(n,)``; see :func:`curate.kernels.minhash.minhash`."""
+    """MinHash signatures ``(n, num_perm)`` and shingle counts ``(n,)``; see :func:`curate.kernels.minhash.minhash`."""
     offsets, data = text_buffers(text)
     return _minhash.minhash(offsets, data, seed, a, b, width, words)
 

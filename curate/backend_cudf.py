@@ -166,7 +166,7 @@ def normalize_text_cudf(text: cudf.Series, *, lowercase: bool, whitespace: bool,
 
 @minhash_signatures.register(cudf.Series)
 def minhash_signatures_cudf(text: cudf.Series, seed, a, b, width, words):
-    """MinHash signatures ``(n, n_hashes)`` and shingle counts ``(n,)`` as cupy arrays.
+    """MinHash signatures ``(n, num_perm)`` and shingle counts ``(n,)`` as cupy arrays.
 
     Equal to the CPU kernel's. Character n-grams of ``width >= 2`` use cudf's ``str.minhash``
     (uint32 ``a``/``b`` select MurmurHash3_x86_32, uint64 the 64-bit scheme); the rest use
@@ -191,15 +191,15 @@ def band_buckets_cupy(
     signatures: cupy.ndarray, num_bands, rows_per_band
 ) -> cupy.ndarray:
     """Bucket ids ``(n, num_bands)`` uint64 on the GPU; see :func:`curate.kernels.lsh.band_buckets`."""
-    n_docs, n_hashes = signatures.shape
-    if num_bands * rows_per_band > n_hashes:
+    n_docs, num_perm = signatures.shape
+    if num_bands * rows_per_band > num_perm:
         raise ValueError(
-            f"{num_bands} bands x {rows_per_band} rows need {num_bands * rows_per_band} hashes, have {n_hashes}"
+            f"{num_bands} bands x {rows_per_band} rows need {num_bands * rows_per_band} hashes, have {num_perm}"
         )
     sig_bytes = (
         cupy.ascontiguousarray(signatures)
         .view(cupy.uint8)
-        .reshape(n_docs, n_hashes * signatures.itemsize)
+        .reshape(n_docs, num_perm * signatures.itemsize)
     )
     return cupy.asarray(
         band_buckets_cuda(sig_bytes, num_bands, rows_per_band * signatures.itemsize)

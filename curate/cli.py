@@ -13,12 +13,14 @@ import json
 import logging
 import sys
 import traceback
+import types
+import typing
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from curate.checks import OutputBusyError, check_inputs, check_output, hold_output
 from curate.config import DEFAULT_NUM_PERM, ClusterConfig, FuzzyConfig, GPUConfig, IOConfig, RunConfig, config_data, shipped_configs
@@ -28,7 +30,7 @@ if TYPE_CHECKING:  # imported inside the commands that use them: they cost start
     from rich.console import Console
     from rich.text import Text
 
-    from curate.review import Pair, RunOutput
+    from curate.review.inspect import Pair, RunOutput
 
 
 
@@ -49,54 +51,67 @@ def _d(text) -> str:
     return f"[default: {text}]"
 
 
+_SECTIONS: dict[str, tuple[str, ...]] = {}  # option name -> its config section, filled by config_options
+
+
+def config_options(model: type[BaseModel], section: tuple[str, ...] = ()):
+    """Decorator adding a click option for each field of a config section (nested sections left out).
+
+    The option is ``--field-name`` (``--name/--no-name`` for a bool), its help the field's
+    description and default, its choices the field's ``Literal`` values; the field's
+    ``json_schema_extra["cli"]`` may name another ``flag``, other ``choices``, a ``metavar``, and
+    the ``default`` as help writes it (None: none). Every option is None unless given, so the
+    config file or the model's default decides; :func:`_overrides` nests the given ones under
+    ``section``. A new config key is thus a new option, with nothing to add here.
+    """
+
+    def decorate(command):
+        for name, field in reversed(model.model_fields.items()):
+            kind = _without_none(field.annotation)
+            if isinstance(kind, type) and issubclass(kind, BaseModel):
+                continue
+            if field.description is None:
+                raise TypeError(f"{model.__name__}.{name} has no description: `curate dedup --help` shows it")
+            cli = (field.json_schema_extra or {}).get("cli", {})
+            shown = cli["default"] if "default" in cli else _default(model, name)
+            settings = {"help": field.description + (f" {_d(shown)}" if shown is not None else ""), "metavar": cli.get("metavar")}
+            flag = cli.get("flag", "--" + name.replace("_", "-"))
+            if kind is bool:
+                flag = flag if "/" in flag else f"{flag}/--no-{flag[2:]}"
+                settings["default"] = None
+            elif typing.get_origin(kind) is typing.Literal:
+                values = {str(v): v for v in typing.get_args(kind)}  # hash_bits: "32" on the command line, 32 in the config
+                settings["type"] = click.Choice(cli.get("choices", list(values)))
+                settings["callback"] = lambda ctx, param, given, values=values: values.get(given, given)
+            else:
+                settings["type"] = kind if kind in (int, float) else str
+            _SECTIONS[name] = section
+            command = click.option(flag, name, **settings)(command)
+        return command
+
+    return decorate
+
+
+def _without_none(annotation):
+    """``X`` of ``X | None``; other annotations as they are (a union of several types is read as text)."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        kinds = [k for k in typing.get_args(annotation) if k is not type(None)]
+        return kinds[0] if len(kinds) == 1 else str
+    return annotation
+
+
 @main.command()
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False), help="Output folder (created if needed).")
 @click.option("--config", "config_file", metavar="FILE|NAME", help="YAML config file, or the name of a shipped one (`curate config list`); flags override it.")
-@click.option("--mode", type=click.Choice(["exact", "fuzzy", "both"]), help=f"exact, fuzzy, or both: exact dedup, then fuzzy dedup of what it kept. {_d(_default(RunConfig, 'mode'))}")
-@click.option("--keep", metavar="RULE", help=f"Which document of a group is kept: first (in input order), longest (UTF-8 bytes), max:COLUMN or min:COLUMN. {_d(_default(RunConfig, 'keep'))}")
-@click.option("--backend", type=click.Choice(["cpu", "gpu", "auto"]), help=f"cpu: pandas + numpy; gpu: cudf + cupy on a LocalCUDACluster; auto: gpu when a CUDA device is usable. {_d(_default(RunConfig, 'backend'))}")
+@config_options(RunConfig)
 @click.option("--overwrite", is_flag=True, help="Replace a previous run's outputs in the output folder, its finished stages included.")
 @click.option("--resume", is_flag=True, help="Reuse the finished stages (OUT/_stages) of an interrupted, failed or changed run.")
 @click.option("--keep-stages/--no-keep-stages", default=False, help=f"Keep OUT/_stages after a successful run, for a later --resume with other parameters; a failed or interrupted run always keeps it. {_d('off')}")
-@click.option("--id-field", help=f"Field holding unique document ids; once given, every record needs it. {_d('id if the input has it, else ids <file>:<line> are assigned')}")
-@click.option("--text-field", help=f"Field holding the document text. {_d(_default(IOConfig, 'text_field'))}")
-@click.option("--blocksize", help=f"Partition size: larger uncompressed JSONL files are split at line ends, smaller files packed together. {_d(_default(IOConfig, 'blocksize'))}")
-@click.option("--files-per-partition", type=int, help=f"Whole files per partition, instead of packing them by --blocksize. {_d('packed by size')}")
-@click.option("--output-format", type=click.Choice(["jsonl", "parquet"]), help=f"Format of OUT/deduplicated/. {_d('the input format')}")
-@click.option("--output-compression", type=click.Choice(["none", "gzip", "zstd"]), help="JSONL output: part.N.jsonl, .jsonl.gz or .jsonl.zst; Parquet output: the codec inside the files. "
-              + _d("JSONL: the input files' compression when they all share one; Parquet: snappy"))
-@click.option("--on-error", type=click.Choice(["fail", "skip"]), help=f"A record that cannot be read: fail (stop, naming file, line and field) or skip (list it in OUT/rejected/ and go on). {_d(_default(IOConfig, 'on_error'))}")
-@click.option("--ngram", type=click.Choice(["char", "word"]), help=f"Shingles of characters or of words. {_d(_default(FuzzyConfig, 'ngram'))}")
-@click.option("--width", type=int, help=f"Characters (or words) per shingle. {_d(_default(FuzzyConfig, 'width'))}")
-@click.option("--num-bands", type=int, help=f"LSH bands; give --rows-per-band too. {_d('chosen for --threshold, 28 at 0.8 (curate params)')}")
-@click.option("--rows-per-band", type=int, help=f"MinHash values per band; give --num-bands too. {_d('chosen for --threshold, 9 at 0.8')}")
-@click.option("--num-perm", type=int, help=f"MinHash values the bands may use: bands x rows is at most this. {_d(f'{DEFAULT_NUM_PERM}, or bands x rows when both are given')}")
-@click.option("--fp-weight", type=float, help=f"Weight of the false-positive area when bands are chosen. {_d(_default(FuzzyConfig, 'fp_weight'))}")
-@click.option("--fn-weight", type=float, help=f"Weight of the false-negative area when bands are chosen. {_d(_default(FuzzyConfig, 'fn_weight'))}")
-@click.option("--hash-bits", type=click.Choice(["32", "64"]), help=f"MinHash variant: 32 (libcudf nvtext::minhash) or 64 (nvtext::minhash64). {_d(_default(FuzzyConfig, 'hash_bits'))}")
-@click.option("--seed", type=int, help=f"MinHash seed (of the hash and of the permutations). {_d(_default(FuzzyConfig, 'seed'))}")
-@click.option("--threshold", type=float, help=f"Jaccard similarity at or above which two documents are near duplicates. {_d(_default(FuzzyConfig, 'threshold'))}")
-@click.option("--verify/--no-verify", default=None, help=f"Compute candidates' true Jaccard similarity and drop those under --threshold. {_d(_default(FuzzyConfig, 'verify'))}")
-@click.option("--lowercase/--no-lowercase", default=None, help=f"Lower-case texts before shingling (exact dedup always compares the raw bytes). {_d(_default(FuzzyConfig, 'lowercase'))}")
-@click.option("--collapse-whitespace/--no-collapse-whitespace", default=None, help=f"Replace every run of whitespace by one space, and trim, before shingling. {_d(_default(FuzzyConfig, 'collapse_whitespace'))}")
-@click.option("--strip-punctuation/--no-strip-punctuation", default=None, help=f"Remove Unicode punctuation before shingling. {_d(_default(FuzzyConfig, 'strip_punctuation'))}")
-@click.option("--nfkc/--no-nfkc", default=None, help=f"Apply Unicode NFKC normalisation before shingling. {_d(_default(FuzzyConfig, 'nfkc'))}")
-@click.option("--n-workers", type=int, help=f"Worker processes of the embedded cluster. {_d('chosen by Dask for the machine (one per GPU)')}")
-@click.option("--threads-per-worker", type=int, help=f"Threads in each worker process. {_d('chosen by Dask for the machine (1 per GPU worker)')}")
-@click.option("--memory-limit", help=f"Memory of each worker, e.g. 4GB: over it a worker spills to disk, then pauses, then is restarted. {_d(_default(ClusterConfig, 'memory_limit') + ': the machine memory shared by the workers')}")
-@click.option("--local-directory", help=f"Folder for the workers' spill and shuffle files. {_d('Dask temporary folder')}")
-@click.option("--dashboard-address", help=f"Serve the embedded cluster's Dask dashboard here, e.g. :8787 (needs bokeh). {_d('no dashboard')}")
-@click.option("--scheduler-address", help="Join this running scheduler instead of starting a cluster, e.g. tcp://host:8786.")
-@click.option("--scheduler-file", help="Join the scheduler described by this file (dask scheduler --scheduler-file) instead of starting a cluster.")
-@click.option("--stall-timeout", type=float, help=f"Stop when no task finishes and no worker computes for this many seconds; 0 waits for ever. {_d(_default(ClusterConfig, 'stall_timeout'))}")
-@click.option("--cuda-visible-devices", "devices", help=f"GPU: devices of the embedded cluster, one worker each, e.g. 0,1. {_d('all')}")
-@click.option("--rmm-async/--no-rmm-async", default=None, help=f"GPU: CUDA's async memory resource. {_d('on, unless --rmm-pool-size is given')}")
-@click.option("--rmm-pool-size", help="GPU: an RMM pool per worker, e.g. 40GB or 0.8 (of device memory); needs --no-rmm-async.")
-@click.option("--rmm-release-threshold", help="GPU: with --rmm-async, memory above this size is given back to the device.")
-@click.option("--enable-cudf-spill/--disable-cudf-spill", default=None, help=f"GPU: cuDF spills device buffers to host memory. {_d(_default(GPUConfig, 'enable_cudf_spill'))}")
-@click.option("--device-memory-limit", help=f"GPU: device memory at which a worker spills, e.g. 20GB. {_d('dask-cuda default')}")
-@click.option("--protocol", type=click.Choice(["tcp", "ucx", "ucxx"]), help=f"GPU: how workers talk to each other (ucx through distributed-ucxx). {_d(_default(GPUConfig, 'protocol'))}")
+@config_options(IOConfig, ("io",))
+@config_options(FuzzyConfig, ("fuzzy",))
+@config_options(ClusterConfig, ("cluster",))
+@config_options(GPUConfig, ("cluster", "gpu"))
 @click.option("--progress/--no-progress", default=None, help=f"Draw a progress bar per stage. {_d('on when stderr is a terminal')}")
 @click.option("--report", "with_report", is_flag=True, help="Also write OUT/report.html (as curate report OUT does).")
 @click.option("-v", "--verbose", is_flag=True, help="Log the cluster (workers, dashboard), each stage's start and end with its size, and the cluster's own warnings and errors, with tracebacks.")
@@ -132,7 +147,7 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
         raise click.exceptions.Exit(130) from None
     print_summary(summary, out_dir)
     if with_report:
-        from curate.report import write_report
+        from curate.review.report import write_report
 
         click.echo(f"report: {write_report(out_dir)}")
 
@@ -142,19 +157,12 @@ dedup.help = dedup.help.replace("{formats}", FORMATS)
 
 def _overrides(flags: dict) -> dict:
     """The config's nested overrides from the dedup flags (None: not given)."""
-    sections = {
-        "io": ("id_field", "text_field", "blocksize", "files_per_partition", "output_format", "output_compression", "on_error"),
-        "fuzzy": ("ngram", "width", "num_perm", "num_bands", "rows_per_band", "fp_weight", "fn_weight", "hash_bits", "seed",
-                  "threshold", "verify", "lowercase", "collapse_whitespace", "strip_punctuation", "nfkc"),
-        "cluster": ("n_workers", "threads_per_worker", "memory_limit", "local_directory", "dashboard_address", "scheduler_address",
-                    "scheduler_file", "stall_timeout"),
-    }
-    overrides = {name: {key: flags.pop(key) for key in keys} for name, keys in sections.items()}
-    gpu_keys = ("devices", "rmm_async", "rmm_pool_size", "rmm_release_threshold", "enable_cudf_spill", "device_memory_limit", "protocol")
-    overrides["cluster"]["gpu"] = {key: flags.pop(key) for key in gpu_keys}
-    if overrides["fuzzy"]["hash_bits"] is not None:
-        overrides["fuzzy"]["hash_bits"] = int(overrides["fuzzy"]["hash_bits"])
-    overrides.update(flags)  # mode, keep, backend
+    overrides: dict = {}
+    for name, value in flags.items():
+        section = overrides
+        for key in _SECTIONS[name]:
+            section = section.setdefault(key, {})
+        section[name] = value
     return overrides
 
 
@@ -263,8 +271,8 @@ def report(out_dir, groups, sample, seed, force):
     Texts are read from the run's input files (only those shown); a file moved or changed since
     the run is named in a warning and on the page instead.
     """
-    from curate.report import write_report
-    from curate.review import RunOutput
+    from curate.review.inspect import RunOutput
+    from curate.review.report import write_report
 
     try:
         run = RunOutput(out_dir)
@@ -293,7 +301,7 @@ def inspect(out_dir, group, doc_id, sample, seed, width):
     """Removed documents of the run in OUT_DIR beside their representatives, differing words marked."""
     from rich.console import Console
 
-    from curate.review import RunOutput
+    from curate.review.inspect import RunOutput
 
     if group is not None and doc_id is not None:
         raise click.UsageError("give --group or --id, not both")
@@ -325,7 +333,7 @@ def print_pair(console: Console, pair: Pair) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from curate.review import diff_blocks, trailing_space
+    from curate.review.inspect import diff_blocks, trailing_space
 
     title = f"[bold]{pair.kind}[/]: " + pair.headline(lambda doc: f"[bold]{escape(str(doc))}[/]")
     if pair.diff is None:

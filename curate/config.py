@@ -12,7 +12,7 @@ import yaml
 from dask.utils import parse_bytes
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from curate.params import optimal_bands
+from curate.params import DEFAULT_FN_WEIGHT, DEFAULT_FP_WEIGHT, optimal_bands
 
 DEFAULT_NUM_PERM = 260  # MinHash values when neither num_perm nor the bands are given (NeMo Curator's 20 x 13)
 KEEP_RULES = ("first", "longest", "max", "min")
@@ -43,6 +43,13 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _shown(default: str | None, **cli) -> dict:
+    """``json_schema_extra`` of a field whose default ``curate dedup --help`` writes as ``default``
+    (None: writes none) rather than the value itself; ``cli`` holds the option's other
+    settings (``flag``, ``choices``, ``metavar``; see :func:`curate.cli.config_options`)."""
+    return {"cli": {"default": default, **cli}}
+
+
 class IOConfig(_Section):
     """Where documents come from and how they are split and written.
 
@@ -51,17 +58,33 @@ class IOConfig(_Section):
     does, ``fail`` (stop, naming file, line and field) or ``skip`` (list it in ``OUT/rejected/``).
     """
 
-    id_field: str = "id"
-    text_field: str = "text"
+    id_field: str = Field(
+        "id",
+        description="Field holding unique document ids; once given, every record needs it.",
+        json_schema_extra=_shown("id if the input has it, else ids <file>:<line> are assigned"),
+    )
+    text_field: str = Field("text", description="Field holding the document text.")
     # measured: 256MB blocks doubled peak memory on 2 workers. Validated as given, so the default
     # and "64MB" from a file are the same value (bytes) in stage keys and summary.json.
-    blocksize: str | int | None = Field("64MB", validate_default=True)
-    files_per_partition: int | None = Field(None, ge=1)  # None: small files packed into blocksize partitions
-    output_format: Literal["jsonl", "parquet"] | None = None  # None: same as the input
+    blocksize: str | int | None = Field(
+        "64MB", validate_default=True,
+        description="Partition size: larger uncompressed JSONL files are split at line ends, smaller files packed together.",
+    )  # fmt: skip
+    files_per_partition: int | None = Field(
+        None, ge=1, description="Whole files per partition, instead of packing them by --blocksize.", json_schema_extra=_shown("packed by size")
+    )
+    output_format: Literal["jsonl", "parquet"] | None = Field(None, description="Format of OUT/deduplicated/.", json_schema_extra=_shown("the input format"))
     # JSONL: the part files' compression; None: the input's, when every input file has the same.
     # Parquet: the codec inside the files; None: snappy (pyarrow's default).
-    output_compression: Literal["none", "gzip", "zstd"] | None = None
-    on_error: Literal["fail", "skip"] = "fail"
+    output_compression: Literal["none", "gzip", "zstd"] | None = Field(
+        None,
+        description="JSONL output: part.N.jsonl, .jsonl.gz or .jsonl.zst; Parquet output: the codec inside the files.",
+        json_schema_extra=_shown("JSONL: the input files' compression when they all share one; Parquet: snappy"),
+    )
+    on_error: Literal["fail", "skip"] = Field(
+        "fail",
+        description="A record that cannot be read: fail (stop, naming file, line and field) or skip (list it in OUT/rejected/ and go on).",
+    )
 
     @field_validator("blocksize")
     @classmethod
@@ -99,29 +122,37 @@ class FuzzyConfig(_Section):
     config reloads unchanged.
     """
 
-    ngram: Literal["char", "word"] = "char"
-    width: int = Field(24, ge=1, description="characters or words per shingle")
-    num_perm: int | None = Field(None, ge=1, description="MinHash values the bands may use; None: 260, or bands x rows when those are given")
-    num_bands: int | None = Field(None, ge=1, description="None (with rows_per_band None): chosen for the threshold")
-    rows_per_band: int | None = Field(None, ge=1)
-    # Verification removes false positives (they cost time), a missed pair is lost: so misses
-    # weigh far more than datasketch's equal weights. Measured in docs/quality.md: 0.01 / 0.99
-    # (28 x 9 at 0.8) finds all but 0.2% of the true pairs on four corpora at every threshold
-    # from 0.5 to 0.9; 0.3 / 0.7 (NeMo Curator's 20 x 13 at 0.8) lost up to 40% at 0.5.
-    fp_weight: float = Field(0.01, ge=0.0, description="weight of the false-positive area")
-    fn_weight: float = Field(0.99, ge=0.0, description="weight of the false-negative area")
-    hash_bits: Literal[32, 64] = 32
-    seed: int = Field(42, ge=0, lt=2**32)
-    threshold: float = Field(0.8, gt=0.0, le=1.0)
-    verify: bool = True
-    lowercase: bool = False
-    collapse_whitespace: bool = False
-    strip_punctuation: bool = False
-    nfkc: bool = False
-    local_components_max_edges: int = Field(2_000_000, ge=0)
+    ngram: Literal["char", "word"] = Field("char", description="Shingles of characters or of words.")
+    width: int = Field(24, ge=1, description="Characters (or words) per shingle.")
+    num_perm: int | None = Field(
+        None,
+        ge=1,
+        description="MinHash values the bands may use: bands x rows is at most this.",
+        json_schema_extra=_shown(f"{DEFAULT_NUM_PERM}, or bands x rows when both are given"),
+    )
+    num_bands: int | None = Field(
+        None, ge=1, description="LSH bands; give --rows-per-band too.", json_schema_extra=_shown("chosen for --threshold, 28 at 0.8 (curate params)")
+    )
+    rows_per_band: int | None = Field(
+        None, ge=1, description="MinHash values per band; give --num-bands too.", json_schema_extra=_shown("chosen for --threshold, 9 at 0.8")
+    )
+    # 0.01 / 0.99: misses weigh far more than false positives (why: curate.params).
+    fp_weight: float = Field(DEFAULT_FP_WEIGHT, ge=0.0, description="Weight of the false-positive area when bands are chosen.")
+    fn_weight: float = Field(DEFAULT_FN_WEIGHT, ge=0.0, description="Weight of the false-negative area when bands are chosen.")
+    hash_bits: Literal[32, 64] = Field(32, description="MinHash variant: 32 (libcudf nvtext::minhash) or 64 (nvtext::minhash64).")
+    seed: int = Field(42, ge=0, lt=2**32, description="MinHash seed (of the hash and of the permutations).")
+    threshold: float = Field(0.8, gt=0.0, le=1.0, description="Jaccard similarity at or above which two documents are near duplicates.")
+    verify: bool = Field(True, description="Compute candidates' true Jaccard similarity and drop those under --threshold.")
+    lowercase: bool = Field(False, description="Lower-case texts before shingling (exact dedup always compares the raw bytes).")
+    collapse_whitespace: bool = Field(False, description="Replace every run of whitespace by one space, and trim, before shingling.")
+    strip_punctuation: bool = Field(False, description="Remove Unicode punctuation before shingling.")
+    nfkc: bool = Field(False, description="Apply Unicode NFKC normalisation before shingling.")
+    local_components_max_edges: int = Field(
+        2_000_000, ge=0, description="Connected components on one process (scipy) up to this many edges, else distributed on Dask."
+    )
     # A bucket of k mutually dissimilar documents has k^2 / 2 member pairs: bounded per bucket
     # (curate.dedup.edges.member_pairs); 100,000 covers a bucket of 447 such documents.
-    max_member_pairs: int = Field(100_000, ge=1, description="most member pairs verified per LSH bucket whose anchor failed")
+    max_member_pairs: int = Field(100_000, ge=1, description="Most member pairs verified per LSH bucket whose anchor failed; past it, extra anchors.")
 
     @model_validator(mode="after")
     def _choose_bands(self):
@@ -216,13 +247,25 @@ class GPUConfig(_Section):
         its alias; UCX-Py's ``"ucx-old"`` was removed in RAPIDS 25.10).
     """
 
-    devices: str | None = None
-    rmm_async: bool | None = None
-    rmm_pool_size: str | None = None
-    rmm_release_threshold: str | None = None
-    enable_cudf_spill: bool = True
-    device_memory_limit: str | None = None
-    protocol: Literal["tcp", "ucx"] = "tcp"
+    devices: str | None = Field(
+        None,
+        description="GPU: devices of the embedded cluster, one worker each, e.g. 0,1.",
+        json_schema_extra=_shown("all", flag="--cuda-visible-devices"),
+    )
+    rmm_async: bool | None = Field(None, description="GPU: CUDA's async memory resource.", json_schema_extra=_shown("on, unless --rmm-pool-size is given"))
+    rmm_pool_size: str | None = Field(
+        None, description="GPU: an RMM pool per worker, e.g. 40GB or 0.8 (of device memory); needs --no-rmm-async.", json_schema_extra=_shown(None)
+    )
+    rmm_release_threshold: str | None = Field(
+        None, description="GPU: with --rmm-async, memory above this size is given back to the device.", json_schema_extra=_shown(None)
+    )
+    enable_cudf_spill: bool = Field(True, description="GPU: cuDF spills device buffers to host memory.", json_schema_extra={"cli": {"flag": "--enable-cudf-spill/--disable-cudf-spill"}})
+    device_memory_limit: str | None = Field(
+        None, description="GPU: device memory at which a worker spills, e.g. 20GB.", json_schema_extra=_shown("dask-cuda default")
+    )
+    protocol: Literal["tcp", "ucx"] = Field(
+        "tcp", description="GPU: how workers talk to each other (ucx through distributed-ucxx).", json_schema_extra={"cli": {"choices": ["tcp", "ucx", "ucxx"]}}
+    )
 
     @field_validator("rmm_pool_size", "rmm_release_threshold", "device_memory_limit", "devices", mode="before")
     @classmethod
@@ -281,15 +324,34 @@ class ClusterConfig(_Section):
     lines (see docs/multi-node.md).
     """
 
-    n_workers: int | None = Field(None, ge=1)
-    threads_per_worker: int | None = Field(None, ge=1)
-    memory_limit: str | None = "auto"
-    local_directory: str | None = None
-    scheduler_address: str | None = None
-    scheduler_file: str | None = None
-    dashboard_address: str | None = None  # embedded cluster: e.g. ":8787" (needs bokeh); None: no dashboard
-    # No task finished and no worker computed for this long (seconds; 0: wait for ever): stop.
-    stall_timeout: float = Field(300.0, ge=0)
+    n_workers: int | None = Field(
+        None, ge=1, description="Worker processes of the embedded cluster.", json_schema_extra=_shown("chosen by Dask for the machine (one per GPU)")
+    )
+    threads_per_worker: int | None = Field(
+        None, ge=1, description="Threads in each worker process.", json_schema_extra=_shown("chosen by Dask for the machine (1 per GPU worker)")
+    )
+    memory_limit: str | None = Field(
+        "auto",
+        description="Memory of each worker, e.g. 4GB: over it a worker spills to disk, then pauses, then is restarted.",
+        json_schema_extra=_shown("auto: the machine memory shared by the workers"),
+    )
+    local_directory: str | None = Field(None, description="Folder for the workers' spill and shuffle files.", json_schema_extra=_shown("Dask temporary folder"))
+    scheduler_address: str | None = Field(
+        None, description="Join this running scheduler instead of starting a cluster, e.g. tcp://host:8786.", json_schema_extra=_shown(None)
+    )
+    scheduler_file: str | None = Field(
+        None,
+        description="Join the scheduler described by this file (dask scheduler --scheduler-file) instead of starting a cluster.",
+        json_schema_extra=_shown(None),
+    )
+    dashboard_address: str | None = Field(
+        None,
+        description="Serve the embedded cluster's Dask dashboard here, e.g. :8787 (needs bokeh).",
+        json_schema_extra=_shown("no dashboard"),
+    )
+    stall_timeout: float = Field(
+        300.0, ge=0, description="Stop when no task finishes and no worker computes for this many seconds; 0 waits for ever."
+    )
     gpu: GPUConfig = GPUConfig()
 
     @model_validator(mode="after")
@@ -308,9 +370,15 @@ class ClusterConfig(_Section):
 class RunConfig(_Section):
     """Everything one ``curate dedup`` run needs."""
 
-    mode: Literal["exact", "fuzzy", "both"] = "both"
-    keep: str = "first"
-    backend: Literal["cpu", "gpu", "auto"] = "cpu"
+    mode: Literal["exact", "fuzzy", "both"] = Field("both", description="exact, fuzzy, or both: exact dedup, then fuzzy dedup of what it kept.")
+    keep: str = Field(
+        "first",
+        description="Which document of a group is kept: first (in input order), longest (UTF-8 bytes), max:COLUMN or min:COLUMN.",
+        json_schema_extra={"cli": {"metavar": "RULE"}},
+    )
+    backend: Literal["cpu", "gpu", "auto"] = Field(
+        "cpu", description="cpu: pandas + numpy; gpu: cudf + cupy on a LocalCUDACluster; auto: gpu when a CUDA device is usable."
+    )
     io: IOConfig = IOConfig()
     fuzzy: FuzzyConfig = Field(default_factory=FuzzyConfig)  # built when needed: choosing its bands imports scipy
     cluster: ClusterConfig = ClusterConfig()

@@ -1,6 +1,6 @@
 """One dedup run: read -> exact -> fuzzy -> removal -> outputs, with counts and timings.
 
-Stage results go to ``OUT/_stages/<stage>/`` (Parquet, see :mod:`curate.stages`) and are read
+Stage results go to ``OUT/_stages/<stage>/`` (Parquet, see :mod:`curate.checkpoints`) and are read
 back, so each stage starts from data on disk rather than from a growing task graph, and a
 resumed run starts from the last finished stage. Everything per document stays in Dask
 partitions: the client collects counts, never lists of documents. The final outputs are
@@ -11,14 +11,11 @@ is complete.
 import json
 import logging
 import os
-import platform
-import resource
 import shutil
 import sys
 import time
 import warnings
 from contextlib import contextmanager
-from importlib import metadata
 from pathlib import Path
 
 import dask
@@ -30,17 +27,20 @@ from distributed import get_client
 
 from curate import __version__
 from curate.backend import on_host, to_host, to_parquet
+from curate.checkpoints import StageStore, input_fingerprint, read_stage_frame, remove_stages, stage_key
 from curate.checks import OUTPUTS, PARTIAL, STAGES, check_output
 from curate.cluster import gather
 from curate.config import RunConfig
 from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy
 from curate.dedup.keys import drop
 from curate.dedup.resolve import REMOVED_COLUMNS, coalesce, empty_groups, resolve
-from curate.io import DOC, count_rows, read_documents, write_documents, write_table
-from curate.io.write import output_compression
-from curate.io.read import POSITION_BITS, expand_paths, source_names, split_rejected
+from curate.io import count_rows, read_documents, write_documents, write_table
+from curate.io.files import expand_paths, source_names
+from curate.io.read import split_rejected
 from curate.io.rejected import REJECTED_SCHEMA, mark_repeated_ids, reject_repeated_ids, rejected_rows, repeated_ids_error
-from curate.stages import StageStore, input_fingerprint, read_stage_frame, remove_stages, stage_key
+from curate.io.write import output_compression
+from curate.metrics import max_peaks, spilled_bytes, take_peaks, versions
+from curate.schema import DOC, POSITION_BITS
 
 logger = logging.getLogger(__name__)
 # source and position locate each group member in the input (curate report reads texts from there).
@@ -84,9 +84,9 @@ class Stats:
     def take_peaks(self, stage: str | None = None) -> dict:
         """Fold the peak RSS of every process since the last call into the run's (and ``stage``'s) peaks."""
         peaks = take_peaks()
-        self.overall = _max_peaks(self.overall, peaks)
+        self.overall = max_peaks(self.overall, peaks)
         if stage is not None:
-            self.peaks[stage] = _max_peaks(self.peaks.get(stage), peaks)
+            self.peaks[stage] = max_peaks(self.peaks.get(stage), peaks)
         return self.overall
 
 
@@ -455,70 +455,6 @@ def _prepare_output(out: Path, overwrite: bool, resume: bool, inputs: list[str],
     for name in existing:
         path = out / name
         shutil.rmtree(path) if path.is_dir() else path.unlink()
-
-
-def _process_peak() -> tuple[int, int]:
-    # VmHWM is this process's own peak. ru_maxrss is not: Linux carries it across fork + exec,
-    # so a process started by a large parent would report the parent's size.
-    try:
-        with open("/proc/self/status") as status:
-            kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
-    except (OSError, StopIteration):
-        kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
-    return os.getpid(), kib * 1024
-
-
-def _take_process_peak() -> tuple[int, int]:
-    pid, peak = _process_peak()
-    try:  # Linux: writing 5 to clear_refs restarts VmHWM from the current RSS
-        with open("/proc/self/clear_refs", "w") as refs:
-            refs.write("5")
-    except OSError:  # elsewhere each value stays the process's peak since it started
-        pass
-    return pid, peak
-
-
-def take_peaks() -> dict:
-    """Peak resident memory in bytes since the last call, then start new peaks.
-
-    Returns ``{"client": bytes, "workers": {address: bytes}, "total": bytes}``; ``total`` sums
-    the distinct processes (in-process workers share the client's).
-    """
-    pid, own = _take_process_peak()
-    try:
-        workers = get_client().run(_take_process_peak)
-    except ValueError:  # no client
-        workers = {}
-    per_process = {pid: own, **dict(workers.values())}
-    return {"client": own, "workers": {w: rss for w, (_, rss) in workers.items()}, "total": sum(per_process.values())}
-
-
-def _max_peaks(a: dict | None, b: dict) -> dict:
-    """Per-process maximum of two :func:`take_peaks` results; ``total`` is the larger total."""
-    if a is None:
-        return b
-    workers = {w: max(a["workers"].get(w, 0), b["workers"].get(w, 0)) for w in {**a["workers"], **b["workers"]}}
-    return {"client": max(a["client"], b["client"]), "workers": workers, "total": max(a["total"], b["total"])}
-
-
-def _worker_spilled(dask_worker) -> int:
-    # SpillBuffer (the worker's data store when a memory limit is set) counts what it wrote to disk.
-    metrics = getattr(dask_worker.data, "cumulative_metrics", {})
-    return int(metrics.get(("disk-write", "bytes"), 0))
-
-
-def spilled_bytes() -> int:
-    """Bytes the workers spilled to their local directory so far (0 without a client or memory limit)."""
-    try:
-        return sum(get_client().run(_worker_spilled).values())
-    except ValueError:  # no client
-        return 0
-
-
-def versions() -> dict:
-    """Versions of curate and the libraries that decide its results."""
-    names = ["curate", "dask", "distributed", "pandas", "pyarrow", "numba", "numpy"]
-    return {"python": platform.python_version(), **{n: metadata.version(n) for n in names}}
 
 
 __all__ = ["AccountingError", "Checkpoints", "Stats", "check_accounting", "dedup", "with_location"]

@@ -11,8 +11,8 @@ Usage (peers in their own environment, see ``scripts/quality_peers.py``):
 
 For each corpus (its non-empty documents, ``id`` and ``text``, copied to two JSONL files) and
 each shingle definition, the ground truth is every pair at Jaccard >= the smallest threshold
-(:func:`curate.quality.similar_pairs`, exact), cached under ``--cache``. Each tool then runs
-on the copy and :func:`curate.quality.dedup_quality` scores its removals. Runs are cached too
+(:func:`curate.eval.quality.similar_pairs`, exact), cached under ``--cache``. Each tool then runs
+on the copy and :func:`curate.eval.quality.dedup_quality` scores its removals. Runs are cached too
 (``--cache``/runs): delete a run's folder, or pass ``--rerun TOOL``, to run it again. The
 tables are written between the ``<!-- tables -->`` markers of ``--report``.
 
@@ -50,7 +50,7 @@ from scipy.sparse.csgraph import connected_components
 from curate.cluster import connect
 from curate.config import ClusterConfig, FuzzyConfig, RunConfig
 from curate.pipeline import dedup
-from curate.quality import dedup_quality, final_representatives, similar_pairs
+from curate.eval.quality import dedup_quality, final_representatives, similar_pairs
 
 DEFAULT_BANDING = {"char": (20, 13), "word": (14, 8)}  # NeMo Curator's and FineWeb's settings
 PEERS = {"datasketch": {"char", "word"}, "text-dedup": {"word"}, "datatrove": {"word"}}  # shingles each can take

@@ -3,7 +3,7 @@ share an LSH bucket and have Jaccard >= threshold", and the components a run fou
 
 The buckets come from curate's own banding (:func:`curate.dedup.minhash.lsh_buckets`, which
 depends on the texts only), the similarities from the exact all-pairs search
-(:func:`curate.quality.similar_pairs`, tested against brute force in test_quality.py).
+(:func:`curate.eval.quality.similar_pairs`, tested against brute force in test_quality.py).
 """
 
 from pathlib import Path
@@ -17,7 +17,7 @@ from scipy.sparse.csgraph import connected_components
 
 from curate.config import FuzzyConfig
 from curate.dedup.minhash import lsh_buckets
-from curate.quality import similar_pairs
+from curate.eval.quality import similar_pairs
 
 
 def bucket_sharing_duplicates(texts: list[str], config: FuzzyConfig) -> pd.DataFrame:

@@ -111,7 +111,7 @@ def test_only_host_objects_reach_the_client(tmp_path, monkeypatch):
     # A client without cudf's spill manager cannot rebuild the spillable frames of workers that
     # spill (the first H200 run), so every result is moved to the host before it is gathered.
     from curate.pipeline import Stats, _Runner
-    from curate.stages import StageStore
+    from curate.checkpoints import StageStore
 
     # Registered for this test only: a Dispatch travels to workers by value, and workers that
     # cannot import this module (tests/test_cluster.py's) could not load it.

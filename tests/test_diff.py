@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from curate.diff import Diff, Segment, word_diff
+from curate.review.diff import Diff, Segment, word_diff
 from curate.io import read_records
 from tests.conftest import shared_corpus
 

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from curate.config import load_config
 from curate.io import read_documents
-from curate.io.read import expand_paths, plan_sources
+from curate.io.files import expand_paths
+from curate.io.plan import plan_sources
 from curate.pipeline import dedup
 
 

@@ -102,7 +102,8 @@ def test_optimal_bands_matches_datasketch(threshold, num_perm, expected):
 
 
 def test_optimal_bands_defaults_and_scale():
-    assert optimal_bands(0.8, 260) == (17, 15)  # datasketch's equal weights
+    assert optimal_bands(0.8, 260, 0.5, 0.5) == (17, 15)  # datasketch's equal weights
+    assert optimal_bands(0.8, 260) == (28, 9)  # FuzzyConfig's weights are the defaults
     assert optimal_bands(0.8, 260, 3.0, 7.0) == (20, 13)  # only the ratio matters
     assert optimal_bands(0.5, 1) == (1, 1)
 

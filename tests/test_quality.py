@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from curate.config import FuzzyConfig, load_config
 from curate.pipeline import dedup
-from curate.quality import dedup_quality, final_representatives, similar_pairs
+from curate.eval.quality import dedup_quality, final_representatives, similar_pairs
 from tests import reference
 from tests.conftest import shared_corpus, write_jsonl
 from tests.lsh_truth import expected_components, run_components

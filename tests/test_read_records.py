@@ -10,9 +10,9 @@ import pytest
 import zstandard
 
 import curate.io.files as files_module
-import curate.io.read as read_module
+import curate.io.lookup as read_module
 from curate.io import read_documents
-from curate.io.read import read_records
+from curate.io.lookup import read_records
 from tests.conftest import shared_corpus
 
 BOM = b"\xef\xbb\xbf"

@@ -24,8 +24,8 @@ from click.testing import CliRunner
 from curate.cli import main
 from curate.config import load_config
 from curate.pipeline import dedup
-from curate.report import write_report
-from curate.review import RunOutput
+from curate.review.report import write_report
+from curate.review.inspect import RunOutput
 from tests import reference as ref
 from tests.browser import chromium, render
 from tests.conftest import write_jsonl
@@ -263,8 +263,8 @@ def test_inspect_sides_meet_again_after_a_change():
     from rich.console import Console
 
     from curate.cli import print_pair
-    from curate.diff import word_diff
-    from curate.review import Pair
+    from curate.review.diff import word_diff
+    from curate.review.inspect import Pair
 
     common = "alpha beta gamma delta " * 3
     kept = f"{common}short. MARKER and the rest of the text " + "omega " * 30

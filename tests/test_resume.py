@@ -24,7 +24,7 @@ STAGES = ["read", "exact", "minhash+lsh", "select", "verify", "member_pairs", "v
 DRIVER = """
 import os, signal, sys
 from distributed import Client, LocalCluster
-from curate import pipeline, stages
+from curate import checkpoints as stages, pipeline
 from curate.config import load_config
 
 inputs, out, kill_at, resume = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "resume"

@@ -100,8 +100,8 @@ def test_verbose_logs_the_cluster_and_each_stage(tmp_path):
     assert run.returncode == 0, printed
     lines = printed.splitlines()
     assert any(re.search(r"curate.cluster: started LocalCluster: 2 worker\(s\), 2 thread\(s\) in all, .*; dashboard off", line) for line in lines), printed
-    assert any(re.search(r"curate.stages: stage read: started$", line) for line in lines), printed
-    assert any(re.search(r"curate.stages: stage read: finished in [0-9.]+ s \([0-9,]+ rows in [0-9]+ Parquet file\(s\), [0-9.]+ [kMG]?i?B\)$", line) for line in lines), printed
+    assert any(re.search(r"curate.checkpoints: stage read: started$", line) for line in lines), printed
+    assert any(re.search(r"curate.checkpoints: stage read: finished in [0-9.]+ s \([0-9,]+ rows in [0-9]+ Parquet file\(s\), [0-9.]+ [kMG]?i?B\)$", line) for line in lines), printed
     assert any(re.search(r"curate.pipeline: wrote 7 kept documents to .*deduplicated", line) for line in lines), printed
     assert any(re.search(r"curate.cluster: closed LocalCluster", line) for line in lines), printed
 

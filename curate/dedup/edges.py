@@ -15,7 +15,7 @@ import numpy as np
 from curate.backend import to_host
 from curate.dedup.minhash import BUCKET
 from curate.dedup.verify import JACCARD
-from curate.io.read import DOC
+from curate.schema import DOC
 
 MEMBERS = "_members"  # documents in a star row's bucket, anchor included
 _FAILED = "_failed"

@@ -7,7 +7,7 @@ from curate.backend import md5_hex, sha256_hex, text_buffers, to_host
 from curate.dedup.groups import group_frame, group_meta
 from curate.dedup.keep import LENGTH, KeepPolicy
 from curate.dedup.stages import Stage, build_now
-from curate.io.read import DOC
+from curate.schema import DOC
 
 MD5 = "_md5"
 SHA256 = "_sha256"

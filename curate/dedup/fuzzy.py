@@ -11,7 +11,7 @@ from curate.dedup.minhash import lsh_buckets
 from curate.dedup.representatives import component_groups
 from curate.dedup.stages import Stage, build_now
 from curate.dedup.verify import JACCARD, score_edges, verify_edges
-from curate.io.read import DOC
+from curate.schema import DOC
 
 
 class FuzzyDedup:
@@ -31,7 +31,11 @@ class FuzzyDedup:
     .. [1] A. Broder, "On the resemblance and containment of documents", 1997.
     .. [2] Leskovec, Rajaraman, Ullman, "Mining of Massive Datasets", ch. 3 (banding).
     .. [3] Kiveris et al., "Connected Components in MapReduce and Beyond", SoCC 2014.
-    .. [4] NeMo Curator fuzzy deduplication (the parameters' defaults).
+    .. [4] NeMo Curator fuzzy deduplication: the default shingles (character 24-grams) and
+       260 MinHash values, and libcudf's ``nvtext::minhash`` signatures. Its 20 x 13 bands are
+       no longer the default: bands are chosen for the threshold (:mod:`curate.params`).
+    .. [5] datasketch ``MinHashLSH``: the search for bands and rows (with curate's weights,
+       0.01 / 0.99, rather than its equal ones).
     """
 
     def __init__(

@@ -6,7 +6,7 @@ import pandas as pd
 
 from curate.backend import text_buffers
 from curate.config import check_keep, parse_keep
-from curate.io.read import DOC
+from curate.schema import DOC
 
 LENGTH = "_length"
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from curate.backend import to_host
-from curate.io.read import DOC, POSITION_BITS  # a key is (file or partition) << 40 | position
+from curate.schema import DOC, POSITION_BITS  # a key is (file or partition) << 40 | position
 
 _TARGET = "_target_partition"  # align()'s own column: the partition a key row goes to
 

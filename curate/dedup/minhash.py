@@ -2,28 +2,15 @@
 
 import dask.dataframe as dd
 import numpy as np
-import pandas as pd
 
-from curate.backend import band_buckets, minhash_signatures, normalize_text
+from curate.backend import band_buckets, minhash_signatures
 from curate.config import FuzzyConfig
-from curate.io.read import DOC
+from curate.dedup.text import prepare_text
 from curate.kernels.minhash import permutations
+from curate.schema import DOC
 
 BUCKET = "_bucket"
-_CHUNK_DOCS = 32_768  # bounds the (docs, hashes) signature block held at once
-
-
-def prepare_text(text: pd.Series, config: FuzzyConfig) -> pd.Series:
-    """The text that is shingled: normalised when the config asks for it."""
-    if not config.normalizes:
-        return text
-    return normalize_text(
-        text,
-        lowercase=config.lowercase,
-        whitespace=config.collapse_whitespace,
-        punctuation=config.strip_punctuation,
-        nfkc=config.nfkc,
-    )
+_CHUNK_DOCS = 32_768  # bounds the (docs, num_perm) signature block held at once
 
 
 def lsh_buckets(docs: dd.DataFrame, text_field: str, config: FuzzyConfig) -> dd.DataFrame:

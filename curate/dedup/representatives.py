@@ -16,8 +16,8 @@ from curate.config import FuzzyConfig
 from curate.dedup.groups import group_frame, group_meta
 from curate.dedup.keep import KeepPolicy
 from curate.dedup.keys import select
-from curate.dedup.minhash import prepare_text
-from curate.io.read import DOC
+from curate.dedup.text import prepare_text
+from curate.schema import DOC
 
 COMPONENT = "component"
 

@@ -10,7 +10,7 @@ import dask.dataframe as dd
 from curate.dedup.groups import group_meta
 from curate.dedup.keys import in_order
 from curate.dedup.stages import Stage, build_now
-from curate.io.read import DOC
+from curate.schema import DOC
 
 REMOVED_COLUMNS = ["id", "kind", "representative", "jaccard"]
 

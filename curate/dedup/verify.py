@@ -6,8 +6,8 @@ import numpy as np
 from curate.backend import jaccard, to_host
 from curate.config import FuzzyConfig
 from curate.dedup.keys import select
-from curate.dedup.minhash import prepare_text
-from curate.io.read import DOC
+from curate.dedup.text import prepare_text
+from curate.schema import DOC
 
 JACCARD = "jaccard"
 PART = "_part"  # the edge partition that asks for a text

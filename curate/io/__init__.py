@@ -8,9 +8,9 @@ before anything heavy is imported.
 import importlib
 
 _HOMES = {
-    "DOC": "read",
+    "DOC": "curate.schema",  # kept here for `from curate.io import DOC`
     "read_documents": "read",
-    "read_records": "read",
+    "read_records": "lookup",
     "split_rejected": "read",
     "count_rows": "write",
     "write_documents": "write",
@@ -21,7 +21,8 @@ _HOMES = {
 def __getattr__(name: str):
     if name not in _HOMES:
         raise AttributeError(f"module 'curate.io' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"curate.io.{_HOMES[name]}"), name)
+    home = _HOMES[name]
+    return getattr(importlib.import_module(home if "." in home else f"curate.io.{home}"), name)
 
 
 __all__ = sorted(_HOMES)

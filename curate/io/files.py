@@ -259,3 +259,15 @@ def unify_schemas(schemas: list[pa.Schema], text_field: str, id_field: str) -> t
             dtype = pa.string()
         out.append(pa.field(name, dtype))
     return pa.schema(out), json_text - {text_field, id_field}
+
+
+def lines_before(fs, path: str, offset: int) -> int:
+    """Line ends in the (decompressed) file before byte ``offset``."""
+    count, seen = 0, 0
+    with fs.open(path, "rb") as f:
+        for chunk in decompressed_chunks(f, infer_compression(path)):
+            count += chunk[: offset - seen].count(b"\n")
+            seen += len(chunk)
+            if seen >= offset:
+                break
+    return count

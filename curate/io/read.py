@@ -1,14 +1,14 @@
 """Read JSONL (plain, .gz, .zst) and Parquet through fsspec into a Dask DataFrame of documents.
 
 Every document gets ``_doc`` (int64), a key that is unique and increases in input order, made
-from the file's position in the input list (:func:`expand_paths`) and the record's byte offset
+from the file's position in the input list (:func:`curate.io.files.expand_paths`) and the record's byte offset
 (JSONL, in the decompressed stream) or row (Parquet) in that file:
 ``_doc = file_index << 40 | position``. It does not depend on how the input is split into
 partitions, so results do not either.
 
 Uncompressed JSONL larger than ``blocksize`` is split into partitions of about that size at
 line ends; other files are read whole and packed into partitions of about ``blocksize`` bytes
-(or ``files_per_partition`` to a partition; see :func:`plan_sources`).
+(or ``files_per_partition`` to a partition; see :mod:`curate.io.plan`).
 
 The input's fields and their types are taken from the start of every file (the first MiB of
 each JSONL file, each Parquet file's schema), so files may differ in their fields. Only the
@@ -18,11 +18,8 @@ that cannot be read (see :mod:`curate.io.records`) stops the read with its file,
 :func:`split_rejected`).
 """
 
-import json
 import logging
-import os
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
 import dask
@@ -35,90 +32,24 @@ from dask.utils import parse_bytes
 from fsspec.utils import infer_compression, read_block, seek_delimiter
 
 from curate.backend import from_arrow
-from curate.io.files import BOM, Broken, decompressed_chunks, expand_paths, find_inputs, overlap_message, sample_files, source_names, unify_schemas
+from curate.io.files import BOM, Broken, decompressed_chunks, find_inputs, lines_before, overlap_message, sample_files, source_names, unify_schemas
+from curate.io.plan import Source, plan_sources, source_divisions, with_line_numbers
 from curate.io.records import (
     Bad,
     Fields,
     Layout,
     Mismatch,
     conform,
-    json_kind,
     json_text,
     parse_records,
     python_rows,
     record_lines,
 )
+from curate.schema import DOC, POSITION_BITS, REJECT_COLUMNS
 
 logger = logging.getLogger(__name__)
 
-DOC = "_doc"
-# Columns of a skip-mode read: the record's line (JSONL, 1-based) or row (Parquet, 0-based), and,
-# for a rejected record, what is wrong (kind, field, reason) and the record itself (bytes).
-REJECT_COLUMNS = ("_line", "_kind", "_field", "_reason", "_record")
-_REJECT_TYPES = (pa.int64(), pa.string(), pa.string(), pa.string(), pa.binary())
-POSITION_BITS = 40  # _doc = file_index << POSITION_BITS | position
-
-
-@dataclass(frozen=True)
-class Source:
-    """One partition's worth of input: whole files, or a byte range of one uncompressed file."""
-
-    paths: tuple[str, ...]
-    file_indices: tuple[int, ...]
-    fmt: str  # "jsonl" or "parquet"
-    offset: int = 0
-    length: int | None = None  # None: whole file(s)
-    first_line: int | None = 1  # line number of the block's first line; None: not counted
-
-
-def plan_sources(paths: list[str], fmt: str, blocksize: int | None, files_per_partition: int | None, sizes: list[int]) -> list[Source]:
-    """Split the input files into partitions, in input order.
-
-    Parameters
-    ----------
-    paths : list of str
-    fmt : {"jsonl", "parquet"}
-    blocksize : int or None
-        Target partition size in bytes (of JSONL as read, decompressed). Uncompressed JSONL
-        larger than this is split into byte ranges at line ends; other files are read whole and
-        consecutive ones are packed into a partition while their sizes sum to at most
-        ``blocksize`` (at least one file each). None: no splitting, one file per partition.
-    files_per_partition : int or None
-        Instead of packing by size, this many consecutive whole files per partition.
-    sizes : list of int
-        Each file's size in bytes, decompressed (estimated for compressed JSONL; see
-        :func:`curate.io.files.sample_file`); Parquet files count their size on disk.
-
-    Returns
-    -------
-    list of Source
-        Ordered by their first document, so partition order is input order.
-    """
-    sources: list[Source] = []
-    run: list[int] = []  # consecutive whole files not yet placed
-
-    def place_run():
-        groups, group, total = [], [], 0
-        for index in run:
-            full = len(group) == files_per_partition if files_per_partition else total + sizes[index] > (blocksize or 0)
-            if group and full:
-                groups.append(group)
-                group, total = [], 0
-            group.append(index)
-            total += sizes[index]
-        groups += [group] if group else []
-        sources.extend(Source(tuple(paths[i] for i in g), tuple(g), fmt) for g in groups)
-        run.clear()
-
-    for index, path in enumerate(paths):
-        splittable = fmt == "jsonl" and infer_compression(path) is None and blocksize
-        if splittable and sizes[index] > blocksize:
-            place_run()
-            sources.extend(Source((path,), (index,), fmt, off, blocksize, None if off else 1) for off in range(0, sizes[index], blocksize))
-        else:
-            run.append(index)
-    place_run()
-    return sources
+_REJECT_TYPES = (pa.int64(), pa.string(), pa.string(), pa.string(), pa.binary())  # of REJECT_COLUMNS
 
 
 def read_documents(
@@ -139,7 +70,7 @@ def read_documents(
     inputs : str or list of str
         Files, directories (searched recursively for ``.jsonl[.gz|.zst]`` / ``.parquet``), globs
         or fsspec URLs (``s3://...``), in any mix; a file named twice is read once (see
-        :func:`expand_paths`).
+        :func:`curate.io.files.expand_paths`).
     id_field : str or None, default=None
         Field holding unique document ids (int or string); every record must have it. None:
         ``id`` if any file has it (then every record must), else ids ``"<file>:<line>"`` (JSONL,
@@ -156,7 +87,7 @@ def read_documents(
     blocksize : int or str or None, default="64MB"
         Target partition size in bytes of JSONL as read (decompressed) or Parquet on disk:
         larger uncompressed JSONL files are split at line ends, smaller files of any kind are
-        packed whole into partitions of about this size (see :func:`plan_sources`). None: one
+        packed whole into partitions of about this size (see :func:`curate.io.plan.plan_sources`). None: one
         file per partition.
     files_per_partition : int or None, default=None
         Whole files per partition instead of packing by size.
@@ -170,7 +101,7 @@ def read_documents(
     Returns
     -------
     dask.dataframe.DataFrame
-        Indexed by ``_doc`` with known divisions (:func:`source_divisions`: each partition's
+        Indexed by ``_doc`` with known divisions (:func:`curate.io.plan.source_divisions`: each partition's
         key range, which :mod:`curate.dedup.keys` uses to join keys to documents without moving
         them). Columns ``_doc`` (int64), the assigned ``id`` if any, then the input's fields in the order
         first seen (a field absent from a file is null there); with ``on_error="skip"`` also
@@ -232,7 +163,7 @@ def read_documents(
     reader = _Reader(fs, names, layout, returned, assign_ids, on_error == "skip", records)
     sources = plan_sources(paths, fmt, blocksize, files_per_partition, [size for _, size in samples])
     if assign_ids or reader.skip:
-        sources = _with_line_numbers(fs, sources)
+        sources = with_line_numbers(fs, sources)
     # Workers do not see the client's dask.config: the backend travels with the tasks.
     frame_backend = dask.config.get("dataframe.backend", "pandas")
     return dd.from_map(
@@ -245,19 +176,6 @@ def read_documents(
         enforce_metadata=False,
         label="read-documents",
     )
-
-
-def source_divisions(sources: list[Source]) -> tuple[int, ...]:
-    """The ``_doc`` range of each partition, as Dask divisions: partition ``i`` holds keys in
-    ``[divisions[i], divisions[i + 1])`` (the last bound included).
-
-    Whole files start at ``file_index << 40``. A byte range of a file that starts at ``offset
-    > 0`` holds the lines that start after the first line end at or after ``offset``
-    (:func:`fsspec.utils.read_block`), so its keys are at least ``offset + 1``, and the range
-    before it ends with the line that holds byte ``offset``, which starts at or before it.
-    """
-    starts = [(s.file_indices[0] << POSITION_BITS) | (s.offset + 1 if s.offset else 0) for s in sources]
-    return (*starts, ((sources[-1].file_indices[-1] + 1) << POSITION_BITS) - 1)
 
 
 def split_rejected(docs: dd.DataFrame, records: bool = False) -> tuple[dd.DataFrame, dd.DataFrame | None]:
@@ -283,201 +201,6 @@ def split_rejected(docs: dd.DataFrame, records: bool = False) -> tuple[dd.DataFr
     bad = docs["_kind"].notnull()
     dropped = [c for c in REJECT_COLUMNS if not (records and c == "_record")]
     return docs[~bad].drop(columns=dropped), docs[bad][[DOC, *REJECT_COLUMNS]]
-
-
-def locate(inputs, keys) -> list[str]:
-    """``"<file>:<line>"`` (JSONL) or ``"<file>:<row>"`` (Parquet) of documents by ``_doc`` key.
-
-    Reads each JSONL file up to the record (decompressing if needed), so use it for a few keys
-    (error messages), not for many.
-    """
-    fs, paths, fmt = expand_paths(inputs)
-    names = source_names(paths)
-    out = []
-    for key in map(int, keys):
-        index, position = key >> POSITION_BITS, key & ((1 << POSITION_BITS) - 1)
-        where = position if fmt == "parquet" else _lines_before(fs, paths[index], position) + 1
-        out.append(f"{names[index]}:{where}")
-    return out
-
-
-def read_records(inputs, keys) -> list[dict]:
-    """The input records with the given ``_doc`` keys, reading only as far as they lie.
-
-    Each file holding a wanted record is read once, in position order, and no further than its
-    last wanted record: uncompressed JSONL by seeking to each record, compressed JSONL by
-    decompressing in chunks (the bytes before a wanted record are dropped as they pass),
-    Parquet by reading only the row groups that hold the wanted rows. So reading a few records
-    of a large run costs at most one decompression of each file they lie in.
-
-    Parameters
-    ----------
-    inputs : str or list of str
-        The inputs of the run, as given to :func:`read_documents` (the file list and its order
-        must be the same, or the keys point elsewhere).
-    keys : iterable of int
-        ``_doc`` keys (``file_index << 40 | position``); repeats allowed.
-
-    Returns
-    -------
-    list of dict
-        One record per key, in the order of ``keys``: the parsed JSON object, or the Parquet row
-        (all its fields), as in the input: no assigned id, and a null text stays ``None``. A
-        repeated key gives the same dict object each time.
-
-    Raises
-    ------
-    FileNotFoundError
-        If an input matches no file, or a file with wanted records is missing.
-    ValueError
-        If a key's file index is beyond the input files, or its position is not the start of a
-        record in that file (or lies past its end), naming the file and position, and the line
-        where known; if a wanted line is not a JSON object.
-    """
-    fs, paths, fmt = expand_paths(inputs)
-    names = source_names(paths)
-    keys = [int(k) for k in keys]
-    wanted: dict[int, set[int]] = {}
-    for key in keys:
-        index, position = key >> POSITION_BITS, key & ((1 << POSITION_BITS) - 1)
-        if key < 0 or index >= len(paths):
-            raise ValueError(f"_doc key {key}: file index {key >> POSITION_BITS} is beyond the {len(paths)} input file(s)")
-        wanted.setdefault(index, set()).add(position)
-
-    def read_file(index: int) -> dict[int, dict]:
-        positions = sorted(wanted[index])
-        if fmt == "parquet":
-            return _parquet_rows(fs, paths[index], names[index], positions)
-        return _jsonl_records(fs, paths[index], names[index], positions)
-
-    # Decompression is CPU work: more threads than cores only slowed it down (measured).
-    with ThreadPoolExecutor(max(1, min(len(wanted), os.cpu_count() or 1))) as pool:
-        found = dict(zip(wanted, pool.map(read_file, wanted)))
-    return [found[key >> POSITION_BITS][key & ((1 << POSITION_BITS) - 1)] for key in keys]
-
-
-def _jsonl_records(fs, path: str, name: str, positions: list[int]) -> dict[int, dict]:
-    """Records of one JSONL file at byte ``positions`` (increasing, in the decompressed stream)."""
-    out = {}
-    codec = infer_compression(path)
-    with fs.open(path, "rb") as f:
-        lines = _lines_at_offsets(f, positions) if codec is None else _lines_in_stream(decompressed_chunks(f, codec), positions)
-        try:
-            for position, line in zip(positions, lines):
-                out[position] = _parse_record(fs, path, name, position, line)
-        except Broken as err:
-            raise ValueError(f"{name}: {err} before byte position {positions[len(out)]}") from None
-    return out
-
-
-def _lines_at_offsets(f, positions: list[int]):
-    """The line (with its ``\\n``) at each byte position of an uncompressed file.
-
-    Yields None where no line starts at the position (a line starts at 0, at 3 after a UTF-8
-    BOM, and after every ``\\n``) and ``b""`` past the end of the file.
-    """
-    first = len(BOM) if f.read(len(BOM)) == BOM else 0
-    for position in positions:
-        if position <= first:
-            start = position == first
-        else:
-            f.seek(position - 1)
-            start = f.read(1) == b"\n"
-        f.seek(position)
-        line = f.readline()
-        yield line if start or not line else None
-
-
-def _lines_in_stream(chunks, positions: list[int]):
-    """Like :func:`_lines_at_offsets` for a file read as a stream of chunks.
-
-    Holds only the bytes from the byte before the wanted line to the end of that line (and the
-    rest of the chunk that ends it), so memory stays about one chunk plus one line.
-    """
-    chunks, buf, base = iter(chunks), bytearray(), 0  # buf holds the stream from byte base on
-    while len(buf) < len(BOM) and (chunk := next(chunks, None)) is not None:
-        buf += chunk
-    first = len(BOM) if buf.startswith(BOM) else 0
-    for position in positions:
-        ended = False
-        while True:
-            drop = min(max(position - 1 - base, 0), len(buf))  # keep the byte before the line
-            del buf[:drop]
-            base += drop
-            at = position - base
-            if ended or (at < len(buf) and buf.find(b"\n", at) >= 0):
-                break
-            chunk = next(chunks, None)
-            ended = chunk is None
-            buf += chunk or b""
-        if at >= len(buf):
-            yield b""
-            continue
-        start = position == first if position <= first else buf[at - 1] == 0x0A
-        end = buf.find(b"\n", at)
-        yield bytes(buf[at : end + 1 if end >= 0 else len(buf)]) if start else None
-
-
-def _parse_record(fs, path: str, name: str, position: int, line: bytes | None) -> dict:
-    """The JSON object on a wanted line; ValueError naming file, position and line if it is none."""
-    if line == b"":
-        raise ValueError(f"{name}: byte position {position} is past the end of the file")
-    record, problem = None, "is not the start of a record" if line is None else "is a blank line"
-    if line is not None and line.strip():
-        try:
-            record = json.loads(line)
-            problem = f"holds {json_kind(record)}, not a JSON object"
-        except ValueError as err:
-            problem = f"is not valid JSON ({err})"
-    if isinstance(record, dict):
-        return record
-    line_number = _lines_before(fs, path, position) + 1  # counted on this error path only
-    raise ValueError(f"{name}: byte position {position} (line {line_number}) {problem}")
-
-
-def _parquet_rows(fs, path: str, name: str, rows: list[int]) -> dict[int, dict]:
-    """Rows of one Parquet file, reading only the row groups that hold them."""
-    out = {}
-    with fs.open(path, "rb") as f:
-        parquet = pq.ParquetFile(f)
-        sizes = [parquet.metadata.row_group(g).num_rows for g in range(parquet.num_row_groups)]
-        ends = np.cumsum(sizes, dtype=np.int64)
-        if rows[-1] >= parquet.metadata.num_rows:
-            raise ValueError(f"{name}: row {rows[-1]} is past the end of the file ({parquet.metadata.num_rows} rows)")
-        groups = np.searchsorted(ends, rows, side="right")
-        for group in np.unique(groups):
-            table = parquet.read_row_group(int(group))
-            first = int(ends[group] - sizes[group])
-            mine = [row for row, g in zip(rows, groups) if g == group]
-            out.update(zip(mine, table.take([row - first for row in mine]).to_pylist()))
-    return out
-
-
-def _with_line_numbers(fs, sources: list[Source]) -> list[Source]:
-    """Set ``first_line`` of byte-range sources by counting the line ends before each block."""
-    out, lines, last_path = [], 1, None
-    for src in sources:
-        if src.length is None:
-            out.append(src)
-            continue
-        if src.paths[0] != last_path:
-            lines, last_path = 1, src.paths[0]
-        out.append(replace(src, first_line=lines))
-        with fs.open(src.paths[0], "rb") as f:
-            lines += read_block(f, src.offset, src.length, delimiter=b"\n").count(b"\n")
-    return out
-
-
-def _lines_before(fs, path: str, offset: int) -> int:
-    """Line ends in the (decompressed) file before byte ``offset``."""
-    count, seen = 0, 0
-    with fs.open(path, "rb") as f:
-        for chunk in decompressed_chunks(f, infer_compression(path)):
-            count += chunk[: offset - seen].count(b"\n")
-            seen += len(chunk)
-            if seen >= offset:
-                break
-    return count
 
 
 def _load_partition(src: Source, reader: "_Reader", frame_backend: str):
@@ -561,7 +284,7 @@ class _Reader:
             records.append(tail)
         first_line = src.first_line
         if bad and first_line is None:  # only where a record is rejected or stops the run
-            first_line = _lines_before(self.fs, path, start) + 1
+            first_line = lines_before(self.fs, path, start) + 1
         return self._assemble(pieces, bad, records, positions, (first_line or 1) + line_index, index, lines)
 
     def _parquet(self, src: Source, path: str, index: int) -> pa.Table:

@@ -13,8 +13,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from curate.backend import on_host, to_arrow
-from curate.io.read import DOC, POSITION_BITS, REJECT_COLUMNS, arrow_typed, locate
+from curate.io.lookup import locate
+from curate.io.read import arrow_typed
 from curate.io.records import json_text, python_rows
+from curate.schema import DOC, POSITION_BITS, REJECT_COLUMNS
 
 REJECTED_SCHEMA = pa.schema(
     [("source", pa.string()), ("line", pa.int64()), ("field", pa.string()), ("kind", pa.string()), ("reason", pa.string()), ("record", pa.binary())]
@@ -45,12 +47,12 @@ def reject_repeated_ids(docs: dd.DataFrame, repeated: pd.Index, id_field: str, n
     Parameters
     ----------
     docs : dask.dataframe.DataFrame
-        A skip-mode read (with :data:`curate.io.read.REJECT_COLUMNS`).
+        A skip-mode read (with :data:`curate.schema.REJECT_COLUMNS`).
     repeated : pandas.Index
         Ids that appear more than once among the documents that are not rejected.
     id_field : str
     names : sequence of str
-        Source names by file index (:func:`curate.io.read.source_names`).
+        Source names by file index (:func:`curate.io.files.source_names`).
     path : str
         Where to write the marked keys and reasons (Parquet, sorted by ``_doc``).
 

@@ -14,8 +14,8 @@ from fsspec.core import url_to_fs
 
 from curate.backend import to_arrow, to_host
 from curate.io.files import common_compression
-from curate.io.read import DOC
 from curate.io.records import json_text, python_rows
+from curate.schema import DOC
 
 ROW_GROUP_ROWS = 1 << 20
 # JSONL part files: suffix and compressor. gzip level 6 (gzip's own default; 9 is much slower

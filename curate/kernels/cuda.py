@@ -90,7 +90,7 @@ def band_buckets_cuda(sig_bytes, num_bands: int, band_bytes: int):
 
     Parameters
     ----------
-    sig_bytes : array of shape (n_docs, n_hashes * itemsize), dtype uint8
+    sig_bytes : array of shape (n_docs, num_perm * itemsize), dtype uint8
         The signatures' little-endian bytes (a ``view(uint8)`` of a C-contiguous signature array).
     num_bands : int
     band_bytes : int
@@ -216,14 +216,14 @@ def minhash_cuda(offsets, data, seed: int, a, b, width: int, words: bool = False
     offsets : array of shape (n_docs + 1,), dtype int32 or int64
     data : array of shape (n_bytes,), dtype uint8
     seed : int
-    a, b : arrays of shape (n_hashes,), dtype uint32 or uint64
+    a, b : arrays of shape (num_perm,), dtype uint32 or uint64
         Their dtype selects the 32- or 64-bit scheme.
     width : int
     words : bool, default=False
 
     Returns
     -------
-    signatures : numba device array of shape (n_docs, n_hashes), dtype of ``a``
+    signatures : numba device array of shape (n_docs, num_perm), dtype of ``a``
     n_shingles : numba device array of shape (n_docs,), dtype int64
 
     Raises

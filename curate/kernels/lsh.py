@@ -28,8 +28,8 @@ def band_buckets(signatures, num_bands, rows_per_band):
 
     Parameters
     ----------
-    signatures : array of shape (n_docs, n_hashes), dtype uint32 or uint64
-        ``n_hashes >= num_bands * rows_per_band``; later columns are ignored.
+    signatures : array of shape (n_docs, num_perm), dtype uint32 or uint64
+        ``num_perm >= num_bands * rows_per_band``; later columns are ignored.
     num_bands, rows_per_band : int
 
     Returns
@@ -41,10 +41,10 @@ def band_buckets(signatures, num_bands, rows_per_band):
     ValueError
         If the signatures are shorter than ``num_bands * rows_per_band``.
     """
-    n_docs, n_hashes = signatures.shape
-    if num_bands * rows_per_band > n_hashes:
-        raise ValueError(f"{num_bands} bands x {rows_per_band} rows need {num_bands * rows_per_band} hashes, have {n_hashes}")
-    sig_bytes = np.ascontiguousarray(signatures).view(np.uint8).reshape(n_docs, n_hashes * signatures.itemsize)
+    n_docs, num_perm = signatures.shape
+    if num_bands * rows_per_band > num_perm:
+        raise ValueError(f"{num_bands} bands x {rows_per_band} rows need {num_bands * rows_per_band} hashes, have {num_perm}")
+    sig_bytes = np.ascontiguousarray(signatures).view(np.uint8).reshape(n_docs, num_perm * signatures.itemsize)
     out = np.empty((n_docs, num_bands), dtype=np.uint64)
     _band_buckets(sig_bytes, num_bands, rows_per_band * signatures.itemsize, out)
     return out

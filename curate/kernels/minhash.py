@@ -100,7 +100,7 @@ def minhash(offsets, data, seed, a, b, width, words=False):
         UTF-8 text.
     seed : int
         MurmurHash3 seed, 0 <= seed < 2**32.
-    a, b : array of shape (n_hashes,), dtype uint32 or uint64
+    a, b : array of shape (num_perm,), dtype uint32 or uint64
         Permutation parameters; their dtype selects the 32- or 64-bit scheme.
     width : int
         Characters (or words) per shingle, >= 1.
@@ -109,7 +109,7 @@ def minhash(offsets, data, seed, a, b, width, words=False):
 
     Returns
     -------
-    signatures : array of shape (n_docs, n_hashes), dtype of ``a``
+    signatures : array of shape (n_docs, num_perm), dtype of ``a``
     n_shingles : array of shape (n_docs,), dtype int64
         Shingles hashed per document (0 for a document without shingles).
 
@@ -127,19 +127,19 @@ def minhash(offsets, data, seed, a, b, width, words=False):
     return out, counts
 
 
-def permutations(n_hashes: int, seed: int, bits: int) -> tuple[np.ndarray, np.ndarray]:
+def permutations(num_perm: int, seed: int, bits: int) -> tuple[np.ndarray, np.ndarray]:
     """Permutation parameters ``(a, b)`` drawn from ``numpy.random.default_rng(seed)``.
 
     Parameters
     ----------
-    n_hashes : int
+    num_perm : int
         Number of permutations (signature length).
     seed : int
     bits : {32, 64}
 
     Returns
     -------
-    a, b : arrays of shape (n_hashes,), dtype uint32 (bits=32) or uint64 (bits=64)
+    a, b : arrays of shape (num_perm,), dtype uint32 (bits=32) or uint64 (bits=64)
         ``a`` in ``[1, m)``, ``b`` in ``[0, m)`` with ``m = 2**32`` or ``2**61 - 1``, the
         ranges datatrove and NeMo Curator draw from.
 
@@ -153,6 +153,6 @@ def permutations(n_hashes: int, seed: int, bits: int) -> tuple[np.ndarray, np.nd
     rng = np.random.default_rng(seed)
     high = (1 << 32) if bits == 32 else int(MERSENNE_61)
     dtype = np.uint32 if bits == 32 else np.uint64
-    a = rng.integers(1, high, size=n_hashes, dtype=np.uint64).astype(dtype)
-    b = rng.integers(0, high, size=n_hashes, dtype=np.uint64).astype(dtype)
+    a = rng.integers(1, high, size=num_perm, dtype=np.uint64).astype(dtype)
+    b = rng.integers(0, high, size=num_perm, dtype=np.uint64).astype(dtype)
     return a, b

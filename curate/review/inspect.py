@@ -1,6 +1,6 @@
 """A finished run, read back for people: which documents went, next to the one kept, and why.
 
-``curate report`` (:mod:`curate.report`) and ``curate inspect`` read an output folder through
+``curate report`` (:mod:`curate.review.report`) and ``curate inspect`` read an output folder through
 :class:`RunOutput`. They read ``summary.json`` and the two small tables (``removed.parquet``,
 ``duplicates.parquet``), and only the texts they show. Those texts come from the input files,
 at the ``source`` and ``position`` that ``duplicates.parquet`` records for every group
@@ -18,9 +18,11 @@ import numpy as np
 import pandas as pd
 from fsspec.core import url_to_fs
 
-from curate.diff import Diff, word_diff
-from curate.io.read import POSITION_BITS, read_records, source_names
-from curate.stages import modified
+from curate.review.diff import Diff, word_diff
+from curate.io.files import source_names
+from curate.io.lookup import read_records
+from curate.schema import POSITION_BITS
+from curate.checkpoints import modified
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,7 @@ class Pair:
     group_size : int
         Documents in that group, its representative included.
     diff : Diff or None
-        Word-level differences (:func:`curate.diff.word_diff`); None when a text is unavailable.
+        Word-level differences (:func:`curate.review.diff.word_diff`); None when a text is unavailable.
     unavailable : str
         Why a text could not be read ("" when both were).
     """
@@ -80,7 +82,7 @@ class RunOutput:
     out_dir : str or path-like
         A folder written by ``curate dedup`` (it holds ``summary.json``).
     max_chars : int, default=4000
-        About how many characters of each text a pair shows (:func:`curate.diff.word_diff`).
+        About how many characters of each text a pair shows (:func:`curate.review.diff.word_diff`).
 
     Attributes
     ----------

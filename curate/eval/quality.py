@@ -22,8 +22,8 @@ import pandas as pd
 
 from curate.backend import text_buffers
 from curate.config import FuzzyConfig
-from curate.dedup.minhash import prepare_text
-from curate.kernels.allpairs import all_pairs, shingle_sets
+from curate.dedup.text import prepare_text
+from curate.eval.allpairs import all_pairs, shingle_sets
 
 
 def similar_pairs(text: pd.Series, config: FuzzyConfig, threshold: float) -> pd.DataFrame:
@@ -46,7 +46,7 @@ def similar_pairs(text: pd.Series, config: FuzzyConfig, threshold: float) -> pd.
 
     Notes
     -----
-    Exact: candidates come from prefix filtering (see :mod:`curate.kernels.allpairs`) and
+    Exact: candidates come from prefix filtering (see :mod:`curate.eval.allpairs`) and
     every candidate is verified. Documents without shingles (empty text) are in no pair.
     """
     offsets, data = text_buffers(prepare_text(text.reset_index(drop=True), config))

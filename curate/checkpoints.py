@@ -26,7 +26,8 @@ import pyarrow.parquet as pq
 from dask.utils import format_bytes
 
 from curate.backend import from_arrow
-from curate.io.read import DOC, expand_paths
+from curate.io.files import expand_paths
+from curate.schema import DOC
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ def input_fingerprint(inputs: list[str]) -> list[tuple[str, int, str]]:
     Raises
     ------
     FileNotFoundError, ValueError
-        As :func:`curate.io.read.expand_paths`.
+        As :func:`curate.io.files.expand_paths`.
     """
     fs, paths, _ = expand_paths(inputs)
     infos = [fs.info(path) for path in paths]

@@ -1,6 +1,6 @@
 """Exact all-pairs similarity join: every pair of documents whose Jaccard similarity reaches a threshold.
 
-The ground truth that fuzzy dedup is measured against (:mod:`curate.quality`). Comparing all
+The ground truth that fuzzy dedup is measured against (:mod:`curate.eval.quality`). Comparing all
 ``n (n - 1) / 2`` pairs is out of reach for a few hundred thousand documents, so candidates
 come from *prefix filtering* [1]_ [2]_, which is exact: order the shingles by increasing
 document frequency and keep, for a set ``x``, its first ``|x| - ceil(t |x|) + 1`` shingles

@@ -5,7 +5,7 @@ peak memory per stage, plots (inline SVG, drawn with matplotlib: sizes of the du
 groups, Jaccard similarity of each removed document with its representative, the LSH S-curve
 of the bands and rows used), and removed documents beside their representatives with the
 differing words marked: the largest groups, then a random sample. No script, font or image is
-fetched from anywhere, so it opens offline. What it reads is described in :mod:`curate.review`.
+fetched from anywhere, so it opens offline. What it reads is described in :mod:`curate.review.inspect`.
 """
 
 import datetime
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from curate.params import s_curve_figure
-from curate.review import Pair, RunOutput, diff_blocks, trailing_space
+from curate.review.inspect import Pair, RunOutput, diff_blocks, trailing_space
 
 
 def write_report(out_dir, *, groups: int = 20, sample: int = 20, seed: int = 0) -> Path:
@@ -42,7 +42,7 @@ def write_report(out_dir, *, groups: int = 20, sample: int = 20, seed: int = 0) 
     Raises
     ------
     FileNotFoundError, ValueError
-        As :class:`curate.review.RunOutput`.
+        As :class:`curate.review.inspect.RunOutput`.
     """
     run = out_dir if isinstance(out_dir, RunOutput) else RunOutput(out_dir)
     page = _page(run, run.largest_groups(groups), run.sample(sample, seed), seed)

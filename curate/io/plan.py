@@ -1,0 +1,106 @@
+"""Partition planning: which files, or which byte range of a file, each partition reads.
+
+Uncompressed JSONL larger than ``blocksize`` is split into partitions of about that size at
+line ends; other files are read whole and packed into partitions of about ``blocksize`` bytes
+(or ``files_per_partition`` to a partition). A partition's ``_doc`` range follows from its files
+and offsets alone (:func:`source_divisions`), before anything is read.
+"""
+
+from dataclasses import dataclass, replace
+
+from fsspec.utils import infer_compression, read_block
+
+from curate.schema import POSITION_BITS
+
+
+@dataclass(frozen=True)
+class Source:
+    """One partition's worth of input: whole files, or a byte range of one uncompressed file."""
+
+    paths: tuple[str, ...]
+    file_indices: tuple[int, ...]
+    fmt: str  # "jsonl" or "parquet"
+    offset: int = 0
+    length: int | None = None  # None: whole file(s)
+    first_line: int | None = 1  # line number of the block's first line; None: not counted
+
+
+def plan_sources(paths: list[str], fmt: str, blocksize: int | None, files_per_partition: int | None, sizes: list[int]) -> list[Source]:
+    """Split the input files into partitions, in input order.
+
+    Parameters
+    ----------
+    paths : list of str
+    fmt : {"jsonl", "parquet"}
+    blocksize : int or None
+        Target partition size in bytes (of JSONL as read, decompressed). Uncompressed JSONL
+        larger than this is split into byte ranges at line ends; other files are read whole and
+        consecutive ones are packed into a partition while their sizes sum to at most
+        ``blocksize`` (at least one file each). None: no splitting, one file per partition.
+    files_per_partition : int or None
+        Instead of packing by size, this many consecutive whole files per partition.
+    sizes : list of int
+        Each file's size in bytes, decompressed (estimated for compressed JSONL; see
+        :func:`curate.io.files.sample_file`); Parquet files count their size on disk.
+
+    Returns
+    -------
+    list of Source
+        Ordered by their first document, so partition order is input order.
+    """
+    sources: list[Source] = []
+    run: list[int] = []  # consecutive whole files not yet placed
+
+    def place_run():
+        groups, group, total = [], [], 0
+        for index in run:
+            full = len(group) == files_per_partition if files_per_partition else total + sizes[index] > (blocksize or 0)
+            if group and full:
+                groups.append(group)
+                group, total = [], 0
+            group.append(index)
+            total += sizes[index]
+        groups += [group] if group else []
+        sources.extend(Source(tuple(paths[i] for i in g), tuple(g), fmt) for g in groups)
+        run.clear()
+
+    for index, path in enumerate(paths):
+        splittable = fmt == "jsonl" and infer_compression(path) is None and blocksize
+        if splittable and sizes[index] > blocksize:
+            place_run()
+            sources.extend(Source((path,), (index,), fmt, off, blocksize, None if off else 1) for off in range(0, sizes[index], blocksize))
+        else:
+            run.append(index)
+    place_run()
+    return sources
+
+
+def source_divisions(sources: list[Source]) -> tuple[int, ...]:
+    """The ``_doc`` range of each partition, as Dask divisions: partition ``i`` holds keys in
+    ``[divisions[i], divisions[i + 1])`` (the last bound included).
+
+    Whole files start at ``file_index << 40``. A byte range of a file that starts at ``offset
+    > 0`` holds the lines that start after the first line end at or after ``offset``
+    (:func:`fsspec.utils.read_block`), so its keys are at least ``offset + 1``, and the range
+    before it ends with the line that holds byte ``offset``, which starts at or before it.
+    """
+    starts = [(s.file_indices[0] << POSITION_BITS) | (s.offset + 1 if s.offset else 0) for s in sources]
+    return (*starts, ((sources[-1].file_indices[-1] + 1) << POSITION_BITS) - 1)
+
+
+def with_line_numbers(fs, sources: list[Source]) -> list[Source]:
+    """Set ``first_line`` of byte-range sources by counting the line ends before each block."""
+    out, lines, last_path = [], 1, None
+    for src in sources:
+        if src.length is None:
+            out.append(src)
+            continue
+        if src.paths[0] != last_path:
+            lines, last_path = 1, src.paths[0]
+        out.append(replace(src, first_line=lines))
+        with fs.open(src.paths[0], "rb") as f:
+            lines += read_block(f, src.offset, src.length, delimiter=b"\n").count(b"\n")
+    return out
+
+
+__all__ = ["Source", "plan_sources", "source_divisions", "with_line_numbers"]
