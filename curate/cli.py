@@ -13,91 +13,26 @@ import json
 import logging
 import sys
 import traceback
-import types
-import typing
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from curate.checks import OutputBusyError, check_inputs, check_output, hold_output
+from curate.cli_options import config_options, default_help, field_default, overrides
 from curate.config import DEFAULT_NUM_PERM, ClusterConfig, FuzzyConfig, GPUConfig, IOConfig, RunConfig, config_data, shipped_configs
 from curate.io.files import FORMATS
 
 if TYPE_CHECKING:  # imported inside the commands that use them: they cost start-up time
-    from rich.console import Console
-    from rich.text import Text
-
-    from curate.review.inspect import Pair, RunOutput
-
+    from curate.review.inspect import RunOutput
 
 
 @click.group()
 @click.version_option(package_name="curate")
 def main():
     """curate: exact and fuzzy (MinHash + LSH) deduplication of text corpora on Dask."""
-
-
-def _default(model, field: str) -> str:
-    """A config field's default as help shows it, taken from the model so both always agree."""
-    value = model.model_fields[field].default
-    return {True: "on", False: "off", None: "none"}.get(value, value) if isinstance(value, bool | None) else str(value)
-
-
-def _d(text) -> str:
-    """The one way help shows a default."""
-    return f"[default: {text}]"
-
-
-_SECTIONS: dict[str, tuple[str, ...]] = {}  # option name -> its config section, filled by config_options
-
-
-def config_options(model: type[BaseModel], section: tuple[str, ...] = ()):
-    """Decorator adding a click option for each field of a config section (nested sections left out).
-
-    The option is ``--field-name`` (``--name/--no-name`` for a bool), its help the field's
-    description and default, its choices the field's ``Literal`` values; the field's
-    ``json_schema_extra["cli"]`` may name another ``flag``, other ``choices``, a ``metavar``, and
-    the ``default`` as help writes it (None: none). Every option is None unless given, so the
-    config file or the model's default decides; :func:`_overrides` nests the given ones under
-    ``section``. A new config key is thus a new option, with nothing to add here.
-    """
-
-    def decorate(command):
-        for name, field in reversed(model.model_fields.items()):
-            kind = _without_none(field.annotation)
-            if isinstance(kind, type) and issubclass(kind, BaseModel):
-                continue
-            if field.description is None:
-                raise TypeError(f"{model.__name__}.{name} has no description: `curate dedup --help` shows it")
-            cli = (field.json_schema_extra or {}).get("cli", {})
-            shown = cli["default"] if "default" in cli else _default(model, name)
-            settings = {"help": field.description + (f" {_d(shown)}" if shown is not None else ""), "metavar": cli.get("metavar")}
-            flag = cli.get("flag", "--" + name.replace("_", "-"))
-            if kind is bool:
-                flag = flag if "/" in flag else f"{flag}/--no-{flag[2:]}"
-                settings["default"] = None
-            elif typing.get_origin(kind) is typing.Literal:
-                values = {str(v): v for v in typing.get_args(kind)}  # hash_bits: "32" on the command line, 32 in the config
-                settings["type"] = click.Choice(cli.get("choices", list(values)))
-                settings["callback"] = lambda ctx, param, given, values=values: values.get(given, given)
-            else:
-                settings["type"] = kind if kind in (int, float) else str
-            _SECTIONS[name] = section
-            command = click.option(flag, name, **settings)(command)
-        return command
-
-    return decorate
-
-
-def _without_none(annotation):
-    """``X`` of ``X | None``; other annotations as they are (a union of several types is read as text)."""
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        kinds = [k for k in typing.get_args(annotation) if k is not type(None)]
-        return kinds[0] if len(kinds) == 1 else str
-    return annotation
 
 
 @main.command()
@@ -107,12 +42,12 @@ def _without_none(annotation):
 @config_options(RunConfig)
 @click.option("--overwrite", is_flag=True, help="Replace a previous run's outputs in the output folder, its finished stages included.")
 @click.option("--resume", is_flag=True, help="Reuse the finished stages (OUT/_stages) of an interrupted, failed or changed run.")
-@click.option("--keep-stages/--no-keep-stages", default=False, help=f"Keep OUT/_stages after a successful run, for a later --resume with other parameters; a failed or interrupted run always keeps it. {_d('off')}")
+@click.option("--keep-stages/--no-keep-stages", default=False, help=f"Keep OUT/_stages after a successful run, for a later --resume with other parameters; a failed or interrupted run always keeps it. {default_help('off')}")
 @config_options(IOConfig, ("io",))
 @config_options(FuzzyConfig, ("fuzzy",))
 @config_options(ClusterConfig, ("cluster",))
 @config_options(GPUConfig, ("cluster", "gpu"))
-@click.option("--progress/--no-progress", default=None, help=f"Draw a progress bar per stage. {_d('on when stderr is a terminal')}")
+@click.option("--progress/--no-progress", default=None, help=f"Draw a progress bar per stage. {default_help('on when stderr is a terminal')}")
 @click.option("--report", "with_report", is_flag=True, help="Also write OUT/report.html (as curate report OUT does).")
 @click.option("-v", "--verbose", is_flag=True, help="Log the cluster (workers, dashboard), each stage's start and end with its size, and the cluster's own warnings and errors, with tracebacks.")
 def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress, with_report, verbose, **flags):
@@ -126,7 +61,7 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
     continues from them.
     """
     _configure_logging(verbose)
-    data = _validated(config_data, config_file, _overrides(flags))
+    data = _validated(config_data, config_file, overrides(flags))
     # The inputs are checked with the io section alone: validating the fuzzy section chooses the
     # bands, which imports scipy (0.6 s), and a wrong path should cost no more than it must.
     io = _validated(IOConfig.model_validate, data.get("io") or {}, section="io")
@@ -153,17 +88,6 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
 
 
 dedup.help = dedup.help.replace("{formats}", FORMATS)
-
-
-def _overrides(flags: dict) -> dict:
-    """The config's nested overrides from the dedup flags (None: not given)."""
-    overrides: dict = {}
-    for name, value in flags.items():
-        section = overrides
-        for key in _SECTIONS[name]:
-            section = section.setdefault(key, {})
-        section[name] = value
-    return overrides
 
 
 def _run(inputs: list[str], out_dir: str, config: RunConfig, show_progress: bool, overwrite: bool, resume: bool, keep_stages: bool, verbose: bool) -> dict:
@@ -261,9 +185,9 @@ def config_show(name):
 
 @main.command()
 @click.argument("out_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--groups", default=20, type=click.IntRange(min=0), help=f"Largest groups to show. {_d(20)}")
-@click.option("--sample", default=20, type=click.IntRange(min=0), help=f"Removed documents to show, drawn at random. {_d(20)}")
-@click.option("--seed", default=0, help=f"Seed of that draw. {_d(0)}")
+@click.option("--groups", default=20, type=click.IntRange(min=0), help=f"Largest groups to show. {default_help(20)}")
+@click.option("--sample", default=20, type=click.IntRange(min=0), help=f"Removed documents to show, drawn at random. {default_help(20)}")
+@click.option("--seed", default=0, help=f"Seed of that draw. {default_help(0)}")
 @click.option("--force", is_flag=True, help="Replace report.html even when input files are missing or changed (their texts are then not shown).")
 def report(out_dir, groups, sample, seed, force):
     """Write OUT_DIR/report.html: counts, stages, plots and removed documents beside their representatives.
@@ -294,14 +218,15 @@ def _warn_inputs(run: RunOutput) -> None:
 @click.argument("out_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--group", help="Show what was removed in favour of this kept id (or from the group of that name).")
 @click.option("--id", "doc_id", help="Show this removed document beside its representative (or a representative's group).")
-@click.option("--sample", type=click.IntRange(min=0), help=f"Show this many removed documents drawn at random (with --group/--id: at most this many). {_d('3; with --group/--id all')}")
-@click.option("--seed", default=0, help=f"Seed of the random draw. {_d(0)}")
-@click.option("--width", type=int, help=f"Terminal width in columns. {_d('the terminal width')}")
+@click.option("--sample", type=click.IntRange(min=0), help=f"Show this many removed documents drawn at random (with --group/--id: at most this many). {default_help('3; with --group/--id all')}")
+@click.option("--seed", default=0, help=f"Seed of the random draw. {default_help(0)}")
+@click.option("--width", type=int, help=f"Terminal width in columns. {default_help('the terminal width')}")
 def inspect(out_dir, group, doc_id, sample, seed, width):
     """Removed documents of the run in OUT_DIR beside their representatives, differing words marked."""
     from rich.console import Console
 
     from curate.review.inspect import RunOutput
+    from curate.review.terminal import print_pair
 
     if group is not None and doc_id is not None:
         raise click.UsageError("give --group or --id, not both")
@@ -324,59 +249,6 @@ def inspect(out_dir, group, doc_id, sample, seed, width):
                   f"{counts['output']['kept']:,} kept; showing {len(pairs)}")
     for pair in pairs:
         print_pair(console, pair)
-
-
-def print_pair(console: Console, pair: Pair) -> None:
-    """A removed document beside its representative: common text plain, differing words in colour
-    (or, without colour, marked ``[-removed's-]`` and ``{+kept's+}`` as in ``git diff --word-diff``)."""
-    from rich.markup import escape
-    from rich.table import Table
-    from rich.text import Text
-
-    from curate.review.inspect import diff_blocks, trailing_space
-
-    title = f"[bold]{pair.kind}[/]: " + pair.headline(lambda doc: f"[bold]{escape(str(doc))}[/]")
-    if pair.diff is None:
-        console.print(title)
-        console.print(f"  text unavailable: {escape(pair.unavailable)}")
-        return
-    table = Table(title=title, title_justify="left", expand=True)
-    table.add_column(f"removed: {escape(str(pair.removed))}", ratio=1, overflow="fold")
-    table.add_column(f"kept: {escape(str(pair.representative))}", ratio=1, overflow="fold")
-    width = max(8, (console.width - 7) // 2)  # of each column: the borders and padding take 7
-    for block in diff_blocks(pair.diff):
-        if isinstance(block, int):
-            gap = Text(f"… {block:,} identical words …", style="dim italic")
-            table.add_row(gap, gap)
-            continue
-        left, right = Text(), Text()
-        for segment in block:
-            if segment.kind == "same":
-                if (left or right) and _drifted(console, left, right, segment.a, width):
-                    table.add_row(left, right)  # a row is as tall as its taller side: they meet again below
-                    left, right = Text(), Text()
-                left.append(segment.a)
-                right.append(segment.b)
-            else:  # the whitespace after the words is not part of the change
-                (a, a_space), (b, b_space) = trailing_space(segment.a), trailing_space(segment.b)
-                if console.color_system is None:  # piped or redirected: mark the words themselves
-                    left.append(f"[-{a}-]{a_space}" if a else a_space)
-                    right.append(f"{{+{b}+}}{b_space}" if b else b_space)
-                else:
-                    left.append(a, style="bold red strike").append(a_space)
-                    right.append(b, style="bold green").append(b_space)
-        table.add_row(left, right)
-    console.print(table)
-
-
-def _drifted(console: Console, left: Text, right: Text, common: str, width: int) -> bool:
-    """Whether common text that follows ``left`` / ``right`` would start on different lines of
-    the two columns, or wrap differently from different columns: then it starts a new row."""
-    a, b = left.wrap(console, width), right.wrap(console, width)
-    if len(a) != len(b):
-        return True
-    ends = a[-1].cell_len, b[-1].cell_len
-    return ends[0] != ends[1] and max(ends) + len(common.rstrip()) > width
 
 
 class ConfigError(click.ClickException):
@@ -420,9 +292,9 @@ def _bands_by_rows(ctx, param, values):
 
 @main.command()
 @click.option("--threshold", type=float, required=True, help="Jaccard similarity that makes two documents duplicates.")
-@click.option("--num-perm", type=int, help=f"MinHash values the bands may use. {_d(DEFAULT_NUM_PERM)}")
-@click.option("--fp-weight", type=float, help=f"Weight of the false-positive area. {_d(_default(FuzzyConfig, 'fp_weight'))}")
-@click.option("--fn-weight", type=float, help=f"Weight of the false-negative area. {_d(_default(FuzzyConfig, 'fn_weight'))}")
+@click.option("--num-perm", type=int, help=f"MinHash values the bands may use. {default_help(DEFAULT_NUM_PERM)}")
+@click.option("--fp-weight", type=float, help=f"Weight of the false-positive area. {default_help(field_default(FuzzyConfig, 'fp_weight'))}")
+@click.option("--fn-weight", type=float, help=f"Weight of the false-negative area. {default_help(field_default(FuzzyConfig, 'fn_weight'))}")
 @click.option("--compare", multiple=True, callback=_bands_by_rows, metavar="BxR", help="Also show this choice, e.g. 17x15 (repeatable).")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write the S-curve to this PNG file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON instead of tables.")

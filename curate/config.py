@@ -46,7 +46,7 @@ class _Section(BaseModel):
 def _shown(default: str | None, **cli) -> dict:
     """``json_schema_extra`` of a field whose default ``curate dedup --help`` writes as ``default``
     (None: writes none) rather than the value itself; ``cli`` holds the option's other
-    settings (``flag``, ``choices``, ``metavar``; see :func:`curate.cli.config_options`)."""
+    settings (``flag``, ``choices``, ``metavar``; see :func:`curate.cli_options.config_options`)."""
     return {"cli": {"default": default, **cli}}
 
 

@@ -262,7 +262,7 @@ def test_inspect_sides_meet_again_after_a_change():
 
     from rich.console import Console
 
-    from curate.cli import print_pair
+    from curate.review.terminal import print_pair
     from curate.review.diff import word_diff
     from curate.review.inspect import Pair
 
