@@ -9,6 +9,9 @@ A stage's key is a SHA-256 over its name, its parameters and the keys of the sta
 The first key fingerprints the input files (path, size in bytes, modification time), the
 reading options and the curate version, so with ``--resume`` a changed parameter or input
 changes the key of the stage that uses it and of every stage after it, and of no other.
+
+:class:`Checkpoints` is the stage hook (:mod:`curate.dedup.stages`) that ``curate dedup`` gives
+the dedup classes: each stage computed, written here and read back.
 """
 
 import hashlib
@@ -25,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from dask.utils import format_bytes
 
-from curate.backend import from_arrow
+from curate.backend import from_arrow, to_parquet
 from curate.io.files import expand_paths
 from curate.schema import DOC
 
@@ -177,3 +180,47 @@ def _stage_partition(table: pa.Table, frame_backend: str, indexed: bool):
     if indexed:
         frame.index = frame[DOC].values
     return frame
+
+
+class Checkpoints:
+    """The stages of :mod:`curate.dedup.stages` written to ``OUT/_stages`` and read back.
+
+    Each stage's key chains its name and parameters to the key of the stage before it, so
+    ``--resume`` reuses a stage only when nothing it depends on changed. A stage's frames are
+    Parquet folders; its counts (Dask scalars in the result) are computed with them and kept
+    in the stage's marker. A document frame (known divisions) comes back indexed by ``_doc``
+    with its divisions, so that the stages after it can join keys to it where it lies.
+
+    Parameters
+    ----------
+    run : curate.pipeline's runner
+        Computes a stage's writes (``run(name, **collections)``) and holds the ``store`` and ``stats``.
+    key : str
+        The key of the stage before the first.
+    """
+
+    def __init__(self, run, key: str):
+        self.run, self.key = run, key
+
+    def __call__(self, name: str, params: dict, build):
+        self.key = stage_key(name, params, (self.key,))
+
+        def compute(path: Path) -> dict:
+            with self.run.stats.timed(name):  # building may compute (the count that picks components' path)
+                built = build()
+            parts = {None: built} if isinstance(built, dd.DataFrame) else built
+            frames = {k: v for k, v in parts.items() if isinstance(v, dd.DataFrame)}
+            lazy = {k: v for k, v in parts.items() if k not in frames and hasattr(v, "dask")}
+            writes = {f"frame {k}": to_parquet(frame, path / k if k else path) for k, frame in frames.items()}
+            done = self.run(name, **writes, **lazy)
+            counts = {k: int(done[k]) for k in lazy} | {k: v for k, v in parts.items() if k not in frames and k not in lazy}
+            divisions = {k or "": list(frame.divisions) for k, frame in frames.items() if frame.known_divisions and DOC in frame.columns}
+            return {"counts": counts, "frames": [k or "" for k in frames], "divisions": divisions}
+
+        recorded = self.run.stage(name, self.key, compute)
+        path = self.run.store.path(name)
+        out = dict(recorded["counts"])
+        for k in recorded["frames"]:
+            divisions = recorded["divisions"].get(k or "")
+            out[k] = read_stage_frame(path / k if k else path, divisions and tuple(divisions))
+        return out[""] if recorded["frames"] == [""] else out

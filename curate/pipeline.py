@@ -27,7 +27,7 @@ from distributed import get_client
 
 from curate import __version__
 from curate.backend import on_host, to_host, to_parquet
-from curate.checkpoints import StageStore, input_fingerprint, read_stage_frame, remove_stages, stage_key
+from curate.checkpoints import Checkpoints, StageStore, input_fingerprint, read_stage_frame, remove_stages, stage_key
 from curate.checks import OUTPUTS, PARTIAL, STAGES, check_output
 from curate.cluster import gather
 from curate.config import RunConfig
@@ -303,7 +303,7 @@ def _read_for_output(paths: list[str], io, keep: KeepPolicy, raw: bool, repeated
     return (docs.drop(columns=keep.columns()) if raw else docs), rejected
 
 
-def _fuzzy(docs: dd.DataFrame, config: RunConfig, keep: KeepPolicy, stages: "Checkpoints", run, stats: Stats) -> dd.DataFrame:
+def _fuzzy(docs: dd.DataFrame, config: RunConfig, keep: KeepPolicy, stages: Checkpoints, run, stats: Stats) -> dd.DataFrame:
     """Fuzzy groups of ``docs`` (lazy table): :meth:`curate.dedup.FuzzyDedup.run` through the checkpoints, and its counts."""
     io = config.io
     fuzzy = FuzzyDedup(config.fuzzy, text_field=io.text_field, id_field=io.id_field, keep=keep)
@@ -326,51 +326,6 @@ def _fuzzy(docs: dd.DataFrame, config: RunConfig, keep: KeepPolicy, stages: "Che
     )
     stats.count("fuzzy", **done, **({"buckets_over_cap": found["buckets_over_cap"]} if lazy else {}))
     return groups
-
-
-class Checkpoints:
-    """The stages of :mod:`curate.dedup.stages` written to ``OUT/_stages`` and read back.
-
-    Each stage's key chains its name and parameters to the key of the stage before it, so
-    ``--resume`` reuses a stage only when nothing it depends on changed. A stage's frames are
-    Parquet folders; its counts (Dask scalars in the result) are computed with them and kept
-    in the stage's marker. A document frame (known divisions) comes back indexed by ``_doc``
-    with its divisions, so that the stages after it can join keys to it where it lies.
-
-    Parameters
-    ----------
-    run : _Runner
-    key : str
-        The key of the stage before the first.
-    """
-
-    def __init__(self, run: "_Runner", key: str):
-        self.run, self.key = run, key
-
-    def __call__(self, name: str, params: dict, build):
-        self.key = stage_key(name, params, (self.key,))
-        single = None  # a stage of one frame is its folder itself
-
-        def compute(path: Path) -> dict:
-            nonlocal single
-            with self.run.stats.timed(name):  # building may compute (the count that picks components' path)
-                built = build()
-            parts = {None: built} if isinstance(built, dd.DataFrame) else built
-            frames = {k: v for k, v in parts.items() if isinstance(v, dd.DataFrame)}
-            lazy = {k: v for k, v in parts.items() if k not in frames and hasattr(v, "dask")}
-            writes = {f"frame {k}": to_parquet(frame, path / k if k else path) for k, frame in frames.items()}
-            done = self.run(name, **writes, **lazy)
-            counts = {k: int(done[k]) for k in lazy} | {k: v for k, v in parts.items() if k not in frames and k not in lazy}
-            divisions = {k or "": list(frame.divisions) for k, frame in frames.items() if frame.known_divisions and DOC in frame.columns}
-            return {"counts": counts, "frames": [k or "" for k in frames], "divisions": divisions}
-
-        recorded = self.run.stage(name, self.key, compute)
-        path = self.run.store.path(name)
-        out = dict(recorded["counts"])
-        for k in recorded["frames"]:
-            divisions = recorded["divisions"].get(k or "")
-            out[k] = read_stage_frame(path / k if k else path, divisions and tuple(divisions))
-        return out[""] if recorded["frames"] == [""] else out
 
 
 def with_location(duplicates: dd.DataFrame, names: tuple[str, ...]) -> dd.DataFrame:
@@ -457,4 +412,4 @@ def _prepare_output(out: Path, overwrite: bool, resume: bool, inputs: list[str],
         shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
-__all__ = ["AccountingError", "Checkpoints", "Stats", "check_accounting", "dedup", "with_location"]
+__all__ = ["AccountingError", Checkpoints, "Stats", "check_accounting", "dedup", "with_location"]

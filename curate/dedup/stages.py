@@ -10,7 +10,7 @@ dedup, fuzzy dedup, resolving the two) calls each stage as ``stage(name, params,
 
 :func:`build_now` (the Python API's) returns ``build()`` itself: the whole chain is one graph and
 nothing runs until it is computed. ``curate dedup`` passes a stage that computes and writes each
-result and returns it read back from disk (:class:`curate.pipeline.Checkpoints`), so each stage
+result and returns it read back from disk (:class:`curate.checkpoints.Checkpoints`), so each stage
 starts from data on disk and ``--resume`` can skip the stages already written. Either way the
 chain calls the same functions in the same order: there is one path.
 """
