@@ -49,14 +49,18 @@ def run(inputs, out, kill_at, resume):
         pipeline.dedup([inputs], out, load_config(None, {"fuzzy": {"threshold": 0.7}}), resume=resume)
 
 replies = os.fdopen(os.dup(1), "w")
-os.dup2(2, 1)  # a run's prints go to stderr, never into the replies
 for request in sys.stdin:
+    *args, log = json.loads(request)
     pid = os.fork()
     if pid == 0:
+        with open(log, "w") as f:  # the run's prints and errors, never into the replies
+            os.dup2(f.fileno(), 1)
+            os.dup2(f.fileno(), 2)
         try:
-            run(*json.loads(request))
+            run(*args)
         except BaseException:
             traceback.print_exc()
+            sys.stderr.flush()
             os._exit(1)
         os._exit(0)
     status = os.waitpid(pid, 0)[1]
@@ -67,16 +71,17 @@ for request in sys.stdin:
 @pytest.fixture(scope="module")
 def server():
     env = {**os.environ, "PYTHONPATH": str(Path.cwd())}
-    with subprocess.Popen([sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env) as process:
+    with subprocess.Popen([sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env) as process:
         yield process
         process.stdin.close()
 
 
-def drive(server, out: Path, kill_at: str = "", resume: bool = False) -> int:
-    """Exit status of one run in a fresh process (a fork of ``server``): -9 when it was killed."""
-    server.stdin.write(json.dumps([str(FIXTURES / "docs.jsonl"), str(out), kill_at, resume]) + "\n")
+def drive(server, out: Path, kill_at: str = "", resume: bool = False) -> tuple[int, str]:
+    """Exit status of one run in a fresh process (a fork of ``server``), -9 when it was killed, and what it printed."""
+    log = out.parent / f"{out.name}-{kill_at or ('resume' if resume else 'fresh')}.log"
+    server.stdin.write(json.dumps([str(FIXTURES / "docs.jsonl"), str(out), kill_at, resume, str(log)]) + "\n")
     server.stdin.flush()
-    return int(server.stdout.readline())
+    return int(server.stdout.readline()), log.read_text()
 
 
 def outputs(out: Path) -> dict[str, bytes]:
@@ -89,18 +94,21 @@ def outputs(out: Path) -> dict[str, bytes]:
 @pytest.fixture(scope="module")
 def uninterrupted(server, tmp_path_factory):
     out = tmp_path_factory.mktemp("reference") / "out"
-    assert drive(server, out) == 0
+    status, printed = drive(server, out)
+    assert status == 0, printed
     return outputs(out)
 
 
 @pytest.mark.parametrize("stage", [*STAGES, "write"])
 def test_killed_run_resumes_to_identical_output(server, tmp_path, uninterrupted, stage):
     out = tmp_path / "out"
-    assert drive(server, out, kill_at=stage) == -signal.SIGKILL
+    status, printed = drive(server, out, kill_at=stage)
+    assert status == -signal.SIGKILL, printed
     assert not (out / "summary.json").exists()  # a killed run never looks finished
     finished = [name for name in STAGES if (out / "_stages" / name / "_marker.json").exists()]
     assert finished == (STAGES[: STAGES.index(stage)] if stage in STAGES else STAGES)
-    assert drive(server, out, resume=True) == 0
+    status, printed = drive(server, out, resume=True)
+    assert status == 0, printed
     assert outputs(out) == uninterrupted
     summary = json.loads((out / "summary.json").read_text())
     assert summary["reused_stages"] == finished and not list((out / "_stages").glob("*.tmp"))
@@ -155,7 +163,7 @@ def test_killed_worker_mid_stage_gives_identical_output(tmp_path, monkeypatch):
     """A worker process SIGKILLed while the LSH stage runs: Dask reschedules its tasks."""
     shard = shared_corpus("20news") / "part-00000.jsonl.gz"
     data = tmp_path / "news.jsonl"
-    data.write_bytes(gzip.decompress(shard.read_bytes()))
+    data.write_bytes(b"".join(gzip.decompress(shard.read_bytes()).splitlines(keepends=True)[:1000]))  # 2.3 MB
     call, killed = _Runner.__call__, []
 
     def kill_a_busy_worker(self, stage, **collections):
@@ -170,7 +178,7 @@ def test_killed_worker_mid_stage_gives_identical_output(tmp_path, monkeypatch):
         return dict(zip(collections, client.gather(futures)))
 
     def news(out):
-        return dedup([str(data)], str(out), load_config(None, {"io": {"blocksize": "1MB"}}))
+        return dedup([str(data)], str(out), load_config(None, {"io": {"blocksize": "256KB"}}))
 
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster):
         reference = news(tmp_path / "reference")
