@@ -34,6 +34,14 @@ def client():
 
 
 @pytest.fixture
+def joined(client) -> list[str]:
+    """``curate dedup`` flags that run on the session's cluster (``--scheduler-address``) instead of
+    starting one: for command-line tests that are not about the cluster's start (each embedded
+    start costs seconds of the suite)."""
+    return ["--scheduler-address", client.scheduler.address, "--no-progress"]
+
+
+@pytest.fixture
 def fixture_docs() -> list[dict]:
     return [json.loads(line) for line in (FIXTURES / "docs.jsonl").read_text().splitlines()]
 

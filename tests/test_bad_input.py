@@ -388,7 +388,7 @@ def test_output_directory_with_a_previous_run(client, tmp_path):
     assert not (out / "rejected").exists()  # a fail-mode run leaves no stale rejected/ behind
 
 
-def test_cli_skip_end_to_end(tmp_path):
+def test_cli_skip_end_to_end(tmp_path, joined):
     """A folder of bad files through the CLI: accounting holds and rejected/ lists exactly the bad records."""
     story = "the quick brown fox jumps over the lazy dog and keeps running far away"
     jsonl(
@@ -407,7 +407,7 @@ def test_cli_skip_end_to_end(tmp_path):
     head = "".join(json.dumps({"id": f"d{i}", "text": f"zipped {i}"}) + "\n" for i in range(3)).encode()
     (tmp_path / "in" / "d.jsonl.gz").write_bytes(_cut_after("gzip", head, b""))  # cut right after line 3
     out = tmp_path / "out"
-    result = CliRunner().invoke(main, ["dedup", str(tmp_path / "in"), "-o", str(out), "--on-error", "skip", "--n-workers", "1", "--files-per-partition", "2"])
+    result = CliRunner().invoke(main, ["dedup", str(tmp_path / "in"), "-o", str(out), "--on-error", "skip", *joined, "--files-per-partition", "2"])
     assert result.exit_code == 0, result.output
     assert "records rejected" in result.output
     counts = json.loads((out / "summary.json").read_text())["counts"]

@@ -7,11 +7,9 @@ from curate.cli import main
 from tests.conftest import FIXTURES
 
 
-def test_cli_dedup_prints_summary_and_writes_outputs(tmp_path):
+def test_cli_dedup_prints_summary_and_writes_outputs(tmp_path, joined):
     out = tmp_path / "out"
-    result = CliRunner().invoke(
-        main, ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(out), "--n-workers", "1", "--threads-per-worker", "2", "--output-format", "parquet"]
-    )
+    result = CliRunner().invoke(main, ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(out), *joined, "--output-format", "parquet"])
     assert result.exit_code == 0, result.output
     assert "documents kept" in result.output and "7" in result.output
     summary = json.loads((out / "summary.json").read_text())
@@ -21,10 +19,10 @@ def test_cli_dedup_prints_summary_and_writes_outputs(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["deduplicated", "duplicates.parquet", "removed.parquet", "summary.json"]
 
 
-def test_cli_config_file_and_bad_values(tmp_path):
+def test_cli_config_file_and_bad_values(tmp_path, joined):
     config = tmp_path / "c.yaml"
     config.write_text("mode: exact\nfuzzy:\n  threshold: 0.9\n")
-    result = CliRunner().invoke(main, ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(tmp_path / "o"), "--config", str(config), "--n-workers", "1"])
+    result = CliRunner().invoke(main, ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(tmp_path / "o"), "--config", str(config), *joined])
     assert result.exit_code == 0, result.output
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert summary["config"]["mode"] == "exact" and summary["config"]["fuzzy"]["threshold"] == 0.9

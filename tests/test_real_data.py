@@ -73,7 +73,7 @@ def test_fuzzy_against_brute_force(client, tmp_path):
         assert close.sum() > 100 and together >= target
 
 
-def test_same_removed_file_whatever_the_partitioning(tmp_path):
+def test_same_removed_file_whatever_the_partitioning(client, tmp_path):
     from curate.cluster import connect
     from curate.config import ClusterConfig
 
@@ -82,13 +82,16 @@ def test_same_removed_file_whatever_the_partitioning(tmp_path):
     records += [{"id": f"copy-{r['id']}", "text": r["text"]} for r in records[:50]]  # exact duplicates too
     path = write_jsonl(tmp_path / "news.jsonl", records)
     size = path.stat().st_size
-    outputs = []
-    for blocksize, workers in [(None, 1), (size // 4 + 1, 2), (size // 16 + 1, 2), (size // 16 + 1, 1)]:
+
+    def removed(blocksize, workers):
         out = tmp_path / f"out-{blocksize}-{workers}"
-        config = load_config(None, {"io": {"blocksize": blocksize}})
-        with connect(ClusterConfig(n_workers=workers, threads_per_worker=1)):
-            summary = dedup([str(path)], str(out), config)
-        outputs.append((summary["counts"]["input"]["partitions"], (out / "removed.parquet").read_bytes()))
-    assert [p for p, _ in outputs] == [1, 4, 16, 16]
+        summary = dedup([str(path)], str(out), load_config(None, {"io": {"blocksize": blocksize}}))
+        return summary["counts"]["input"]["partitions"], (out / "removed.parquet").read_bytes()
+
+    # two worker processes: the session's cluster; one: a cluster of its own, started once
+    outputs = [removed(size // 4 + 1, 2), removed(size // 16 + 1, 2)]
+    with connect(ClusterConfig(n_workers=1, threads_per_worker=1)):
+        outputs += [removed(None, 1), removed(size // 16 + 1, 1)]
+    assert [p for p, _ in outputs] == [4, 16, 1, 16]
     assert len({removed for _, removed in outputs}) == 1
     assert len(pd.read_parquet(tmp_path / "out-None-1" / "removed.parquet")) >= 50

@@ -18,38 +18,70 @@ from tests.conftest import FIXTURES, shared_corpus
 
 STAGES = ["read", "exact", "minhash+lsh", "select", "verify", "member_pairs", "verify_members", "components", "groups", "removed", "duplicates"]
 
-# Runs one dedup in a fresh process on an in-process cluster (no worker start-up cost) and
-# SIGKILLs that process as stage KILL_AT finishes writing, before it is published; KILL_AT
-# "write" kills it after the output files are written, before they are renamed into place.
-DRIVER = """
-import os, signal, sys
+# Runs dedups in fresh processes on an in-process cluster (no worker start-up cost) and SIGKILLs
+# such a process as stage KILL_AT finishes writing, before it is published; KILL_AT "write" kills
+# it after the output files are written, before they are renamed into place. Each run is a fork
+# of one server process that imported curate, Dask and pandas once (3 s a process, most of a
+# run on the 12 fixture documents); the server starts no thread and no cluster, so the fork is
+# the fresh process a run would be.
+SERVER = """
+import json, os, signal, sys, traceback
 from distributed import Client, LocalCluster
 from curate import checkpoints as stages, pipeline
 from curate.config import load_config
 
-inputs, out, kill_at, resume = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "resume"
-publish, call = stages.StageStore.publish, pipeline._Runner.__call__
+def run(inputs, out, kill_at, resume):
+    publish, call = stages.StageStore.publish, pipeline._Runner.__call__
 
-def publish_or_die(self, name, key, counts):
-    if name == kill_at:
-        os.kill(os.getpid(), signal.SIGKILL)
-    publish(self, name, key, counts)
+    def publish_or_die(self, name, key, counts):
+        if name == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        publish(self, name, key, counts)
 
-def call_or_die(self, stage, **collections):
-    done = call(self, stage, **collections)
-    if stage == kill_at:
-        os.kill(os.getpid(), signal.SIGKILL)
-    return done
+    def call_or_die(self, stage, **collections):
+        done = call(self, stage, **collections)
+        if stage == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return done
 
-stages.StageStore.publish, pipeline._Runner.__call__ = publish_or_die, call_or_die
-with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, Client(cluster):
-    pipeline.dedup([inputs], out, load_config(None, {"fuzzy": {"threshold": 0.7}}), resume=resume)
+    stages.StageStore.publish, pipeline._Runner.__call__ = publish_or_die, call_or_die
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, Client(cluster):
+        pipeline.dedup([inputs], out, load_config(None, {"fuzzy": {"threshold": 0.7}}), resume=resume)
+
+replies = os.fdopen(os.dup(1), "w")
+for request in sys.stdin:
+    *args, log = json.loads(request)
+    pid = os.fork()
+    if pid == 0:
+        with open(log, "w") as f:  # the run's prints and errors, never into the replies
+            os.dup2(f.fileno(), 1)
+            os.dup2(f.fileno(), 2)
+        try:
+            run(*args)
+        except BaseException:
+            traceback.print_exc()
+            sys.stderr.flush()
+            os._exit(1)
+        os._exit(0)
+    status = os.waitpid(pid, 0)[1]
+    print(-os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status), file=replies, flush=True)
 """
 
 
-def drive(out: Path, kill_at: str = "", resume: bool = False) -> int:
-    args = [sys.executable, "-c", DRIVER, str(FIXTURES / "docs.jsonl"), str(out), kill_at, "resume" if resume else "fresh"]
-    return subprocess.run(args, check=False, capture_output=True, env={**os.environ, "PYTHONPATH": str(Path.cwd())}).returncode
+@pytest.fixture(scope="module")
+def server():
+    env = {**os.environ, "PYTHONPATH": str(Path.cwd())}
+    with subprocess.Popen([sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env) as process:
+        yield process
+        process.stdin.close()
+
+
+def drive(server, out: Path, kill_at: str = "", resume: bool = False) -> tuple[int, str]:
+    """Exit status of one run in a fresh process (a fork of ``server``), -9 when it was killed, and what it printed."""
+    log = out.parent / f"{out.name}-{kill_at or ('resume' if resume else 'fresh')}.log"
+    server.stdin.write(json.dumps([str(FIXTURES / "docs.jsonl"), str(out), kill_at, resume, str(log)]) + "\n")
+    server.stdin.flush()
+    return int(server.stdout.readline()), log.read_text()
 
 
 def outputs(out: Path) -> dict[str, bytes]:
@@ -60,20 +92,23 @@ def outputs(out: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory):
+def uninterrupted(server, tmp_path_factory):
     out = tmp_path_factory.mktemp("reference") / "out"
-    assert drive(out) == 0
+    status, printed = drive(server, out)
+    assert status == 0, printed
     return outputs(out)
 
 
 @pytest.mark.parametrize("stage", [*STAGES, "write"])
-def test_killed_run_resumes_to_identical_output(tmp_path, uninterrupted, stage):
+def test_killed_run_resumes_to_identical_output(server, tmp_path, uninterrupted, stage):
     out = tmp_path / "out"
-    assert drive(out, kill_at=stage) == -signal.SIGKILL
+    status, printed = drive(server, out, kill_at=stage)
+    assert status == -signal.SIGKILL, printed
     assert not (out / "summary.json").exists()  # a killed run never looks finished
     finished = [name for name in STAGES if (out / "_stages" / name / "_marker.json").exists()]
     assert finished == (STAGES[: STAGES.index(stage)] if stage in STAGES else STAGES)
-    assert drive(out, resume=True) == 0
+    status, printed = drive(server, out, resume=True)
+    assert status == 0, printed
     assert outputs(out) == uninterrupted
     summary = json.loads((out / "summary.json").read_text())
     assert summary["reused_stages"] == finished and not list((out / "_stages").glob("*.tmp"))
@@ -128,7 +163,7 @@ def test_killed_worker_mid_stage_gives_identical_output(tmp_path, monkeypatch):
     """A worker process SIGKILLed while the LSH stage runs: Dask reschedules its tasks."""
     shard = shared_corpus("20news") / "part-00000.jsonl.gz"
     data = tmp_path / "news.jsonl"
-    data.write_bytes(gzip.decompress(shard.read_bytes()))
+    data.write_bytes(b"".join(gzip.decompress(shard.read_bytes()).splitlines(keepends=True)[:1000]))  # 2.3 MB
     call, killed = _Runner.__call__, []
 
     def kill_a_busy_worker(self, stage, **collections):
@@ -143,7 +178,7 @@ def test_killed_worker_mid_stage_gives_identical_output(tmp_path, monkeypatch):
         return dict(zip(collections, client.gather(futures)))
 
     def news(out):
-        return dedup([str(data)], str(out), load_config(None, {"io": {"blocksize": "1MB"}}))
+        return dedup([str(data)], str(out), load_config(None, {"io": {"blocksize": "256KB"}}))
 
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster):
         reference = news(tmp_path / "reference")

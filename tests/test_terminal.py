@@ -77,11 +77,12 @@ def test_ctrl_c_stops_quietly_and_resume_finishes_the_run(client, tmp_path):
     finished = sorted(p.parent.name for p in (out / "_stages").glob("*/_marker.json"))
     assert finished and not (out / "summary.json").exists()
 
-    resumed = start("dedup", *args, "-o", out, "--resume")
+    # the same run resumed, on the session's cluster (the stages do not depend on the cluster)
+    resumed = start("dedup", *args[:3], "-o", out, "--resume", "--scheduler-address", client.scheduler.address, "--no-progress")
     assert resumed.wait(timeout=600) == 0, resumed.stdout.read()
     assert sorted(json.loads((out / "summary.json").read_text())["reused_stages"]) == finished
     assert not (out / "_stages").exists()  # the run succeeded
-    # an uninterrupted run, on the session's cluster (the outputs do not depend on the cluster)
+    # an uninterrupted run, on the session's cluster too
     dedup([str(tmp_path / "in")], str(tmp_path / "reference"), load_config(None, {"io": {"blocksize": "512KB"}}))
     assert outputs(out) == outputs(tmp_path / "reference")
 
