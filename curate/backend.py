@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from dask.utils import Dispatch
 
+import curate.dask_fixes  # noqa: F401  (Dask's expression cache, fixed before a graph is built)
 from curate.kernels import components as _components
 from curate.kernels import jaccard as _jaccard
 from curate.kernels import lsh as _lsh

@@ -77,6 +77,10 @@ def test_select_drop_and_in_order_equal_pandas(key_partitions):
     assert with_first.tag.tolist() == first_tag.loc[with_first[DOC]].tolist()
     every_row = select(docs, table, columns=("tag",), repeats=True).compute()
     assert sorted(zip(every_row[DOC], every_row.tag)) == sorted(zip(keys[DOC], keys.tag))
+    # A document and tag asked for many times (an anchor's text, once per edge) comes once.
+    asked = dd.from_pandas(pd.concat([keys] * 5), npartitions=key_partitions, sort=False)
+    once = select(docs, asked, columns=("tag",), repeats=True).compute()
+    assert sorted(zip(once[DOC], once.tag)) == sorted(zip(keys[DOC], keys.tag))
 
     kept = drop(docs, table)
     assert kept.npartitions == docs.npartitions and kept.divisions == docs.divisions

@@ -148,8 +148,10 @@ def select(docs: dd.DataFrame, keys: dd.DataFrame, columns: tuple[str, ...] = ()
     columns : tuple of str, default=()
         Columns of ``keys`` to join onto the selected documents.
     repeats : bool, default=False
-        With ``columns``: a document once per row of ``keys`` that names it (an inner join),
-        rather than once with the first such row.
+        With ``columns``: a document once per distinct value of ``columns`` among the rows of
+        ``keys`` that name it, rather than once with the first such row. Rows that repeat a
+        document and its values add nothing: verification asks for an anchor's text once per
+        edge, and the text is delivered once per partition that asks.
 
     Returns
     -------
@@ -189,7 +191,7 @@ def _member(part, aligned):
 def _semi(part, aligned, columns, repeats):
     if not columns:
         return part[_member(part, aligned)]
-    extra = aligned[[DOC, *columns]] if repeats else aligned[[DOC, *columns]].drop_duplicates(DOC)
+    extra = aligned[[DOC, *columns]].drop_duplicates(None if repeats else DOC)
     joined = part.merge(extra, on=DOC, how="inner")  # keeps part's order; the index is rebuilt
     joined.index = joined[DOC].values
     return joined
