@@ -13,7 +13,12 @@ from importlib.metadata import version
 __version__ = version("curate")
 
 # Imported when first used, so that `import curate` (and the command line's start) stays light.
-_API = {"deduplicate": "curate.api", "Deduplication": "curate.api", "add_doc_keys": "curate.dedup.keys", "read_documents": "curate.io"}
+_API = {
+    "deduplicate": "curate.api",
+    "Deduplication": "curate.api",
+    "add_doc_keys": "curate.dedup.keys",
+    "read_documents": "curate.io",
+}
 
 
 def __getattr__(name: str):

@@ -80,7 +80,9 @@ class Deduplication:
         AccountingError
             If input documents != kept + removed.
         """
-        kept, removed, duplicates, counts = dask.compute(self.kept, self.removed, self.duplicates, self._lazy_counts, **kwargs)
+        kept, removed, duplicates, counts = dask.compute(
+            self.kept, self.removed, self.duplicates, self._lazy_counts, **kwargs
+        )
         self.counts = {name: int(value) for name, value in counts.items()}
         self._check()
         return kept, removed, duplicates
@@ -91,7 +93,9 @@ class Deduplication:
             raise AccountingError(f"{n['documents']} input documents != {n['kept']} kept + {n['removed']} removed")
 
 
-def deduplicate(docs: dd.DataFrame, *, mode: str = "both", config: RunConfig | FuzzyConfig | None = None, **options) -> Deduplication:
+def deduplicate(
+    docs: dd.DataFrame, *, mode: str = "both", config: RunConfig | FuzzyConfig | None = None, **options
+) -> Deduplication:
     """Remove exact and near-duplicate documents from a Dask DataFrame, lazily.
 
     Runs exact dedup (md5 digests, confirmed by SHA-256 and length), then fuzzy dedup (MinHash + LSH,
@@ -196,9 +200,13 @@ def _config(mode: str, config, options: dict) -> RunConfig:
         elif name in FuzzyConfig.model_fields:
             data.setdefault("fuzzy", {})[name] = value
         elif name in RunConfig.model_fields or name in IOConfig.model_fields or name in ClusterConfig.model_fields:
-            raise TypeError(f"deduplicate() option {name}= configures reading files or the cluster, which the Python API leaves to you")
+            raise TypeError(
+                f"deduplicate() option {name}= configures reading files or the cluster, which the Python API leaves to you"
+            )
         else:
-            raise TypeError(f"deduplicate() got an unknown option {name}=; options are keep=, text_field=, id_field= and FuzzyConfig's fields")
+            raise TypeError(
+                f"deduplicate() got an unknown option {name}=; options are keep=, text_field=, id_field= and FuzzyConfig's fields"
+            )
     try:
         return RunConfig.model_validate(data)
     except ValueError as err:  # pydantic's ValidationError names the field

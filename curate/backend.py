@@ -23,9 +23,9 @@ from dask.utils import Dispatch
 
 import curate.dask_fixes  # noqa: F401  (Dask's expression cache, fixed before a graph is built)
 from curate.kernels import components as _components
+from curate.kernels import digests as _digests
 from curate.kernels import jaccard as _jaccard
 from curate.kernels import lsh as _lsh
-from curate.kernels import digests as _digests
 from curate.kernels import minhash as _minhash
 
 BACKENDS = {
@@ -57,7 +57,19 @@ def _register_cudf():
     import curate.backend_cudf  # noqa: F401  (registers the cudf and cupy implementations)
 
 
-for _dispatch in (text_buffers, md5_hex, sha256_hex, normalize_text, minhash_signatures, jaccard, greedy_representatives, label_components, to_host, to_arrow, parquet_engine):
+for _dispatch in (
+    text_buffers,
+    md5_hex,
+    sha256_hex,
+    normalize_text,
+    minhash_signatures,
+    jaccard,
+    greedy_representatives,
+    label_components,
+    to_host,
+    to_arrow,
+    parquet_engine,
+):
     _dispatch.register_lazy("cudf", _register_cudf)
 band_buckets.register_lazy("cupy", _register_cudf)
 
@@ -99,7 +111,9 @@ def resolve_backend(name: str) -> str:
         if missing:
             raise ValueError(f"backend 'gpu' needs {', '.join(missing)}, not installed: {GPU_INSTALL_HINT}")
         if not gpu_usable():
-            raise ValueError("backend 'gpu': no usable CUDA device (check nvidia-smi and CUDA_VISIBLE_DEVICES); use --backend cpu")
+            raise ValueError(
+                "backend 'gpu': no usable CUDA device (check nvidia-smi and CUDA_VISIBLE_DEVICES); use --backend cpu"
+            )
     return name
 
 
@@ -253,7 +267,9 @@ def _normalize_chars(arr, *, lowercase: bool, whitespace: bool, punctuation: boo
 
 
 @normalize_text.register(pd.Series)
-def normalize_text_pandas(text: pd.Series, *, lowercase: bool, whitespace: bool, punctuation: bool, nfkc: bool) -> pd.Series:
+def normalize_text_pandas(
+    text: pd.Series, *, lowercase: bool, whitespace: bool, punctuation: bool, nfkc: bool
+) -> pd.Series:
     """Normalise text before shingling: NFKC, then lowercase, strip punctuation, collapse whitespace."""
     arr = _arrow_strings(text)
     if nfkc:
@@ -334,7 +350,9 @@ def jaccard_pandas(texts: pd.Series, x, y, width, words) -> np.ndarray:
 
 
 @greedy_representatives.register(pd.Series)
-def greedy_representatives_pandas(text: pd.Series, group_starts, threshold, width, words) -> tuple[np.ndarray, np.ndarray]:
+def greedy_representatives_pandas(
+    text: pd.Series, group_starts, threshold, width, words
+) -> tuple[np.ndarray, np.ndarray]:
     """Representative row (int64) and Jaccard similarity with it (float64) per row, both ``(n,)``; see :func:`curate.kernels.jaccard.greedy_representatives`."""
     return _jaccard.greedy_representatives(*text_buffers(text), group_starts, threshold, width, words)
 

@@ -28,7 +28,6 @@ import cupy
 import numpy as np
 import pandas as pd
 import pylibcudf as plc
-
 from dask_cudf.io.parquet import CudfEngine
 
 from curate.backend import (
@@ -38,12 +37,12 @@ from curate.backend import (
     jaccard,
     label_components,
     md5_hex,
-    sha256_hex,
     minhash_signatures,
+    normalization_table,
     normalize_text,
     normalize_text_pandas,
-    normalization_table,
     parquet_engine,
+    sha256_hex,
     text_buffers,
     to_arrow,
     to_host,
@@ -89,9 +88,7 @@ def text_buffers_cudf(text: cudf.Series) -> tuple[cupy.ndarray, cupy.ndarray]:
     if column.size() == 0:
         return cupy.zeros(1, np.int64), cupy.zeros(0, np.uint8)
     offsets_child = column.children()[0]
-    offsets_dtype = (
-        np.int64 if offsets_child.type().id() == plc.TypeId.INT64 else np.int32
-    )
+    offsets_dtype = np.int64 if offsets_child.type().id() == plc.TypeId.INT64 else np.int32
     offsets = cupy.asarray(offsets_child.data()).view(offsets_dtype)
     offsets = offsets[column.offset() : column.offset() + column.size() + 1]
     data = cupy.asarray(column.data()).view(np.uint8)
@@ -133,7 +130,9 @@ def _chunked_hex(text: cudf.Series, hash_rows, width: int) -> cudf.Series:
     chunks = hash_rows(plc.Table([_strings(bounds, chars)]))
     joined = cupy.concatenate([cupy.zeros(1, np.int64), width * cupy.cumsum(per_doc)])
     of_chunks = hash_rows(plc.Table([_strings(joined, chunks.data())]))
-    one_chunk = plc.copying.gather(plc.Table([chunks]), plc.Column.from_cuda_array_interface(first), plc.copying.OutOfBoundsPolicy.DONT_CHECK)
+    one_chunk = plc.copying.gather(
+        plc.Table([chunks]), plc.Column.from_cuda_array_interface(first), plc.copying.OutOfBoundsPolicy.DONT_CHECK
+    )
     digests = plc.copying.copy_if_else(
         of_chunks, one_chunk.columns()[0], plc.Column.from_cuda_array_interface(per_doc > 1)
     )
@@ -143,7 +142,9 @@ def _chunked_hex(text: cudf.Series, hash_rows, width: int) -> cudf.Series:
 
 
 @normalize_text.register(cudf.Series)
-def normalize_text_cudf(text: cudf.Series, *, lowercase: bool, whitespace: bool, punctuation: bool, nfkc: bool) -> cudf.Series:
+def normalize_text_cudf(
+    text: cudf.Series, *, lowercase: bool, whitespace: bool, punctuation: bool, nfkc: bool
+) -> cudf.Series:
     """Normalised text, the strings of :func:`curate.backend.normalize_text_pandas`; nulls stay null.
 
     On the device with cudf's string operations and the character map of
@@ -187,23 +188,15 @@ def minhash_signatures_cudf(text: cudf.Series, seed, a, b, width, words):
 
 
 @band_buckets.register(cupy.ndarray)
-def band_buckets_cupy(
-    signatures: cupy.ndarray, num_bands, rows_per_band
-) -> cupy.ndarray:
+def band_buckets_cupy(signatures: cupy.ndarray, num_bands, rows_per_band) -> cupy.ndarray:
     """Bucket ids ``(n, num_bands)`` uint64 on the GPU; see :func:`curate.kernels.lsh.band_buckets`."""
     n_docs, num_perm = signatures.shape
     if num_bands * rows_per_band > num_perm:
         raise ValueError(
             f"{num_bands} bands x {rows_per_band} rows need {num_bands * rows_per_band} hashes, have {num_perm}"
         )
-    sig_bytes = (
-        cupy.ascontiguousarray(signatures)
-        .view(cupy.uint8)
-        .reshape(n_docs, num_perm * signatures.itemsize)
-    )
-    return cupy.asarray(
-        band_buckets_cuda(sig_bytes, num_bands, rows_per_band * signatures.itemsize)
-    )
+    sig_bytes = cupy.ascontiguousarray(signatures).view(cupy.uint8).reshape(n_docs, num_perm * signatures.itemsize)
+    return cupy.asarray(band_buckets_cuda(sig_bytes, num_bands, rows_per_band * signatures.itemsize))
 
 
 @jaccard.register(cudf.Series)
@@ -219,9 +212,7 @@ def greedy_representatives_cudf(
     text: cudf.Series, group_starts, threshold, width, words
 ) -> tuple[np.ndarray, np.ndarray]:
     """Representative row (int64) and similarity with it (float64) per row, ``(n,)`` numpy, computed on the host."""
-    return greedy_representatives_pandas(
-        text.to_pandas(), group_starts, threshold, width, words
-    )
+    return greedy_representatives_pandas(text.to_pandas(), group_starts, threshold, width, words)
 
 
 @label_components.register(cudf.DataFrame)

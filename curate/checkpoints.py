@@ -213,8 +213,14 @@ class Checkpoints:
             lazy = {k: v for k, v in parts.items() if k not in frames and hasattr(v, "dask")}
             writes = {f"frame {k}": to_parquet(frame, path / k if k else path) for k, frame in frames.items()}
             done = self.run(name, **writes, **lazy)
-            counts = {k: int(done[k]) for k in lazy} | {k: v for k, v in parts.items() if k not in frames and k not in lazy}
-            divisions = {k or "": list(frame.divisions) for k, frame in frames.items() if frame.known_divisions and DOC in frame.columns}
+            counts = {k: int(done[k]) for k in lazy} | {
+                k: v for k, v in parts.items() if k not in frames and k not in lazy
+            }
+            divisions = {
+                k or "": list(frame.divisions)
+                for k, frame in frames.items()
+                if frame.known_divisions and DOC in frame.columns
+            }
             return {"counts": counts, "frames": [k or "" for k in frames], "divisions": divisions}
 
         recorded = self.run.stage(name, self.key, compute)

@@ -86,10 +86,14 @@ def check_inputs(inputs: list[str], io: IOConfig, keep: str = "first") -> Inputs
         return found
     listed = f"(fields: {list(fields)})"
     if io.text_field not in fields:
-        raise ValueError(f"no text field {io.text_field!r} in any input file {listed}; --text-field names the field that holds the text")
+        raise ValueError(
+            f"no text field {io.text_field!r} in any input file {listed}; --text-field names the field that holds the text"
+        )
     if io.id_field_given and io.id_field not in fields:
-        raise ValueError(f"no id field {io.id_field!r} in any input file {listed}; --id-field names the field that holds the ids "
-                         "(left out, ids are assigned)")
+        raise ValueError(
+            f"no id field {io.id_field!r} in any input file {listed}; --id-field names the field that holds the ids "
+            "(left out, ids are assigned)"
+        )
     try:
         column = parse_keep(keep)[1]
     except ValueError:
@@ -99,11 +103,15 @@ def check_inputs(inputs: list[str], io: IOConfig, keep: str = "first") -> Inputs
     if io.on_error == "fail":
         required = {io.text_field: "--text-field names another field"}
         if io.id_field_given or io.id_field in fields:  # else ids are assigned
-            required[io.id_field] = "--id-field names another field" + ("" if io.id_field_given else " (other files have this one)")
+            required[io.id_field] = "--id-field names another field" + (
+                "" if io.id_field_given else " (other files have this one)"
+            )
         for name, path, present in zip(source_names(paths), paths, per_file):
             for field, fix in required.items():
                 if present and field not in present and _has_rows(fs, path, fmt):
-                    raise ValueError(f"{name}: no field {field!r} in its first records (fields: {list(present)}); {fix}, {_SKIP_HINT}")
+                    raise ValueError(
+                        f"{name}: no field {field!r} in its first records (fields: {list(present)}); {fix}, {_SKIP_HINT}"
+                    )
     return found
 
 
@@ -116,7 +124,12 @@ def _has_rows(fs, path: str, fmt: str) -> bool:
 
 
 def check_output(
-    out_dir: str | os.PathLike, *, overwrite: bool = False, resume: bool = False, inputs: tuple[str, ...] = (), files: tuple[str, ...] = ()
+    out_dir: str | os.PathLike,
+    *,
+    overwrite: bool = False,
+    resume: bool = False,
+    inputs: tuple[str, ...] = (),
+    files: tuple[str, ...] = (),
 ) -> None:
     """Check that ``out_dir`` can take a run: a folder (or creatable), writable, not in use by
     another run, apart from the inputs, holding no previous run unless asked to replace or
@@ -155,15 +168,23 @@ def check_output(
         with hold_output(out):  # in use by another run: that first (it also explains what the folder holds)
             pass
     where = Path(os.path.realpath(out))
-    folder = next((i for i in inputs if "://" not in i and os.path.isdir(i) and where.is_relative_to(os.path.realpath(i))), None)
+    folder = next(
+        (i for i in inputs if "://" not in i and os.path.isdir(i) and where.is_relative_to(os.path.realpath(i))), None
+    )
     if folder is not None:
-        raise ValueError(f"output folder {out} is inside the input folder {folder}, so a later run would read its outputs; choose another -o")
+        raise ValueError(
+            f"output folder {out} is inside the input folder {folder}, so a later run would read its outputs; choose another -o"
+        )
     inside = next((f for f in files if "://" not in f and Path(os.path.realpath(f)).is_relative_to(where)), None)
     if inside is not None:
-        raise ValueError(f"input file {inside} is inside the output folder {out}, where a run writes and deletes; choose another -o")
+        raise ValueError(
+            f"input file {inside} is inside the output folder {out}, where a run writes and deletes; choose another -o"
+        )
     held = [name for name in (*OUTPUTS, *PARTIAL, *(() if resume else (STAGES,))) if (out / name).exists()]
     if held and not (overwrite or resume):
-        raise FileExistsError(f"{out} already holds {held}; pass --resume to reuse its finished stages or --overwrite to replace them")
+        raise FileExistsError(
+            f"{out} already holds {held}; pass --resume to reuse its finished stages or --overwrite to replace them"
+        )
 
 
 def _check_folder(out: Path) -> None:
@@ -209,7 +230,9 @@ def hold_output(out_dir: str | os.PathLike):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise OutputBusyError(f"output folder {out} is in use by another curate run; wait for it to end or choose another -o") from None
+            raise OutputBusyError(
+                f"output folder {out} is in use by another curate run; wait for it to end or choose another -o"
+            ) from None
         except OSError:
             pass  # no locks on this file system
         _held.add(key)

@@ -22,7 +22,16 @@ from pydantic import ValidationError
 
 from curate.checks import OutputBusyError, check_inputs, check_output, hold_output
 from curate.cli_options import config_options, default_help, field_default, overrides
-from curate.config import DEFAULT_NUM_PERM, ClusterConfig, FuzzyConfig, GPUConfig, IOConfig, RunConfig, config_data, shipped_configs
+from curate.config import (
+    DEFAULT_NUM_PERM,
+    ClusterConfig,
+    FuzzyConfig,
+    GPUConfig,
+    IOConfig,
+    RunConfig,
+    config_data,
+    shipped_configs,
+)
 from curate.io.files import FORMATS
 
 if TYPE_CHECKING:  # imported inside the commands that use them: they cost start-up time
@@ -37,19 +46,50 @@ def main():
 
 @main.command()
 @click.argument("inputs", nargs=-1, required=True)
-@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False), help="Output folder (created if needed).")
-@click.option("--config", "config_file", metavar="FILE|NAME", help="YAML config file, or the name of a shipped one (`curate config list`); flags override it.")
+@click.option(
+    "-o",
+    "--output",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Output folder (created if needed).",
+)
+@click.option(
+    "--config",
+    "config_file",
+    metavar="FILE|NAME",
+    help="YAML config file, or the name of a shipped one (`curate config list`); flags override it.",
+)
 @config_options(RunConfig)
-@click.option("--overwrite", is_flag=True, help="Replace a previous run's outputs in the output folder, its finished stages included.")
-@click.option("--resume", is_flag=True, help="Reuse the finished stages (OUT/_stages) of an interrupted, failed or changed run.")
-@click.option("--keep-stages/--no-keep-stages", default=False, help=f"Keep OUT/_stages after a successful run, for a later --resume with other parameters; a failed or interrupted run always keeps it. {default_help('off')}")
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Replace a previous run's outputs in the output folder, its finished stages included.",
+)
+@click.option(
+    "--resume", is_flag=True, help="Reuse the finished stages (OUT/_stages) of an interrupted, failed or changed run."
+)
+@click.option(
+    "--keep-stages/--no-keep-stages",
+    default=False,
+    help=f"Keep OUT/_stages after a successful run, for a later --resume with other parameters; a failed or interrupted run always keeps it. {default_help('off')}",
+)
 @config_options(IOConfig, ("io",))
 @config_options(FuzzyConfig, ("fuzzy",))
 @config_options(ClusterConfig, ("cluster",))
 @config_options(GPUConfig, ("cluster", "gpu"))
-@click.option("--progress/--no-progress", default=None, help=f"Draw a progress bar per stage. {default_help('on when stderr is a terminal')}")
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help=f"Draw a progress bar per stage. {default_help('on when stderr is a terminal')}",
+)
 @click.option("--report", "with_report", is_flag=True, help="Also write OUT/report.html (as curate report OUT does).")
-@click.option("-v", "--verbose", is_flag=True, help="Log the cluster (workers, dashboard), each stage's start and end with its size, and the cluster's own warnings and errors, with tracebacks.")
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Log the cluster (workers, dashboard), each stage's start and end with its size, and the cluster's own warnings and errors, with tracebacks.",
+)
 def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress, with_report, verbose, **flags):
     """Remove exact and near-duplicate documents from INPUT... into OUT.
 
@@ -90,7 +130,16 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
 dedup.help = dedup.help.replace("{formats}", FORMATS)
 
 
-def _run(inputs: list[str], out_dir: str, config: RunConfig, show_progress: bool, overwrite: bool, resume: bool, keep_stages: bool, verbose: bool) -> dict:
+def _run(
+    inputs: list[str],
+    out_dir: str,
+    config: RunConfig,
+    show_progress: bool,
+    overwrite: bool,
+    resume: bool,
+    keep_stages: bool,
+    verbose: bool,
+) -> dict:
     """The run itself, once the checks passed: Dask is imported and the cluster started here."""
     from curate.backend import use_backend
     from curate.cluster import ClusterError, connect
@@ -99,7 +148,15 @@ def _run(inputs: list[str], out_dir: str, config: RunConfig, show_progress: bool
     _quiet_dask(verbose)
     try:
         with use_backend(config.backend), connect(config.cluster, config.backend, quiet=not verbose):
-            return run_dedup(inputs, out_dir, config, show_progress=show_progress, overwrite=overwrite, resume=resume, keep_stages=keep_stages)
+            return run_dedup(
+                inputs,
+                out_dir,
+                config,
+                show_progress=show_progress,
+                overwrite=overwrite,
+                resume=resume,
+                keep_stages=keep_stages,
+            )
     except ClusterError as err:
         raise click.ClickException(str(err)) from None
 
@@ -186,9 +243,18 @@ def config_show(name):
 @main.command()
 @click.argument("out_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--groups", default=20, type=click.IntRange(min=0), help=f"Largest groups to show. {default_help(20)}")
-@click.option("--sample", default=20, type=click.IntRange(min=0), help=f"Removed documents to show, drawn at random. {default_help(20)}")
+@click.option(
+    "--sample",
+    default=20,
+    type=click.IntRange(min=0),
+    help=f"Removed documents to show, drawn at random. {default_help(20)}",
+)
 @click.option("--seed", default=0, help=f"Seed of that draw. {default_help(0)}")
-@click.option("--force", is_flag=True, help="Replace report.html even when input files are missing or changed (their texts are then not shown).")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace report.html even when input files are missing or changed (their texts are then not shown).",
+)
 def report(out_dir, groups, sample, seed, force):
     """Write OUT_DIR/report.html: counts, stages, plots and removed documents beside their representatives.
 
@@ -202,8 +268,10 @@ def report(out_dir, groups, sample, seed, force):
         run = RunOutput(out_dir)
         _warn_inputs(run)
         if run.input_problems and (run.out_dir / "report.html").exists() and not force:
-            raise click.ClickException(f"{len(run.input_problems)} input file(s) cannot be read as the run read them, so "
-                                       f"{run.out_dir / 'report.html'} is kept; pass --force to replace it with one without their texts")
+            raise click.ClickException(
+                f"{len(run.input_problems)} input file(s) cannot be read as the run read them, so "
+                f"{run.out_dir / 'report.html'} is kept; pass --force to replace it with one without their texts"
+            )
         click.echo(write_report(run, groups=groups, sample=sample, seed=seed))
     except (FileNotFoundError, ValueError) as err:
         raise click.ClickException(str(err)) from None
@@ -217,8 +285,14 @@ def _warn_inputs(run: RunOutput) -> None:
 @main.command()
 @click.argument("out_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--group", help="Show what was removed in favour of this kept id (or from the group of that name).")
-@click.option("--id", "doc_id", help="Show this removed document beside its representative (or a representative's group).")
-@click.option("--sample", type=click.IntRange(min=0), help=f"Show this many removed documents drawn at random (with --group/--id: at most this many). {default_help('3; with --group/--id all')}")
+@click.option(
+    "--id", "doc_id", help="Show this removed document beside its representative (or a representative's group)."
+)
+@click.option(
+    "--sample",
+    type=click.IntRange(min=0),
+    help=f"Show this many removed documents drawn at random (with --group/--id: at most this many). {default_help('3; with --group/--id all')}",
+)
 @click.option("--seed", default=0, help=f"Seed of the random draw. {default_help(0)}")
 @click.option("--width", type=int, help=f"Terminal width in columns. {default_help('the terminal width')}")
 def inspect(out_dir, group, doc_id, sample, seed, width):
@@ -245,8 +319,10 @@ def inspect(out_dir, group, doc_id, sample, seed, width):
     _warn_inputs(run)
     console = Console(width=width)
     counts = run.summary["counts"]
-    console.print(f"{out_dir}: {counts['input']['documents']:,} documents in, {counts['output']['removed']:,} removed, "
-                  f"{counts['output']['kept']:,} kept; showing {len(pairs)}")
+    console.print(
+        f"{out_dir}: {counts['input']['documents']:,} documents in, {counts['output']['removed']:,} removed, "
+        f"{counts['output']['kept']:,} kept; showing {len(pairs)}"
+    )
     for pair in pairs:
         print_pair(console, pair)
 
@@ -274,7 +350,11 @@ def _problem(loc: tuple, message: str, section: str) -> str:
     """``fuzzy.threshold: <what is wrong> (--threshold)``: the key as in the YAML file, and the
     flag of the running command that sets it, where there is one."""
     key = ".".join(map(str, (section, *loc) if section else loc))
-    flags = {param.name: param.opts[0] for param in click.get_current_context().command.params if param.opts[0].startswith("--")}
+    flags = {
+        param.name: param.opts[0]
+        for param in click.get_current_context().command.params
+        if param.opts[0].startswith("--")
+    }
     flag = flags.get(loc[-1]) if loc else None
     return ": ".join(filter(None, [key, message.removeprefix("Value error, ")])) + (f" ({flag})" if flag else "")
 
@@ -293,9 +373,23 @@ def _bands_by_rows(ctx, param, values):
 @main.command()
 @click.option("--threshold", type=float, required=True, help="Jaccard similarity that makes two documents duplicates.")
 @click.option("--num-perm", type=int, help=f"MinHash values the bands may use. {default_help(DEFAULT_NUM_PERM)}")
-@click.option("--fp-weight", type=float, help=f"Weight of the false-positive area. {default_help(field_default(FuzzyConfig, 'fp_weight'))}")
-@click.option("--fn-weight", type=float, help=f"Weight of the false-negative area. {default_help(field_default(FuzzyConfig, 'fn_weight'))}")
-@click.option("--compare", multiple=True, callback=_bands_by_rows, metavar="BxR", help="Also show this choice, e.g. 17x15 (repeatable).")
+@click.option(
+    "--fp-weight",
+    type=float,
+    help=f"Weight of the false-positive area. {default_help(field_default(FuzzyConfig, 'fp_weight'))}",
+)
+@click.option(
+    "--fn-weight",
+    type=float,
+    help=f"Weight of the false-negative area. {default_help(field_default(FuzzyConfig, 'fn_weight'))}",
+)
+@click.option(
+    "--compare",
+    multiple=True,
+    callback=_bands_by_rows,
+    metavar="BxR",
+    help="Also show this choice, e.g. 17x15 (repeatable).",
+)
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write the S-curve to this PNG file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON instead of tables.")
 def params(threshold, num_perm, fp_weight, fn_weight, compare, plot, as_json):
@@ -372,11 +466,15 @@ def print_summary(summary: dict, out_dir: str) -> None:
     table.add_row("documents in", f"{counts['input']['documents']:,}")
     table.add_row("  empty", f"{counts['input']['empty']:,}")
     if "exact" in counts:
-        table.add_row("exact duplicates removed", f"{counts['exact']['removed']:,} ({counts['exact']['groups']:,} groups)")
+        table.add_row(
+            "exact duplicates removed", f"{counts['exact']['removed']:,} ({counts['exact']['groups']:,} groups)"
+        )
     if "fuzzy" in counts:
         f = counts["fuzzy"]
         members = f" + {f['member_pairs']:,} member pairs" if "member_pairs" in f else ""
-        table.add_row("fuzzy candidates / verified", f"{f['candidate_edges']:,}{members} / {f['verified_edges']:,} edges")
+        table.add_row(
+            "fuzzy candidates / verified", f"{f['candidate_edges']:,}{members} / {f['verified_edges']:,} edges"
+        )
         table.add_row("fuzzy duplicates removed", f"{f['removed']:,} ({f['groups']:,} groups)")
     table.add_row("documents kept", f"{counts['output']['kept']:,}")
     if counts["output"].get("rejected"):

@@ -46,13 +46,18 @@ def config_options(model: type[BaseModel], section: tuple[str, ...] = ()):
                 raise TypeError(f"{model.__name__}.{name} has no description: `curate dedup --help` shows it")
             cli = (field.json_schema_extra or {}).get("cli", {})
             shown = cli["default"] if "default" in cli else field_default(model, name)
-            settings = {"help": field.description + (f" {default_help(shown)}" if shown is not None else ""), "metavar": cli.get("metavar")}
+            settings = {
+                "help": field.description + (f" {default_help(shown)}" if shown is not None else ""),
+                "metavar": cli.get("metavar"),
+            }
             flag = cli.get("flag", "--" + name.replace("_", "-"))
             if kind is bool:
                 flag = flag if "/" in flag else f"{flag}/--no-{flag[2:]}"
                 settings["default"] = None
             elif typing.get_origin(kind) is typing.Literal:
-                values = {str(v): v for v in typing.get_args(kind)}  # hash_bits: "32" on the command line, 32 in the config
+                values = {
+                    str(v): v for v in typing.get_args(kind)
+                }  # hash_bits: "32" on the command line, 32 in the config
                 settings["type"] = click.Choice(cli.get("choices", list(values)))
                 settings["callback"] = lambda ctx, param, given, values=values: values.get(given, given)
             else:
@@ -70,8 +75,6 @@ def _without_none(annotation):
         kinds = [k for k in typing.get_args(annotation) if k is not type(None)]
         return kinds[0] if len(kinds) == 1 else str
     return annotation
-
-
 
 
 def overrides(flags: dict) -> dict:

@@ -11,11 +11,11 @@ import warnings
 from multiprocessing import resource_tracker
 
 import dask
+from dask.system import CPU_COUNT
 from dask.utils import format_bytes, parse_bytes
 from distributed import Client, LocalCluster, WorkerPlugin, progress, wait
 from distributed.deploy.utils import nprocesses_nthreads
 from distributed.scheduler import KilledWorker
-from dask.system import CPU_COUNT
 from distributed.system import MEMORY_LIMIT
 
 from curate.backend import GPU_INSTALL_HINT
@@ -76,7 +76,12 @@ def connect(config: ClusterConfig, backend: str = "cpu", *, quiet: bool = True):
     warnings.filterwarnings("ignore", "Port 8787 is already in use", UserWarning)
     if config.scheduler_file or config.scheduler_address:
         client = Client(address=config.scheduler_address, scheduler_file=config.scheduler_file)
-        logger.info("joined the scheduler at %s: %s; dashboard %s", client.scheduler.address, _workers(client), _dashboard(client))
+        logger.info(
+            "joined the scheduler at %s: %s; dashboard %s",
+            client.scheduler.address,
+            _workers(client),
+            _dashboard(client),
+        )
         try:
             yield client
         finally:
@@ -91,7 +96,12 @@ def connect(config: ClusterConfig, backend: str = "cpu", *, quiet: bool = True):
             if quiet:
                 client.register_plugin(QuietWarnings())
         # (a Ctrl-C pressed while the cluster started is raised here, once SIGINT is let through)
-        logger.info("started %s: %s; dashboard %s", type(cluster).__name__, _workers(client), _dashboard(client, config.dashboard_address))
+        logger.info(
+            "started %s: %s; dashboard %s",
+            type(cluster).__name__,
+            _workers(client),
+            _dashboard(client, config.dashboard_address),
+        )
         yield client
     except BaseException:
         if cluster is not None:
@@ -171,7 +181,9 @@ def stop_workers(cluster, timeout: float = 1.0) -> None:
     """
 
     async def close(workers):
-        await asyncio.gather(*(w.close(timeout=timeout, reason="curate-stopped") for w in workers), return_exceptions=True)
+        await asyncio.gather(
+            *(w.close(timeout=timeout, reason="curate-stopped") for w in workers), return_exceptions=True
+        )
 
     with contextlib.suppress(Exception):  # the cluster is closed next in any case
         cluster.sync(close, list(cluster.workers.values()))
@@ -182,8 +194,10 @@ def _workers(client: Client) -> str:
     threads = sum(w["nthreads"] for w in workers)
     limits = {format_bytes(w["memory_limit"]) if w["memory_limit"] else "none" for w in workers}
     scratch = {w.get("local_directory", "?") for w in workers}
-    return (f"{len(workers)} worker(s), {threads} thread(s) in all, memory limit {' / '.join(sorted(limits)) or 'none'} "
-            f"per worker, scratch {', '.join(sorted(scratch))}")
+    return (
+        f"{len(workers)} worker(s), {threads} thread(s) in all, memory limit {' / '.join(sorted(limits)) or 'none'} "
+        f"per worker, scratch {', '.join(sorted(scratch))}"
+    )
 
 
 def _dashboard(client: Client, address: str | None = "joined") -> str:
@@ -242,13 +256,20 @@ class ClusterError(RuntimeError):
 
 def _cluster_state(dask_scheduler) -> dict:
     workers = {
-        address: {"paused": ws.status.name == "paused", "cpu": ws.metrics.get("cpu", 0.0), "memory": ws.memory.process, "limit": ws.memory_limit}
+        address: {
+            "paused": ws.status.name == "paused",
+            "cpu": ws.metrics.get("cpu", 0.0),
+            "memory": ws.memory.process,
+            "limit": ws.memory_limit,
+        }
         for address, ws in dask_scheduler.workers.items()
     }
     return {"transitions": dask_scheduler.transition_counter, "workers": workers}
 
 
-def gather(client: Client, collections: list, *, stall_timeout: float = 300, show_progress: bool = False, hint: str = "") -> list:
+def gather(
+    client: Client, collections: list, *, stall_timeout: float = 300, show_progress: bool = False, hint: str = ""
+) -> list:
     """Compute ``collections`` on ``client`` and return their results; never hang silently.
 
     Every few seconds the scheduler is asked how the run stands. The run stops with
@@ -307,12 +328,18 @@ def _watch(client: Client, futures, stall_timeout: float, hint: str) -> None:
             deaths += len(seen - set(workers))
         seen, most = set(workers), max(most, len(workers))
         if deaths > 2 * most:
-            raise ClusterError(f"workers died {deaths} times (a worker is restarted when it passes 95% of its memory limit); {hint}")
+            raise ClusterError(
+                f"workers died {deaths} times (a worker is restarted when it passes 95% of its memory limit); {hint}"
+            )
         busy = any(w["cpu"] > 10 for w in workers.values())
         if state["transitions"] != last or busy:
             last, since = state["transitions"], time.monotonic()
         elif time.monotonic() - since > stall_timeout:
-            paused = [f"{address} ({format_bytes(w['memory'])} of {format_bytes(w['limit'] or 0)})" for address, w in workers.items() if w["paused"]]
+            paused = [
+                f"{address} ({format_bytes(w['memory'])} of {format_bytes(w['limit'] or 0)})"
+                for address, w in workers.items()
+                if w["paused"]
+            ]
             why = f"worker(s) paused at their memory limit: {', '.join(paused)}" if paused else "no worker is computing"
             raise ClusterError(f"no progress for {stall_timeout:.0f} s: {why}; {hint}")
 
@@ -343,7 +370,9 @@ def local_cuda_cluster_options(config: ClusterConfig) -> dict:
         if gpu.enable_cudf_spill:
             options["env"] = {"CUDF_SPILL_DEVICE_LIMIT": str(parse_bytes(gpu.device_memory_limit))}
     # None means "dask-cuda's default" and is left out; the dashboard as on the CPU path.
-    return {key: value for key, value in options.items() if value is not None} | {"dashboard_address": config.dashboard_address}
+    return {key: value for key, value in options.items() if value is not None} | {
+        "dashboard_address": config.dashboard_address
+    }
 
 
 def local_cuda_cluster(config: ClusterConfig, silence_logs: int = logging.WARNING):

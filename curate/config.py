@@ -71,9 +71,14 @@ class IOConfig(_Section):
         description="Partition size: larger uncompressed JSONL files are split at line ends, smaller files packed together.",
     )  # fmt: skip
     files_per_partition: int | None = Field(
-        None, ge=1, description="Whole files per partition, instead of packing them by --blocksize.", json_schema_extra=_shown("packed by size")
+        None,
+        ge=1,
+        description="Whole files per partition, instead of packing them by --blocksize.",
+        json_schema_extra=_shown("packed by size"),
     )
-    output_format: Literal["jsonl", "parquet"] | None = Field(None, description="Format of OUT/deduplicated/.", json_schema_extra=_shown("the input format"))
+    output_format: Literal["jsonl", "parquet"] | None = Field(
+        None, description="Format of OUT/deduplicated/.", json_schema_extra=_shown("the input format")
+    )
     # JSONL: the part files' compression; None: the input's, when every input file has the same.
     # Parquet: the codec inside the files; None: snappy (pyarrow's default).
     output_compression: Literal["none", "gzip", "zstd"] | None = Field(
@@ -131,28 +136,54 @@ class FuzzyConfig(_Section):
         json_schema_extra=_shown(f"{DEFAULT_NUM_PERM}, or bands x rows when both are given"),
     )
     num_bands: int | None = Field(
-        None, ge=1, description="LSH bands; give --rows-per-band too.", json_schema_extra=_shown("chosen for --threshold, 28 at 0.8 (curate params)")
+        None,
+        ge=1,
+        description="LSH bands; give --rows-per-band too.",
+        json_schema_extra=_shown("chosen for --threshold, 28 at 0.8 (curate params)"),
     )
     rows_per_band: int | None = Field(
-        None, ge=1, description="MinHash values per band; give --num-bands too.", json_schema_extra=_shown("chosen for --threshold, 9 at 0.8")
+        None,
+        ge=1,
+        description="MinHash values per band; give --num-bands too.",
+        json_schema_extra=_shown("chosen for --threshold, 9 at 0.8"),
     )
     # 0.01 / 0.99: misses weigh far more than false positives (why: curate.params).
-    fp_weight: float = Field(DEFAULT_FP_WEIGHT, ge=0.0, description="Weight of the false-positive area when bands are chosen.")
-    fn_weight: float = Field(DEFAULT_FN_WEIGHT, ge=0.0, description="Weight of the false-negative area when bands are chosen.")
-    hash_bits: Literal[32, 64] = Field(32, description="MinHash variant: 32 (libcudf nvtext::minhash) or 64 (nvtext::minhash64).")
+    fp_weight: float = Field(
+        DEFAULT_FP_WEIGHT, ge=0.0, description="Weight of the false-positive area when bands are chosen."
+    )
+    fn_weight: float = Field(
+        DEFAULT_FN_WEIGHT, ge=0.0, description="Weight of the false-negative area when bands are chosen."
+    )
+    hash_bits: Literal[32, 64] = Field(
+        32, description="MinHash variant: 32 (libcudf nvtext::minhash) or 64 (nvtext::minhash64)."
+    )
     seed: int = Field(42, ge=0, lt=2**32, description="MinHash seed (of the hash and of the permutations).")
-    threshold: float = Field(0.8, gt=0.0, le=1.0, description="Jaccard similarity at or above which two documents are near duplicates.")
-    verify: bool = Field(True, description="Compute candidates' true Jaccard similarity and drop those under --threshold.")
-    lowercase: bool = Field(False, description="Lower-case texts before shingling (exact dedup always compares the raw bytes).")
-    collapse_whitespace: bool = Field(False, description="Replace every run of whitespace by one space, and trim, before shingling.")
+    threshold: float = Field(
+        0.8, gt=0.0, le=1.0, description="Jaccard similarity at or above which two documents are near duplicates."
+    )
+    verify: bool = Field(
+        True, description="Compute candidates' true Jaccard similarity and drop those under --threshold."
+    )
+    lowercase: bool = Field(
+        False, description="Lower-case texts before shingling (exact dedup always compares the raw bytes)."
+    )
+    collapse_whitespace: bool = Field(
+        False, description="Replace every run of whitespace by one space, and trim, before shingling."
+    )
     strip_punctuation: bool = Field(False, description="Remove Unicode punctuation before shingling.")
     nfkc: bool = Field(False, description="Apply Unicode NFKC normalisation before shingling.")
     local_components_max_edges: int = Field(
-        2_000_000, ge=0, description="Connected components on one process (scipy) up to this many edges, else distributed on Dask."
+        2_000_000,
+        ge=0,
+        description="Connected components on one process (scipy) up to this many edges, else distributed on Dask.",
     )
     # A bucket of k mutually dissimilar documents has k^2 / 2 member pairs: bounded per bucket
     # (curate.dedup.edges.member_pairs); 100,000 covers a bucket of 447 such documents.
-    max_member_pairs: int = Field(100_000, ge=1, description="Most member pairs verified per LSH bucket whose anchor failed; past it, extra anchors.")
+    max_member_pairs: int = Field(
+        100_000,
+        ge=1,
+        description="Most member pairs verified per LSH bucket whose anchor failed; past it, extra anchors.",
+    )
 
     @model_validator(mode="after")
     def _choose_bands(self):
@@ -206,7 +237,9 @@ def _check_size(value: str | None, field: str) -> None:
     try:
         parse_bytes(value)
     except ValueError:
-        raise ValueError(f"{field}: {value!r} is not a size (e.g. 20GB) or a fraction of device memory (e.g. 0.8)") from None
+        raise ValueError(
+            f"{field}: {value!r} is not a size (e.g. 20GB) or a fraction of device memory (e.g. 0.8)"
+        ) from None
 
 
 # Options that dask-cuda 26.x no longer has, and what to use instead.
@@ -252,19 +285,35 @@ class GPUConfig(_Section):
         description="GPU: devices of the embedded cluster, one worker each, e.g. 0,1.",
         json_schema_extra=_shown("all", flag="--cuda-visible-devices"),
     )
-    rmm_async: bool | None = Field(None, description="GPU: CUDA's async memory resource.", json_schema_extra=_shown("on, unless --rmm-pool-size is given"))
+    rmm_async: bool | None = Field(
+        None,
+        description="GPU: CUDA's async memory resource.",
+        json_schema_extra=_shown("on, unless --rmm-pool-size is given"),
+    )
     rmm_pool_size: str | None = Field(
-        None, description="GPU: an RMM pool per worker, e.g. 40GB or 0.8 (of device memory); needs --no-rmm-async.", json_schema_extra=_shown(None)
+        None,
+        description="GPU: an RMM pool per worker, e.g. 40GB or 0.8 (of device memory); needs --no-rmm-async.",
+        json_schema_extra=_shown(None),
     )
     rmm_release_threshold: str | None = Field(
-        None, description="GPU: with --rmm-async, memory above this size is given back to the device.", json_schema_extra=_shown(None)
+        None,
+        description="GPU: with --rmm-async, memory above this size is given back to the device.",
+        json_schema_extra=_shown(None),
     )
-    enable_cudf_spill: bool = Field(True, description="GPU: cuDF spills device buffers to host memory.", json_schema_extra={"cli": {"flag": "--enable-cudf-spill/--disable-cudf-spill"}})
+    enable_cudf_spill: bool = Field(
+        True,
+        description="GPU: cuDF spills device buffers to host memory.",
+        json_schema_extra={"cli": {"flag": "--enable-cudf-spill/--disable-cudf-spill"}},
+    )
     device_memory_limit: str | None = Field(
-        None, description="GPU: device memory at which a worker spills, e.g. 20GB.", json_schema_extra=_shown("dask-cuda default")
+        None,
+        description="GPU: device memory at which a worker spills, e.g. 20GB.",
+        json_schema_extra=_shown("dask-cuda default"),
     )
     protocol: Literal["tcp", "ucx"] = Field(
-        "tcp", description="GPU: how workers talk to each other (ucx through distributed-ucxx).", json_schema_extra={"cli": {"choices": ["tcp", "ucx", "ucxx"]}}
+        "tcp",
+        description="GPU: how workers talk to each other (ucx through distributed-ucxx).",
+        json_schema_extra={"cli": {"choices": ["tcp", "ucx", "ucxx"]}},
     )
 
     @field_validator("rmm_pool_size", "rmm_release_threshold", "device_memory_limit", "devices", mode="before")
@@ -294,14 +343,18 @@ class GPUConfig(_Section):
         for field in ("rmm_pool_size", "rmm_release_threshold", "device_memory_limit"):
             _check_size(getattr(self, field), field)
         if self.rmm_pool_size is not None and self.rmm_async:
-            raise ValueError("rmm_pool_size: dask-cuda cannot combine an RMM pool with rmm_async; set rmm_async false or drop the pool")
+            raise ValueError(
+                "rmm_pool_size: dask-cuda cannot combine an RMM pool with rmm_async; set rmm_async false or drop the pool"
+            )
         if self.rmm_release_threshold is not None and not self.use_async:
             raise ValueError("rmm_release_threshold only applies to the async allocator (rmm_async)")
         if self.enable_cudf_spill and self.device_memory_limit is not None and is_fraction(self.device_memory_limit):
             raise ValueError(
                 "device_memory_limit: with enable_cudf_spill give bytes (e.g. 20GB); it also sets cuDF's spill_device_limit"
             )
-        if self.devices is not None and not all(d.strip().isdigit() or d.strip().startswith(("GPU-", "MIG-")) for d in self.devices.split(",")):
+        if self.devices is not None and not all(
+            d.strip().isdigit() or d.strip().startswith(("GPU-", "MIG-")) for d in self.devices.split(",")
+        ):
             raise ValueError(f"devices: {self.devices!r} is not a CUDA_VISIBLE_DEVICES list such as '0,1'")
         return self
 
@@ -309,7 +362,6 @@ class GPUConfig(_Section):
     def use_async(self) -> bool:
         """Whether the async allocator is used (``rmm_async``, resolved)."""
         return self.rmm_pool_size is None if self.rmm_async is None else self.rmm_async
-
 
 
 class ClusterConfig(_Section):
@@ -325,19 +377,31 @@ class ClusterConfig(_Section):
     """
 
     n_workers: int | None = Field(
-        None, ge=1, description="Worker processes of the embedded cluster.", json_schema_extra=_shown("chosen by Dask for the machine (one per GPU)")
+        None,
+        ge=1,
+        description="Worker processes of the embedded cluster.",
+        json_schema_extra=_shown("chosen by Dask for the machine (one per GPU)"),
     )
     threads_per_worker: int | None = Field(
-        None, ge=1, description="Threads in each worker process.", json_schema_extra=_shown("chosen by Dask for the machine (1 per GPU worker)")
+        None,
+        ge=1,
+        description="Threads in each worker process.",
+        json_schema_extra=_shown("chosen by Dask for the machine (1 per GPU worker)"),
     )
     memory_limit: str | None = Field(
         "auto",
         description="Memory of each worker, e.g. 4GB: over it a worker spills to disk, then pauses, then is restarted.",
         json_schema_extra=_shown("auto: the machine memory shared by the workers"),
     )
-    local_directory: str | None = Field(None, description="Folder for the workers' spill and shuffle files.", json_schema_extra=_shown("Dask temporary folder"))
+    local_directory: str | None = Field(
+        None,
+        description="Folder for the workers' spill and shuffle files.",
+        json_schema_extra=_shown("Dask temporary folder"),
+    )
     scheduler_address: str | None = Field(
-        None, description="Join this running scheduler instead of starting a cluster, e.g. tcp://host:8786.", json_schema_extra=_shown(None)
+        None,
+        description="Join this running scheduler instead of starting a cluster, e.g. tcp://host:8786.",
+        json_schema_extra=_shown(None),
     )
     scheduler_file: str | None = Field(
         None,
@@ -350,7 +414,9 @@ class ClusterConfig(_Section):
         json_schema_extra=_shown("no dashboard"),
     )
     stall_timeout: float = Field(
-        300.0, ge=0, description="Stop when no task finishes and no worker computes for this many seconds; 0 waits for ever."
+        300.0,
+        ge=0,
+        description="Stop when no task finishes and no worker computes for this many seconds; 0 waits for ever.",
     )
     gpu: GPUConfig = GPUConfig()
 
@@ -370,14 +436,17 @@ class ClusterConfig(_Section):
 class RunConfig(_Section):
     """Everything one ``curate dedup`` run needs."""
 
-    mode: Literal["exact", "fuzzy", "both"] = Field("both", description="exact, fuzzy, or both: exact dedup, then fuzzy dedup of what it kept.")
+    mode: Literal["exact", "fuzzy", "both"] = Field(
+        "both", description="exact, fuzzy, or both: exact dedup, then fuzzy dedup of what it kept."
+    )
     keep: str = Field(
         "first",
         description="Which document of a group is kept: first (in input order), longest (UTF-8 bytes), max:COLUMN or min:COLUMN.",
         json_schema_extra={"cli": {"metavar": "RULE"}},
     )
     backend: Literal["cpu", "gpu", "auto"] = Field(
-        "cpu", description="cpu: pandas + numpy; gpu: cudf + cupy on a LocalCUDACluster; auto: gpu when a CUDA device is usable."
+        "cpu",
+        description="cpu: pandas + numpy; gpu: cudf + cupy on a LocalCUDACluster; auto: gpu when a CUDA device is usable.",
     )
     io: IOConfig = IOConfig()
     fuzzy: FuzzyConfig = Field(default_factory=FuzzyConfig)  # built when needed: choosing its bands imports scipy
@@ -429,7 +498,11 @@ def config_data(path: str | Path | None = None, overrides: dict | None = None) -
 def shipped_configs() -> dict[str, Path]:
     """The YAML files shipped with curate (package data), by name (file name without ``.yaml``)."""
     folder = resources.files("curate") / "configs"
-    return {Path(f.name).stem: Path(str(f)) for f in sorted(folder.iterdir(), key=lambda f: f.name) if f.name.endswith(".yaml")}
+    return {
+        Path(f.name).stem: Path(str(f))
+        for f in sorted(folder.iterdir(), key=lambda f: f.name)
+        if f.name.endswith(".yaml")
+    }
 
 
 def config_file(path: str | Path) -> Path:
@@ -447,7 +520,9 @@ def config_file(path: str | Path) -> Path:
     name = path.name.removesuffix(".yaml")
     if path.parent == Path(".") and name in shipped:
         return shipped[name]
-    raise FileNotFoundError(f"config {str(path)!r} is neither a file nor a shipped config ({', '.join(shipped)}; see `curate config list`)")
+    raise FileNotFoundError(
+        f"config {str(path)!r} is neither a file nor a shipped config ({', '.join(shipped)}; see `curate config list`)"
+    )
 
 
 def _merge(data: dict, overrides: dict) -> None:

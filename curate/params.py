@@ -89,9 +89,7 @@ def false_negative_area(threshold: float, bands: int, rows: int) -> float:
     """
     from scipy.integrate import quad
 
-    area, _ = quad(
-        lambda s: 1.0 - candidate_probability(s, bands, rows), threshold, 1.0
-    )
+    area, _ = quad(lambda s: 1.0 - candidate_probability(s, bands, rows), threshold, 1.0)
     return area
 
 
@@ -138,8 +136,7 @@ def optimal_bands(
         raise ValueError(f"num_perm must be at least 1, got {num_perm}")
     if fp_weight < 0 or fn_weight < 0 or fp_weight + fn_weight == 0:
         raise ValueError(
-            f"fp_weight and fn_weight must be non-negative and not both zero, "
-            f"got {fp_weight} and {fn_weight}"
+            f"fp_weight and fn_weight must be non-negative and not both zero, got {fp_weight} and {fn_weight}"
         )
     best, best_error = (0, 0), float("inf")
     for bands in range(1, num_perm + 1):

@@ -37,7 +37,13 @@ from curate.dedup.resolve import REMOVED_COLUMNS, coalesce, empty_groups, resolv
 from curate.io import count_rows, read_documents, write_documents, write_table
 from curate.io.files import expand_paths, source_names
 from curate.io.read import split_rejected
-from curate.io.rejected import REJECTED_SCHEMA, mark_repeated_ids, reject_repeated_ids, rejected_rows, repeated_ids_error
+from curate.io.rejected import (
+    REJECTED_SCHEMA,
+    mark_repeated_ids,
+    reject_repeated_ids,
+    rejected_rows,
+    repeated_ids_error,
+)
 from curate.io.write import output_compression
 from curate.metrics import max_peaks, spilled_bytes, take_peaks, versions
 from curate.schema import DOC, POSITION_BITS
@@ -145,7 +151,11 @@ def dedup(
     compression = output_compression(io.output_compression, input_fmt, fmt, paths)
     # The stages read only the columns they use; the final write reads the input once more.
     # JSONL to Parquet converts every field, so the first read checks them all, as that one will.
-    needed = None if (input_fmt, fmt) == ("jsonl", "parquet") else list(dict.fromkeys([io.id_field, io.text_field, *keep.columns()]))
+    needed = (
+        None
+        if (input_fmt, fmt) == ("jsonl", "parquet")
+        else list(dict.fromkeys([io.id_field, io.text_field, *keep.columns()]))
+    )
     everything = read_documents(
         inputs,
         id_field=io.id_field if io.id_field_given else None,
@@ -156,14 +166,21 @@ def dedup(
         on_error=io.on_error,
     )
     if keep.column and keep.column not in everything.columns:
-        raise ValueError(f"keep policy {keep} names column {keep.column!r}, not in the input ({list(everything.columns)})")
+        raise ValueError(
+            f"keep policy {keep} names column {keep.column!r}, not in the input ({list(everything.columns)})"
+        )
     _prepare_output(out, overwrite, resume, inputs, paths)  # only once the input is known to be readable
-    hint = (f"raise the workers' memory limit (--memory-limit, now {config.cluster.memory_limit}) or lower the partition size "
-            f"(--blocksize, now {_megabytes(io.blocksize)}); finished stages are kept for --resume")
+    hint = (
+        f"raise the workers' memory limit (--memory-limit, now {config.cluster.memory_limit}) or lower the partition size "
+        f"(--blocksize, now {_megabytes(io.blocksize)}); finished stages are kept for --resume"
+    )
     run = _Runner(stats, show_progress, StageStore(out / "_stages", resume), config.cluster.stall_timeout, hint)
     files = input_fingerprint(inputs)
     # Everything a stage computes follows from this key's parts (the output's format and compression only affect the last write).
-    key = stage_key("input", {"files": files, "io": io.model_dump(exclude={"output_format", "output_compression"}), "curate": __version__})
+    key = stage_key(
+        "input",
+        {"files": files, "io": io.model_dump(exclude={"output_format", "output_compression"}), "curate": __version__},
+    )
     key = read_key = stage_key("read", {"mode": config.mode}, (key,))
     docs, candidates = _read(everything, inputs, key, config, keep, run, stats)
     # From here on, the stages are the Python API's (curate.deduplicate), each written to disk.
@@ -173,18 +190,31 @@ def dedup(
     if config.mode in ("exact", "both"):
         exact = ExactDedup(text_field=io.text_field, id_field=io.id_field, keep=keep)
         exact_groups = exact.run(docs, stages, candidates=candidates)
-        done = run("exact", groups=(exact_groups._doc == exact_groups._rep).sum(), removed=(exact_groups._doc != exact_groups._rep).sum())
+        done = run(
+            "exact",
+            groups=(exact_groups._doc == exact_groups._rep).sum(),
+            removed=(exact_groups._doc != exact_groups._rep).sum(),
+        )
         stats.count("exact", **done)
         left = drop(docs, exact_groups[exact_groups._doc != exact_groups._rep])
     if config.mode in ("fuzzy", "both"):
         fuzzy_groups = _fuzzy(left, config, keep, stages, run, stats)
     # The group tables hold duplicates only: as many partitions as their rows need, so that the
     # result stages cost what the duplicates cost, not what the input's partitioning does.
-    exact_groups, fuzzy_groups = coalesce(exact_groups, stats.group_rows("exact")), coalesce(fuzzy_groups, stats.group_rows("fuzzy"))
+    exact_groups, fuzzy_groups = (
+        coalesce(exact_groups, stats.group_rows("exact")),
+        coalesce(fuzzy_groups, stats.group_rows("fuzzy")),
+    )
     names = source_names([path for path, _, _ in files])
-    removed, _ = resolve(exact_groups, fuzzy_groups, docs.divisions, stages, locate=lambda table: with_location(table, names))
-    output, rejected = _read_for_output([path for path, _, _ in files], io, keep, input_fmt == fmt == "jsonl", _repeated_ids_path(run, read_key))
-    writes = {"kept": write_documents(drop(output, removed), str(out / "deduplicated.tmp"), fmt, compression=compression)}
+    removed, _ = resolve(
+        exact_groups, fuzzy_groups, docs.divisions, stages, locate=lambda table: with_location(table, names)
+    )
+    output, rejected = _read_for_output(
+        [path for path, _, _ in files], io, keep, input_fmt == fmt == "jsonl", _repeated_ids_path(run, read_key)
+    )
+    writes = {
+        "kept": write_documents(drop(output, removed), str(out / "deduplicated.tmp"), fmt, compression=compression)
+    }
     if rejected is not None:
         rows = rejected_rows(rejected, names)
         writes["rejected"] = write_documents(rows, str(out / "rejected.tmp"), "parquet", REJECTED_SCHEMA)
@@ -194,14 +224,18 @@ def dedup(
     stats.count("output", kept=kept, removed=n_removed, rejected=n_rejected)
 
     os.replace(out / "deduplicated.tmp", out / "deduplicated")
-    logger.info("wrote %d kept documents to %s (%d removed, %d rejected)", kept, out / "deduplicated", n_removed, n_rejected)
+    logger.info(
+        "wrote %d kept documents to %s (%d removed, %d rejected)", kept, out / "deduplicated", n_removed, n_rejected
+    )
     if rejected is not None:
         os.replace(out / "rejected.tmp", out / "rejected")
     write_table(str(run.store.path("duplicates")), str(out / "duplicates.parquet"), DUPLICATES_COLUMNS)
     write_table(str(run.store.path("removed")), str(out / "removed.parquet"), REMOVED_COLUMNS)
     summary = {
         "inputs": list(inputs),
-        "input_files": [{"path": _absolute(path), "size": size, "modified": modified} for path, size, modified in files],
+        "input_files": [
+            {"path": _absolute(path), "size": size, "modified": modified} for path, size, modified in files
+        ],
         "output_format": fmt,
         "output_compression": compression,
         "config": config.model_dump(mode="json"),
@@ -246,7 +280,11 @@ def _read(everything, inputs, key: str, config: RunConfig, keep: KeepPolicy, run
         nonlocal everything
         docs, rejected = split_rejected(everything)
         ids = docs[io.id_field].value_counts(split_out=docs.npartitions)
-        todo = {"docs": count_rows(docs), "empty": (docs[io.text_field].str.len() == 0).sum(), "repeated_ids": ids[ids > 1]}
+        todo = {
+            "docs": count_rows(docs),
+            "empty": (docs[io.text_field].str.len() == 0).sum(),
+            "repeated_ids": ids[ids > 1],
+        }
         if rejected is not None:
             todo["rejected"] = rejected["_kind"].value_counts()
         if exact:  # (key, digest) of the documents whose digest is shared: no text is shuffled
@@ -261,7 +299,11 @@ def _read(everything, inputs, key: str, config: RunConfig, keep: KeepPolicy, run
             everything = reject_repeated_ids(everything, done["repeated_ids"].index, io.id_field, names, repeated_ids)
             return compute(path)
         kinds = to_host(done.get("rejected", pd.Series(dtype="int64")))
-        counts = {"documents": int(done["docs"] + kinds.sum()), "empty": int(done["empty"]), "partitions": docs.npartitions}
+        counts = {
+            "documents": int(done["docs"] + kinds.sum()),
+            "empty": int(done["empty"]),
+            "partitions": docs.npartitions,
+        }
         counts["rejected"] = {str(k): int(v) for k, v in kinds.sort_index().items()}
         return counts
 
@@ -277,7 +319,9 @@ def _repeated_ids_path(run, exact_key: str) -> Path:
     return run.store.root / f"repeated_ids-{exact_key[:16]}.parquet"
 
 
-def _read_for_output(paths: list[str], io, keep: KeepPolicy, raw: bool, repeated_ids: Path) -> tuple[dd.DataFrame, dd.DataFrame | None]:
+def _read_for_output(
+    paths: list[str], io, keep: KeepPolicy, raw: bool, repeated_ids: Path
+) -> tuple[dd.DataFrame, dd.DataFrame | None]:
     """The input read once more for the final write: documents to keep (and the rejected records).
 
     ``raw`` (JSONL to JSONL): each record's line as read (``_record``), so the output holds every
@@ -303,7 +347,9 @@ def _read_for_output(paths: list[str], io, keep: KeepPolicy, raw: bool, repeated
     return (docs.drop(columns=keep.columns()) if raw else docs), rejected
 
 
-def _fuzzy(docs: dd.DataFrame, config: RunConfig, keep: KeepPolicy, stages: Checkpoints, run, stats: Stats) -> dd.DataFrame:
+def _fuzzy(
+    docs: dd.DataFrame, config: RunConfig, keep: KeepPolicy, stages: Checkpoints, run, stats: Stats
+) -> dd.DataFrame:
     """Fuzzy groups of ``docs`` (lazy table): :meth:`curate.dedup.FuzzyDedup.run` through the checkpoints, and its counts."""
     io = config.io
     fuzzy = FuzzyDedup(config.fuzzy, text_field=io.text_field, id_field=io.id_field, keep=keep)
@@ -314,7 +360,11 @@ def _fuzzy(docs: dd.DataFrame, config: RunConfig, keep: KeepPolicy, stages: Chec
 
     found = fuzzy.run(docs, stages, components=components)
     groups = found["groups"]
-    lazy = {"member_pairs": count_rows(found["member_pairs"]), "member_edges": count_rows(found["member_edges"])} if "member_pairs" in found else {}
+    lazy = (
+        {"member_pairs": count_rows(found["member_pairs"]), "member_edges": count_rows(found["member_edges"])}
+        if "member_pairs" in found
+        else {}
+    )
     done = run(
         "fuzzy counts",
         candidate_edges=count_rows(found["candidates"]),
@@ -337,7 +387,9 @@ def with_location(duplicates: dd.DataFrame, names: tuple[str, ...]) -> dd.DataFr
         source = pd.Series(np.asarray(names)[part[DOC].to_numpy() >> POSITION_BITS], index=part.index, dtype="str")
         return part.assign(source=source, position=part[DOC] & ((1 << POSITION_BITS) - 1))
 
-    return duplicates.map_partitions(locate, meta=to_host(duplicates._meta).assign(source=pd.Series(dtype="str"), position=pd.Series(dtype="int64")))
+    return duplicates.map_partitions(
+        locate, meta=to_host(duplicates._meta).assign(source=pd.Series(dtype="str"), position=pd.Series(dtype="int64"))
+    )
 
 
 def check_accounting(n_input: int, n_kept: int, removed: dd.DataFrame, n_rejected: int = 0) -> int:
@@ -386,7 +438,13 @@ class _Runner:
                 else:
                     if self.show_progress:
                         print(f"[{stage}]", file=sys.stderr)
-                    results = gather(client, [on_host(c) for c in collections.values()], stall_timeout=self.stall_timeout, show_progress=self.show_progress, hint=self.hint)
+                    results = gather(
+                        client,
+                        [on_host(c) for c in collections.values()],
+                        stall_timeout=self.stall_timeout,
+                        show_progress=self.show_progress,
+                        hint=self.hint,
+                    )
                     if self.show_progress:
                         print(file=sys.stderr)
         return dict(zip(names, results))

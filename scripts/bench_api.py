@@ -53,7 +53,9 @@ if __name__ == "__main__":
 
 def checkout(rev: str, folder: Path) -> Path:
     path = folder / rev
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(path), rev], check=True, capture_output=True)
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(path), rev], check=True, capture_output=True
+    )
     return path
 
 
@@ -62,14 +64,31 @@ def environment(tree: Path) -> dict:
 
 
 def exact_bytes(tree: Path, corpus: Path) -> tuple[int, int, int]:
-    run = subprocess.run([sys.executable, "-c", EXACT_BYTES, str(corpus)], env=environment(tree), cwd=tree, capture_output=True, text=True, check=True)
+    run = subprocess.run(
+        [sys.executable, "-c", EXACT_BYTES, str(corpus)],
+        env=environment(tree),
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     rows, p2p, transfer = map(int, run.stdout.split()[-3:])
     return rows, p2p, transfer
 
 
 def dedup(tree: Path, corpus: Path, out: Path) -> tuple[float, float, int]:
     started = time.perf_counter()
-    command = [sys.executable, "-c", "from curate.cli import main; main()", "dedup", str(corpus), "-o", str(out), "--overwrite", "--no-progress"]
+    command = [
+        sys.executable,
+        "-c",
+        "from curate.cli import main; main()",
+        "dedup",
+        str(corpus),
+        "-o",
+        str(out),
+        "--overwrite",
+        "--no-progress",
+    ]
     subprocess.run(command, env=environment(tree), cwd=tree, capture_output=True, check=True)
     wall = time.perf_counter() - started
     summary = json.loads((out / "summary.json").read_text())
@@ -80,7 +99,9 @@ def dedup(tree: Path, corpus: Path, out: Path) -> tuple[float, float, int]:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--old", default="c1e4ca7", help="the revision before the API change (end to end, verification)")
+    parser.add_argument(
+        "--old", default="c1e4ca7", help="the revision before the API change (end to end, verification)"
+    )
     parser.add_argument("--exact-old", default="d2ded3e", help="the revision before exact dedup shuffled digests only")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
@@ -94,23 +115,31 @@ def main():
             moved = {name: exact_bytes(tree, args.data / "gutenberg") for name, tree in exact_trees.items()}
             print(f"exact dedup on gutenberg, bytes between workers (P2P shards + task transfers): {moved}")
             old, new = (sum(moved[k][1:]) for k in ("old", "new"))
-            print(f"  old {old / 1e6:.1f} MB, new {new / 1e6:.3f} MB, {old / max(new, 1):.0f}x less; group rows {moved['old'][0]} / {moved['new'][0]}")
+            print(
+                f"  old {old / 1e6:.1f} MB, new {new / 1e6:.3f} MB, {old / max(new, 1):.0f}x less; group rows {moved['old'][0]} / {moved['new'][0]}"
+            )
         for corpus in ("gutenberg", "enron_spam"):
             figures = {name: [] for name in trees}
             for _ in range(args.rounds):
                 for name, tree in trees.items():
                     figures[name].append(dedup(tree, args.data / corpus, scratch / f"out-{name}"))
             med = {name: [statistics.median(values) for values in zip(*runs)] for name, runs in figures.items()}
-            print(f"{corpus}: median of {args.rounds} alternating runs, pipeline total s / command wall s / verify workers' peak RSS MB")
+            print(
+                f"{corpus}: median of {args.rounds} alternating runs, pipeline total s / command wall s / verify workers' peak RSS MB"
+            )
             for name in trees:
                 total, wall, verify = med[name]
                 print(f"  {name}: {total:.1f} / {wall:.1f} / {verify / 1e6:.0f}")
-            print(f"  new / old: total {med['new'][0] / med['old'][0]:.2f}, wall {med['new'][1] / med['old'][1]:.2f}, verify peak {med['new'][2] / max(med['old'][2], 1):.2f}")
-        for name, tree in trees.items():
+            print(
+                f"  new / old: total {med['new'][0] / med['old'][0]:.2f}, wall {med['new'][1] / med['old'][1]:.2f}, verify peak {med['new'][2] / max(med['old'][2], 1):.2f}"
+            )
+        for tree in trees.values():
             if tree != ROOT:
                 subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)
         if not args.skip_exact:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(exact_trees["old"])], check=False)
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(exact_trees["old"])], check=False
+            )
 
 
 if __name__ == "__main__":

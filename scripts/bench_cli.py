@@ -74,7 +74,9 @@ def mistakes(trees: dict[str, Path], rounds: int, work: Path, data: Path) -> Non
         cells = []
         for name in trees:
             runs = results[name, case]
-            cells.append(f"{statistics.median(s for s, _, _ in runs):.2f} s, {runs[0][1]}, {len(runs[0][2])}" if runs else "n/a")
+            cells.append(
+                f"{statistics.median(s for s, _, _ in runs):.2f} s, {runs[0][1]}, {len(runs[0][2])}" if runs else "n/a"
+            )
         print(f"| {case} | {' | '.join(cells)} |")
     for name in trees:
         for case in cases:
@@ -108,7 +110,17 @@ def interrupts(corpus: Path, rounds: int, after: float, work: Path) -> None:
     seconds = []
     for i in range(rounds):
         out = work / f"interrupted-{i}"
-        child = curate(REPO, "dedup", corpus, "-o", out, *flags, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        child = curate(
+            REPO,
+            "dedup",
+            corpus,
+            "-o",
+            out,
+            *flags,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         time.sleep(after)
         sent = time.perf_counter()
         os.killpg(child.pid, signal.SIGINT)
@@ -116,14 +128,20 @@ def interrupts(corpus: Path, rounds: int, after: float, work: Path) -> None:
         seconds.append(time.perf_counter() - sent)
         time.sleep(1)
         lines = printed.splitlines()
-        print(f"round {i}: exit {child.returncode} after {seconds[-1]:.2f} s, {len(lines)} line(s), {group_alive(child.pid)} process(es) left")
+        print(
+            f"round {i}: exit {child.returncode} after {seconds[-1]:.2f} s, {len(lines)} line(s), {group_alive(child.pid)} process(es) left"
+        )
         for line in lines:
             print(f"    {line}")
-        resumed = curate(REPO, "dedup", corpus, "-o", out, "--resume", *flags, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        resumed = curate(
+            REPO, "dedup", corpus, "-o", out, "--resume", *flags, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         assert resumed.wait() == 0
         same = outputs(out) == outputs(reference)
         reused = json.loads((out / "summary.json").read_text())["reused_stages"]
-        print(f"    --resume: reused {len(reused)} stage(s) ({', '.join(reused)}); outputs byte-identical to an uninterrupted run: {same}")
+        print(
+            f"    --resume: reused {len(reused)} stage(s) ({', '.join(reused)}); outputs byte-identical to an uninterrupted run: {same}"
+        )
     print(f"median seconds from SIGINT to exit: {statistics.median(seconds):.2f}")
 
 

@@ -119,9 +119,7 @@ def edited_copies(shards: list[Path], copies: int, out: Path) -> Path:
     return out
 
 
-def end_to_end(
-    inputs: list[Path], out: Path, backend_name: str, n_workers: int
-) -> dict:
+def end_to_end(inputs: list[Path], out: Path, backend_name: str, n_workers: int) -> dict:
     """Wall time of ``curate dedup`` (a fresh process, cluster start included) and MB/s per worker."""
     command = [
         sys.executable,
@@ -183,9 +181,7 @@ def main():
         default=8,
         help="gutenberg shards (8: 127 MB of text, 393 books; 29 = all, 450 MB)",
     )
-    parser.add_argument(
-        "--copies", type=int, default=0, help="edited copies in a larger corpus (0: no such run)"
-    )
+    parser.add_argument("--copies", type=int, default=0, help="edited copies in a larger corpus (0: no such run)")
     parser.add_argument("--backend", choices=["gpu", "cpu"], default="gpu")
     args = parser.parse_args()
     shards = sorted((args.data / "gutenberg").glob("part-*.jsonl.zst"))[: args.shards]
@@ -208,9 +204,7 @@ def main():
     if news:
         results["kernels_20news"] = kernel_rates(read_texts(news), on_gpu)
     _save(results, args.out)  # what was measured so far survives a timeout below
-    results["gutenberg"] = end_to_end(
-        shards, args.work / "out-gutenberg", args.backend, n_workers
-    )
+    results["gutenberg"] = end_to_end(shards, args.work / "out-gutenberg", args.backend, n_workers)
     print("gutenberg", results["gutenberg"], flush=True)
     _save(results, args.out)
     if args.copies:

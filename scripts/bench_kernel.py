@@ -47,9 +47,11 @@ def main(corpus: str) -> None:
     mb = len(data) / 1e6
     for bits in (32, 64):
         a, b = permutations(260, 42, bits)
-        kernel = mb / best_seconds(lambda: minhash(offsets, data, 42, a, b, 24))
-        roof = mb / best_seconds(lambda: hash_windows_only(offsets, data, np.uint64(42), 24, bits == 64))
-        print(f"{bits}-bit: kernel {kernel:.1f} MB/s, shingle hash alone {roof:.1f} MB/s, fraction {kernel / roof:.2f} ({mb:.1f} MB)")
+        kernel = mb / best_seconds(lambda a=a, b=b: minhash(offsets, data, 42, a, b, 24))
+        roof = mb / best_seconds(lambda bits=bits: hash_windows_only(offsets, data, np.uint64(42), 24, bits == 64))
+        print(
+            f"{bits}-bit: kernel {kernel:.1f} MB/s, shingle hash alone {roof:.1f} MB/s, fraction {kernel / roof:.2f} ({mb:.1f} MB)"
+        )
 
 
 if __name__ == "__main__":

@@ -30,12 +30,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # Seconds per column: the stages that changed; "second round" is member_pairs + member_nodes + verify_members.
-STAGES = {"minhash+lsh": ("minhash+lsh",), "verify": ("verify",), "second round": ("member_pairs", "member_nodes", "verify_members"), "total": ("total",)}
+STAGES = {
+    "minhash+lsh": ("minhash+lsh",),
+    "verify": ("verify",),
+    "second round": ("member_pairs", "member_nodes", "verify_members"),
+    "total": ("total",),
+}
 COUNTS = ("candidate_edges", "member_pairs", "verified_edges", "buckets_over_cap", "removed")
 
 
 def templated_corpus(folder: Path) -> Path:
-    spec = importlib.util.spec_from_file_location("make_templated_corpus", ROOT / "scripts" / "make_templated_corpus.py")
+    spec = importlib.util.spec_from_file_location(
+        "make_templated_corpus", ROOT / "scripts" / "make_templated_corpus.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     path = folder / "templated" / "docs.jsonl"
@@ -46,7 +53,19 @@ def templated_corpus(folder: Path) -> Path:
 
 def run(tree: Path, corpus: Path, out: Path, threshold: float) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    args = [sys.executable, "-m", "curate", "dedup", str(corpus), "-o", str(out), "--overwrite", "--no-progress", "--threshold", str(threshold)]
+    args = [
+        sys.executable,
+        "-m",
+        "curate",
+        "dedup",
+        str(corpus),
+        "-o",
+        str(out),
+        "--overwrite",
+        "--no-progress",
+        "--threshold",
+        str(threshold),
+    ]
     subprocess.run(args, check=True, env=env, cwd=tree, capture_output=True)
     return json.loads((out / "summary.json").read_text())
 
@@ -55,7 +74,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--before", type=Path, required=True)
     parser.add_argument("--after", type=Path, default=ROOT)
-    parser.add_argument("--corpora", default="20news,enron_spam,reuters,bible/chapters,bible/verses,gutenberg,templated")
+    parser.add_argument(
+        "--corpora", default="20news,enron_spam,reuters,bible/chapters,bible/verses,gutenberg,templated"
+    )
     parser.add_argument("--threshold", type=float, default=0.8)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
@@ -78,7 +99,11 @@ def main():
                 cells = [f"{counts[c]:,}" if c in counts else "–" for c in COUNTS]
                 for parts in STAGES.values():
                     ran = any(stage in runs[-1]["seconds"] for stage in parts)
-                    cells.append(f"{statistics.median(sum(r['seconds'].get(s, 0.0) for s in parts) for r in runs):.2f}" if ran else "–")
+                    cells.append(
+                        f"{statistics.median(sum(r['seconds'].get(s, 0.0) for s in parts) for r in runs):.2f}"
+                        if ran
+                        else "–"
+                    )
                 print(f"| {name} | {version} | {' | '.join(cells)} |", flush=True)
 
 

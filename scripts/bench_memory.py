@@ -33,14 +33,31 @@ def main() -> None:
     parser.add_argument("--limits", default="auto,1GB", help="comma-separated --memory-limit values")
     parser.add_argument("--work", default="/tmp/curate-mem", type=Path)
     args = parser.parse_args()
-    print("| corpus | memory limit | docs | removed | wall s | client peak GB | largest worker peak GB | spilled GB | identical |")
+    print(
+        "| corpus | memory limit | docs | removed | wall s | client peak GB | largest worker peak GB | spilled GB | identical |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---:|---|")
     for corpus in args.corpora:
         first = None
         for limit in args.limits.split(","):
             out = args.work / f"{Path(corpus).name}-{limit}"
-            command = [sys.executable, "-m", "curate", "dedup", corpus, "-o", str(out), "--overwrite", "--no-progress",
-                       "--n-workers", "2", "--memory-limit", limit, "--local-directory", str(args.work / "scratch")]
+            command = [
+                sys.executable,
+                "-m",
+                "curate",
+                "dedup",
+                corpus,
+                "-o",
+                str(out),
+                "--overwrite",
+                "--no-progress",
+                "--n-workers",
+                "2",
+                "--memory-limit",
+                limit,
+                "--local-directory",
+                str(args.work / "scratch"),
+            ]
             started = time.perf_counter()
             subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
             wall = time.perf_counter() - started

@@ -71,7 +71,9 @@ def tools(width, words, n_hashes):
         try:
             from datatrove.pipeline.dedup.minhash import MinhashConfig, MinhashDedupSignature
 
-            step = MinhashDedupSignature(tempfile.mkdtemp(), MinhashConfig(n_grams=width, num_buckets=14, hashes_per_bucket=8))
+            step = MinhashDedupSignature(
+                tempfile.mkdtemp(), MinhashConfig(n_grams=width, num_buckets=14, hashes_per_bucket=8)
+            )
 
             def datatrove(texts):
                 for text in texts:

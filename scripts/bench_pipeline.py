@@ -53,9 +53,31 @@ def run_tree(command: list[str], log: Path) -> tuple[float, float]:
 
 def curate(corpus: str, work: Path) -> tuple[list[str], callable]:
     out = work / "curate"
-    command = [sys.executable, "-m", "curate", "dedup", corpus, "-o", str(out), "--overwrite", "--no-progress",
-               "--ngram", "word", "--width", str(NGRAM), "--num-bands", str(BANDS), "--rows-per-band", str(ROWS),
-               "--threshold", str(THRESHOLD), "--n-workers", "2", "--threads-per-worker", "1"]
+    command = [
+        sys.executable,
+        "-m",
+        "curate",
+        "dedup",
+        corpus,
+        "-o",
+        str(out),
+        "--overwrite",
+        "--no-progress",
+        "--ngram",
+        "word",
+        "--width",
+        str(NGRAM),
+        "--num-bands",
+        str(BANDS),
+        "--rows-per-band",
+        str(ROWS),
+        "--threshold",
+        str(THRESHOLD),
+        "--n-workers",
+        "2",
+        "--threads-per-worker",
+        "1",
+    ]
 
     def kept():
         return json.loads((out / "summary.json").read_text())["counts"]["output"]["kept"]
@@ -96,10 +118,35 @@ def datatrove(corpus: str, work: Path) -> tuple[list[str], callable]:
 
 def text_dedup(corpus: str, work: Path) -> tuple[list[str], callable]:
     out = work / "text-dedup"
-    command = [sys.executable, "-m", "text_dedup.minhash", "--path", "json", "--data_files", f"{corpus}/*.jsonl*",
-               "--split", "train", "--cache_dir", str(work / "hf-cache"), "--output", str(out), "--column", "text",
-               "--ngram", str(NGRAM), "--num_perm", str(BANDS * ROWS), "--b", str(BANDS), "--r", str(ROWS),
-               "--threshold", str(THRESHOLD), "--num_proc", "2"]
+    command = [
+        sys.executable,
+        "-m",
+        "text_dedup.minhash",
+        "--path",
+        "json",
+        "--data_files",
+        f"{corpus}/*.jsonl*",
+        "--split",
+        "train",
+        "--cache_dir",
+        str(work / "hf-cache"),
+        "--output",
+        str(out),
+        "--column",
+        "text",
+        "--ngram",
+        str(NGRAM),
+        "--num_perm",
+        str(BANDS * ROWS),
+        "--b",
+        str(BANDS),
+        "--r",
+        str(ROWS),
+        "--threshold",
+        str(THRESHOLD),
+        "--num_proc",
+        "2",
+    ]
 
     def kept():
         from datasets import load_from_disk
@@ -120,7 +167,9 @@ def main():
     corpus = str(Path(args.corpus).resolve())
     docs = read_documents(corpus).compute()
     mb = docs.text.str.encode("utf-8").str.len().sum() / 1e6
-    print(f"{args.corpus}: {len(docs)} documents, {mb:.1f} MB of text; word {NGRAM}-grams, {BANDS}x{ROWS}, threshold {THRESHOLD}")
+    print(
+        f"{args.corpus}: {len(docs)} documents, {mb:.1f} MB of text; word {NGRAM}-grams, {BANDS}x{ROWS}, threshold {THRESHOLD}"
+    )
     print(f"{'tool':<11} {'wall s':>8} {'MB/s':>7} {'peak GB':>8} {'removed':>8} {'curate is':>10}")
     results = {}
     with tempfile.TemporaryDirectory() as scratch:
@@ -130,9 +179,14 @@ def main():
                 wall, peak = run_tree(command, Path(scratch) / f"{name}.log")
                 results[name] = wall
                 speedup = results[name] / results["curate"] if "curate" in results else float("nan")
-                print(f"{name:<11} {wall:8.1f} {mb / wall:7.2f} {peak / 1e9:8.2f} {len(docs) - kept():8d} {speedup:9.1f}x", flush=True)
+                print(
+                    f"{name:<11} {wall:8.1f} {mb / wall:7.2f} {peak / 1e9:8.2f} {len(docs) - kept():8d} {speedup:9.1f}x",
+                    flush=True,
+                )
             except (RuntimeError, ImportError, OSError) as err:
-                print(f"{name:<11} failed: {err}; log: {(Path(scratch) / f'{name}.log').read_text()[-2000:]}", flush=True)
+                print(
+                    f"{name:<11} failed: {err}; log: {(Path(scratch) / f'{name}.log').read_text()[-2000:]}", flush=True
+                )
 
 
 if __name__ == "__main__":

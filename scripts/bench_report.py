@@ -38,7 +38,10 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     curate = [sys.executable, "-m", "curate"]
-    commands = {"report": [*curate, "report", str(args.out)], "inspect --sample 20": [*curate, "inspect", str(args.out), "--sample", "20"]}
+    commands = {
+        "report": [*curate, "report", str(args.out)],
+        "inspect --sample 20": [*curate, "inspect", str(args.out), "--sample", "20"],
+    }
     results = {name: [] for name in commands}
     for _ in range(args.rounds):
         for name, command in commands.items():
@@ -46,13 +49,17 @@ def main():
     summary = json.loads((args.out / "summary.json").read_text())
     inputs = sum(f["size"] for f in summary["input_files"])
     tables = sum((args.out / name).stat().st_size for name in ("removed.parquet", "duplicates.parquet"))
-    print(f"{args.out}: {summary['counts']['input']['documents']:,} documents, {summary['counts']['output']['removed']:,} removed; "
-          f"input files {inputs / 1e6:,.1f} MB, removed + duplicates tables {tables / 1e3:,.1f} KB")
+    print(
+        f"{args.out}: {summary['counts']['input']['documents']:,} documents, {summary['counts']['output']['removed']:,} removed; "
+        f"input files {inputs / 1e6:,.1f} MB, removed + duplicates tables {tables / 1e3:,.1f} KB"
+    )
     print("| command | median s | runs (s) | peak RSS GB |")
     print("|---|---:|---|---:|")
     for name, runs in results.items():
         seconds = [s for s, _ in runs]
-        print(f"| `curate {name}` | {statistics.median(seconds):.2f} | {', '.join(f'{s:.2f}' for s in seconds)} | {max(r for _, r in runs) / 1e9:.2f} |")
+        print(
+            f"| `curate {name}` | {statistics.median(seconds):.2f} | {', '.join(f'{s:.2f}' for s in seconds)} | {max(r for _, r in runs) / 1e9:.2f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -43,13 +43,29 @@ def main():
             folder.mkdir()
             docs.iloc[:count].to_json(folder / "part.jsonl", orient="records", lines=True, force_ascii=False)
             out = Path(scratch) / f"out-{size:g}"
-            command = [sys.executable, "-m", "curate", "dedup", str(folder), "-o", str(out), "--no-progress", "--n-workers", "2", "--threads-per-worker", "1"]
+            command = [
+                sys.executable,
+                "-m",
+                "curate",
+                "dedup",
+                str(folder),
+                "-o",
+                str(out),
+                "--no-progress",
+                "--n-workers",
+                "2",
+                "--threads-per-worker",
+                "1",
+            ]
             start = time.perf_counter()
             subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
             wall = time.perf_counter() - start
             summary = json.loads((out / "summary.json").read_text())
             rows.append((mb, count, wall, summary["seconds"]["total"], summary["peak_rss_bytes"]["total"] / 1e9))
-            print(f"{mb:7.1f} MB {count:6d} docs  wall {wall:6.1f} s  pipeline {rows[-1][3]:6.1f} s  peak RSS {rows[-1][4]:.2f} GB", flush=True)
+            print(
+                f"{mb:7.1f} MB {count:6d} docs  wall {wall:6.1f} s  pipeline {rows[-1][3]:6.1f} s  peak RSS {rows[-1][4]:.2f} GB",
+                flush=True,
+            )
     mb, _, wall, pipeline, rss = map(np.array, zip(*rows))
     exponent = np.polyfit(np.log(mb), np.log(pipeline), 1)[0]
     large = mb >= 100  # where fixed costs (cluster start, compilation checks) no longer dominate

@@ -25,8 +25,22 @@ from curate.io import read_documents
 
 
 def dedup(inputs: str, out: Path, *extra: str) -> tuple[float, dict]:
-    command = [sys.executable, "-m", "curate", "dedup", inputs, "-o", str(out), "--overwrite", "--no-progress",
-               "--n-workers", "2", "--threads-per-worker", "1", *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "curate",
+        "dedup",
+        inputs,
+        "-o",
+        str(out),
+        "--overwrite",
+        "--no-progress",
+        "--n-workers",
+        "2",
+        "--threads-per-worker",
+        "1",
+        *extra,
+    ]
     start = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - start, json.loads((out / "summary.json").read_text())
@@ -40,7 +54,9 @@ def main():
     parser.add_argument("--override", action="store_true", help="also run with --files-per-partition 1")
     args = parser.parse_args()
     docs = read_documents(args.corpus).head(max(args.files), npartitions=-1)
-    lines = [json.dumps({"id": i, "text": t}, ensure_ascii=False).encode() + b"\n" for i, t in zip(docs["id"], docs["text"])]
+    lines = [
+        json.dumps({"id": i, "text": t}, ensure_ascii=False).encode() + b"\n" for i, t in zip(docs["id"], docs["text"])
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for n in args.files:
@@ -62,8 +78,11 @@ def main():
                 wall, summary = dedup(inputs, work / "out", *extra)
                 results[label] = wall
                 stages = ", ".join(f"{k} {v:.1f}" for k, v in summary["seconds"].items() if k != "total")
-                print(f"{label}: {wall:.1f} s wall, {summary['counts']['input']['partitions']} partition(s), "
-                      f"{summary['counts']['output']['kept']} kept; stages (s): {stages}", flush=True)
+                print(
+                    f"{label}: {wall:.1f} s wall, {summary['counts']['input']['partitions']} partition(s), "
+                    f"{summary['counts']['output']['kept']} kept; stages (s): {stages}",
+                    flush=True,
+                )
             print(f"N = {n}: {n} files / one file = {results[f'{n} files'] / results['one file']:.2f}x", flush=True)
 
 

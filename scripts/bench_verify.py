@@ -30,7 +30,9 @@ def variants(threshold: float) -> dict[str, FuzzyConfig]:
     nemo = {"num_bands": 20, "rows_per_band": 13}
     return {
         f"verified {default.num_bands}x{default.rows_per_band} (default)": default,
-        f"unverified {default.num_bands}x{default.rows_per_band}": FuzzyConfig(threshold=threshold, verify=False, **bands),
+        f"unverified {default.num_bands}x{default.rows_per_band}": FuzzyConfig(
+            threshold=threshold, verify=False, **bands
+        ),
         "verified 20x13": FuzzyConfig(threshold=threshold, **nemo),
         "unverified 20x13": FuzzyConfig(threshold=threshold, verify=False, **nemo),
     }

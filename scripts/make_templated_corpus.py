@@ -53,7 +53,9 @@ def templated_documents(docs: int = 400, pairs: int = 12, seed: int = 0, parts: 
         If ``2 * pairs > docs`` or ``slots + PAIR_EDITS > parts``.
     """
     if 2 * pairs > docs or slots + PAIR_EDITS > parts:
-        raise ValueError(f"need 2 * pairs <= docs and slots + {PAIR_EDITS} <= parts, got docs={docs} pairs={pairs} parts={parts} slots={slots}")
+        raise ValueError(
+            f"need 2 * pairs <= docs and slots + {PAIR_EDITS} <= parts, got docs={docs} pairs={pairs} parts={parts} slots={slots}"
+        )
     rng = np.random.default_rng(seed)
 
     def sentence() -> str:

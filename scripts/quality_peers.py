@@ -37,7 +37,9 @@ from tests.reference import shingles  # the shingle definition curate's tests us
 
 
 def read_corpus(corpus: Path) -> pd.DataFrame:
-    return pd.concat([pd.read_json(f, lines=True, dtype={"id": str}) for f in sorted(corpus.glob("part-*.jsonl"))], ignore_index=True)
+    return pd.concat(
+        [pd.read_json(f, lines=True, dtype={"id": str}) for f in sorted(corpus.glob("part-*.jsonl"))], ignore_index=True
+    )
 
 
 def clusters_to_removed(ids: pd.Series, cluster: pd.Series, kept: pd.Series) -> pd.DataFrame:
@@ -75,7 +77,9 @@ def run_datasketch(corpus: Path, out: Path, args) -> float:
     roots = pd.Series([find(i) for i in range(len(docs))])
     seconds = time.perf_counter() - start
     removed = roots != roots.index
-    pd.DataFrame({"id": docs.id[removed], "representative": docs.id.to_numpy()[roots[removed]]}).to_parquet(out / "removed.parquet")
+    pd.DataFrame({"id": docs.id[removed], "representative": docs.id.to_numpy()[roots[removed]]}).to_parquet(
+        out / "removed.parquet"
+    )
     return seconds
 
 
@@ -84,10 +88,36 @@ def run_text_dedup(corpus: Path, out: Path, args) -> float:
 
     with tempfile.TemporaryDirectory() as scratch:
         result = Path(scratch) / "out"
-        command = [sys.executable, "-m", "text_dedup.minhash", "--path", "json", "--data_files", f"{corpus}/part-*.jsonl",
-                   "--split", "train", "--cache_dir", f"{scratch}/hf", "--output", str(result), "--column", "text",
-                   "--idx_column", "id", "--debug", "--min_length", "0", "--ngram", str(args.width),
-                   "--num_perm", str(args.num_perm), "--threshold", str(args.threshold), "--num_proc", "2"]
+        command = [
+            sys.executable,
+            "-m",
+            "text_dedup.minhash",
+            "--path",
+            "json",
+            "--data_files",
+            f"{corpus}/part-*.jsonl",
+            "--split",
+            "train",
+            "--cache_dir",
+            f"{scratch}/hf",
+            "--output",
+            str(result),
+            "--column",
+            "text",
+            "--idx_column",
+            "id",
+            "--debug",
+            "--min_length",
+            "0",
+            "--ngram",
+            str(args.width),
+            "--num_perm",
+            str(args.num_perm),
+            "--threshold",
+            str(args.threshold),
+            "--num_proc",
+            "2",
+        ]
         command += ["--b", str(args.bands), "--r", str(args.rows)]
         start = time.perf_counter()
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -116,7 +146,12 @@ def run_datatrove(corpus: Path, out: Path, args) -> float:
 
     files = len(list(corpus.glob("part-*.jsonl")))
     with tempfile.TemporaryDirectory() as w:
-        config = MinhashConfig(n_grams=args.width, num_buckets=args.bands, hashes_per_bucket=args.rows, hash_config=HashConfig(precision=64))
+        config = MinhashConfig(
+            n_grams=args.width,
+            num_buckets=args.bands,
+            hashes_per_bucket=args.rows,
+            hash_config=HashConfig(precision=64),
+        )
 
         def read():
             return JsonlReader(str(corpus), glob_pattern="part-*.jsonl")
@@ -124,9 +159,29 @@ def run_datatrove(corpus: Path, out: Path, args) -> float:
         steps = [
             ([read(), MinhashDedupSignature(output_folder=w + "/sigs", config=config)], files),
             ([MinhashDedupBuckets(input_folder=w + "/sigs", output_folder=w + "/buckets", config=config)], args.bands),
-            ([MinhashDedupCluster(input_folder=w + "/buckets", output_folder=w + "/remove_ids", config=config, save_cluster_id=True)], 1),
-            ([read(), MinhashDedupFilter(input_folder=w + "/remove_ids", load_cluster_ids=True, exclusion_writer=JsonlWriter(w + "/removed")),
-              JsonlWriter(w + "/kept")], files),
+            (
+                [
+                    MinhashDedupCluster(
+                        input_folder=w + "/buckets",
+                        output_folder=w + "/remove_ids",
+                        config=config,
+                        save_cluster_id=True,
+                    )
+                ],
+                1,
+            ),
+            (
+                [
+                    read(),
+                    MinhashDedupFilter(
+                        input_folder=w + "/remove_ids",
+                        load_cluster_ids=True,
+                        exclusion_writer=JsonlWriter(w + "/removed"),
+                    ),
+                    JsonlWriter(w + "/kept"),
+                ],
+                files,
+            ),
         ]
         start = time.perf_counter()
         for i, (pipeline, tasks) in enumerate(steps):

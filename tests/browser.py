@@ -37,7 +37,9 @@ def render(page: Path, screenshot: Path, *, width: int = 1400, height: int = 240
     """
     dom, console = _chromium(page, ["--dump-dom"], timeout)
     screenshot.parent.mkdir(parents=True, exist_ok=True)
-    _chromium(page, [f"--screenshot={screenshot.resolve()}", f"--window-size={width},{height}", "--hide-scrollbars"], timeout)
+    _chromium(
+        page, [f"--screenshot={screenshot.resolve()}", f"--window-size={width},{height}", "--hide-scrollbars"], timeout
+    )
     return console + [f"requests {url}" for url in _requests(dom)]
 
 
@@ -46,7 +48,9 @@ def _chromium(page: Path, flags: list[str], timeout: float) -> tuple[str, list[s
     executable = chromium()
     if executable is None:
         raise RuntimeError("chromium is not installed (Debian: apt-get install chromium)")
-    with tempfile.TemporaryDirectory(prefix="chromium-") as profile:  # its own profile: never hand over to a running browser
+    with tempfile.TemporaryDirectory(
+        prefix="chromium-"
+    ) as profile:  # its own profile: never hand over to a running browser
         done = subprocess.run(
             [executable, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", f"--user-data-dir={profile}",
              "--enable-logging=stderr", "--v=0", "--host-resolver-rules=MAP * ~NOTFOUND", *flags, page.resolve().as_uri()],

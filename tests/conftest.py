@@ -29,7 +29,10 @@ def client():
     conversions in two threads of one process and once hung the suite (every thread waiting
     on a lock); separate processes are also what users run.
     """
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, Client(cluster) as c:
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        Client(cluster) as c,
+    ):
         yield c
 
 

@@ -35,7 +35,11 @@ def slice_of(corpus: str, tmp_path: Path, n: int = 3000) -> Path:
 
 
 def kept_ids(out: Path) -> list:
-    return [json.loads(line)["id"] for part in sorted(out.glob("deduplicated/part.*.jsonl"), key=lambda p: int(p.name.split(".")[1])) for line in part.open()]
+    return [
+        json.loads(line)["id"]
+        for part in sorted(out.glob("deduplicated/part.*.jsonl"), key=lambda p: int(p.name.split(".")[1]))
+        for line in part.open()
+    ]
 
 
 @pytest.mark.parametrize(
@@ -49,7 +53,11 @@ def kept_ids(out: Path) -> list:
 def test_kept_ids_equal_the_cli_run(client, tmp_path, corpus, frame):
     path = slice_of(corpus, tmp_path)
     options = {"threshold": 0.7, "keep": "longest"}
-    dedup([str(path)], str(tmp_path / "out"), load_config(None, {"keep": "longest", "fuzzy": {"threshold": 0.7}, "io": {"blocksize": "2MB"}}))
+    dedup(
+        [str(path)],
+        str(tmp_path / "out"),
+        load_config(None, {"keep": "longest", "fuzzy": {"threshold": 0.7}, "io": {"blocksize": "2MB"}}),
+    )
     if frame == "read_documents":
         docs = read_documents(str(path), blocksize="2MB")
     elif frame == "read_json":
@@ -93,7 +101,11 @@ def test_building_runs_no_task_and_compute_runs_each_stage_once(monkeypatch):
         return run
 
     monkeypatch.setitem(curate.backend.md5_hex._lookup, pd.Series, counted("md5", curate.backend.md5_hex_pandas))
-    monkeypatch.setitem(curate.backend.minhash_signatures._lookup, pd.Series, counted("minhash", curate.backend.minhash_signatures_pandas))
+    monkeypatch.setitem(
+        curate.backend.minhash_signatures._lookup,
+        pd.Series,
+        counted("minhash", curate.backend.minhash_signatures_pandas),
+    )
     docs = fixture_frame()
     with dask.config.set({"scheduler": "sync", "dataframe.shuffle.method": "tasks"}), Tasks() as tasks:
         result = curate.deduplicate(docs, threshold=0.5, width=3)
@@ -113,8 +125,12 @@ def test_parquet_reads_with_merged_partitions_keep_their_keys(tmp_path):
     for i, part in enumerate(range(0, len(frame), 4)):
         frame.iloc[part : part + 4].to_parquet(tmp_path / f"part.{i}.parquet")
     with dask.config.set({"scheduler": "sync", "dataframe.shuffle.method": "tasks"}):
-        expected = curate.deduplicate(dd.from_pandas(frame[["id", "text"]], npartitions=3), threshold=0.5, width=3).compute()[0]
-        kept = curate.deduplicate(dd.read_parquet(tmp_path, columns=["id", "text"]), threshold=0.5, width=3).compute()[0]
+        expected = curate.deduplicate(
+            dd.from_pandas(frame[["id", "text"]], npartitions=3), threshold=0.5, width=3
+        ).compute()[0]
+        kept = curate.deduplicate(dd.read_parquet(tmp_path, columns=["id", "text"]), threshold=0.5, width=3).compute()[
+            0
+        ]
     assert kept.id.tolist() == expected.id.tolist() and len(kept) < len(frame)
 
 
@@ -142,7 +158,9 @@ def test_readme_example_runs(tmp_path):
     data.mkdir(parents=True)
     with (data / "part-00000.jsonl").open("w") as genesis:  # Genesis in the seven versions
         for shard in sorted(shared_corpus("bible/chapters").glob("part-*.jsonl.gz")):
-            genesis.writelines(line for line in gzip.open(shard, "rt", encoding="utf-8") if json.loads(line)["book"] == 1)
+            genesis.writelines(
+                line for line in gzip.open(shard, "rt", encoding="utf-8") if json.loads(line)["book"] == 1
+            )
     run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     counts = eval(re.search(r"^\{'documents'.*\}$", run.stdout, re.M).group(0))

@@ -29,7 +29,9 @@ def _dispatches() -> list[str]:
     return [
         node.targets[0].id
         for node in tree.body
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and getattr(node.value.func, "id", "") == "Dispatch"
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Call)
+        and getattr(node.value.func, "id", "") == "Dispatch"
     ]
 
 
@@ -39,7 +41,9 @@ def _parameters(function: ast.FunctionDef) -> list[tuple]:
     positional = args.posonlyargs + args.args
     defaults = [None] * (len(positional) - len(args.defaults)) + [ast.unparse(d) for d in args.defaults]
     out = [(a.arg, "positional", d) for a, d in zip(positional, defaults)]
-    out += [(a.arg, "keyword", ast.unparse(d) if d is not None else None) for a, d in zip(args.kwonlyargs, args.kw_defaults)]
+    out += [
+        (a.arg, "keyword", ast.unparse(d) if d is not None else None) for a, d in zip(args.kwonlyargs, args.kw_defaults)
+    ]
     out += [("*" + a.arg, "var", None) for a in (args.vararg, args.kwarg) if a is not None]
     return out
 
@@ -59,7 +63,9 @@ def test_cudf_implementation_takes_the_parameters_of_the_pandas_one(op):
 
 
 def test_every_dispatch_is_found():
-    assert {"jaccard", "md5_hex", "minhash_signatures", "band_buckets", "parquet_engine", "to_host"} <= set(_dispatches())
+    assert {"jaccard", "md5_hex", "minhash_signatures", "band_buckets", "parquet_engine", "to_host"} <= set(
+        _dispatches()
+    )
 
 
 def test_collections_reach_parquet_only_through_backend_to_parquet():
@@ -110,8 +116,8 @@ class _DeviceFrame(pd.DataFrame):
 def test_only_host_objects_reach_the_client(tmp_path, monkeypatch):
     # A client without cudf's spill manager cannot rebuild the spillable frames of workers that
     # spill (the first H200 run), so every result is moved to the host before it is gathered.
-    from curate.pipeline import Stats, _Runner
     from curate.checkpoints import StageStore
+    from curate.pipeline import Stats, _Runner
 
     # Registered for this test only: a Dispatch travels to workers by value, and workers that
     # cannot import this module (tests/test_cluster.py's) could not load it.
@@ -150,6 +156,14 @@ def test_cudf_types_reach_their_implementations():
     import curate.backend_cudf as on_gpu
 
     for op in _dispatches():
-        kind = cupy.ndarray if op == "band_buckets" else cudf.DataFrame if op in ("to_arrow", "parquet_engine") else cudf.Series
-        assert backend.__dict__[op].dispatch(kind) is getattr(on_gpu, f"{op}_{'cupy' if op == 'band_buckets' else 'cudf'}")
+        kind = (
+            cupy.ndarray
+            if op == "band_buckets"
+            else cudf.DataFrame
+            if op in ("to_arrow", "parquet_engine")
+            else cudf.Series
+        )
+        assert backend.__dict__[op].dispatch(kind) is getattr(
+            on_gpu, f"{op}_{'cupy' if op == 'band_buckets' else 'cudf'}"
+        )
     assert backend.parquet_engine(cudf.DataFrame()) is CudfEngine

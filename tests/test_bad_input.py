@@ -44,7 +44,15 @@ def read_skip(path, **kwargs):
     """Skip-mode read: (documents without ``_doc``, rejected rows as (line, kind, field, reason, record))."""
     good, rejected = split_rejected(read_documents(str(path), on_error="skip", **kwargs))
     rows = rejected.compute()
-    rows = list(zip(rows._line, rows._kind, rows._field.astype(object).where(rows._field.notna(), None), rows._reason, rows._record))
+    rows = list(
+        zip(
+            rows._line,
+            rows._kind,
+            rows._field.astype(object).where(rows._field.notna(), None),
+            rows._reason,
+            rows._record,
+        )
+    )
     return good.compute().drop(columns="_doc").reset_index(drop=True), rows
 
 
@@ -73,7 +81,14 @@ def test_malformed_line_in_a_large_shard(tmp_path):
 
 
 def test_rejected_records_do_not_depend_on_partitioning(tmp_path):
-    lines = ['{"id": 1, "text": "a"}', '{"id": 2.0, "text": "b"}', "x", '{"id": 3, "text": 5}', '{"id": 4, "text": "d"}', "[]"]
+    lines = [
+        '{"id": 1, "text": "a"}',
+        '{"id": 2.0, "text": "b"}',
+        "x",
+        '{"id": 3, "text": 5}',
+        '{"id": 4, "text": "d"}',
+        "[]",
+    ]
     path = jsonl(tmp_path / "x.jsonl", *lines)
     whole_good, whole_rejected = read_skip(path, blocksize=None)
     assert [r[:2] for r in whole_rejected] == [(3, "invalid-json"), (4, "wrong-type"), (6, "not-an-object")]
@@ -85,7 +100,16 @@ def test_rejected_records_do_not_depend_on_partitioning(tmp_path):
 
 
 def test_valid_json_that_is_not_an_object(tmp_path):
-    path = jsonl(tmp_path / "x.jsonl", '{"id": 1, "text": "a"}', "[1, 2]", "42", '"text"', "null", "true", '{"id": 7, "text": "g"}')
+    path = jsonl(
+        tmp_path / "x.jsonl",
+        '{"id": 1, "text": "a"}',
+        "[1, 2]",
+        "42",
+        '"text"',
+        "null",
+        "true",
+        '{"id": 7, "text": "g"}',
+    )
     assert fail_message(path) == "x.jsonl:2: expected a JSON object, got an array"
     good, rejected = read_skip(path)
     assert good.id.tolist() == [1, 7]
@@ -118,14 +142,24 @@ def test_null_text_reads_as_empty(tmp_path):
 
 
 def test_text_of_another_type(tmp_path):
-    lines = ['{"id": 1, "text": 5}', '{"id": 2, "text": ["x"]}', '{"id": 3, "text": {"a": 1}}', '{"id": 4, "text": true}', '{"id": 5, "text": "e"}']
+    lines = [
+        '{"id": 1, "text": 5}',
+        '{"id": 2, "text": ["x"]}',
+        '{"id": 3, "text": {"a": 1}}',
+        '{"id": 4, "text": true}',
+        '{"id": 5, "text": "e"}',
+    ]
     path = jsonl(tmp_path / "x.jsonl", *lines)
     assert fail_message(path) == "x.jsonl:1: field 'text': expected a string, got a number"
     good, rejected = read_skip(path)
     assert good.to_dict("list") == {"id": [5], "text": ["e"]}
     kinds = ["a number", "an array", "an object", "a boolean"]
-    assert rejected == [(i + 1, "wrong-type", "text", f"expected a string, got {k}", lines[i].encode()) for i, k in enumerate(kinds)]
-    numbers = jsonl(tmp_path / "n.jsonl", '{"id": 1, "text": 5}', '{"id": 2, "text": 6}')  # pyarrow alone reads these fine
+    assert rejected == [
+        (i + 1, "wrong-type", "text", f"expected a string, got {k}", lines[i].encode()) for i, k in enumerate(kinds)
+    ]
+    numbers = jsonl(
+        tmp_path / "n.jsonl", '{"id": 1, "text": 5}', '{"id": 2, "text": 6}'
+    )  # pyarrow alone reads these fine
     assert fail_message(numbers) == "n.jsonl:1: field 'text': expected a string, got a number"
 
 
@@ -145,7 +179,9 @@ def test_other_fields_of_another_type_and_bad_escapes(tmp_path):
     assert [r[:4] for r in rejected] == [surrogate]
     # Fields not asked for are not read at all.
     good, rejected = read_skip(path, columns=["id", "text"])
-    assert good.to_dict("list") == {"id": [1, 2, 3], "text": ["a", "b", "c"]} and [r[:4] for r in rejected] == [surrogate]
+    assert good.to_dict("list") == {"id": [1, 2, 3], "text": ["a", "b", "c"]} and [r[:4] for r in rejected] == [
+        surrogate
+    ]
 
 
 def test_a_value_of_another_type_after_the_sample(tmp_path):
@@ -179,14 +215,18 @@ def test_invalid_utf8_is_rejected_never_replaced(tmp_path):
     path = jsonl(tmp_path / "x.jsonl", b'{"id": 1, "text": "a"}', bad_line, b'{"id": 3, "text": "c"}')
     assert fail_message(path) == "x.jsonl:2: invalid UTF-8 (byte 0xff at column 21)"
     good, rejected = read_skip(path)
-    assert rejected == [(2, "invalid-utf8", None, "invalid UTF-8 (byte 0xff at column 21)", bad_line)]  # the bytes as read
+    assert rejected == [
+        (2, "invalid-utf8", None, "invalid UTF-8 (byte 0xff at column 21)", bad_line)
+    ]  # the bytes as read
     assert good.to_dict("list") == {"id": [1, 3], "text": ["a", "c"]}
     # Parquet does not check UTF-8 either; the record is the row as JSON with the bad bytes escaped.
     text = pa.array([b"ok", b"b\xff"], pa.binary()).view(pa.string())
     pq.write_table(pa.table({"id": [1, 2], "text": text}), tmp_path / "p.parquet")
     assert fail_message(tmp_path / "p.parquet") == "p.parquet:1: field 'text': invalid UTF-8 (byte 0xff at byte 1)"
     good, rejected = read_skip(tmp_path / "p.parquet")
-    assert rejected == [(1, "invalid-utf8", "text", "invalid UTF-8 (byte 0xff at byte 1)", b'{"id": 2, "text": "b\\\\xff"}')]
+    assert rejected == [
+        (1, "invalid-utf8", "text", "invalid UTF-8 (byte 0xff at byte 1)", b'{"id": 2, "text": "b\\\\xff"}')
+    ]
     assert good.to_dict("list") == {"id": [1], "text": ["ok"]}
 
 
@@ -204,7 +244,10 @@ def test_crlf_line_ends(tmp_path):
     path = jsonl(tmp_path / "crlf.jsonl", '{"text": "a"}', '{"text": "b\\r\\nc"}', "{bad", '{"text": "d"}', end=b"\r\n")
     for blocksize in (None, 20):
         good, rejected = read_skip(path, blocksize=blocksize)
-        assert good.to_dict("list") == {"id": ["crlf.jsonl:1", "crlf.jsonl:2", "crlf.jsonl:4"], "text": ["a", "b\r\nc", "d"]}
+        assert good.to_dict("list") == {
+            "id": ["crlf.jsonl:1", "crlf.jsonl:2", "crlf.jsonl:4"],
+            "text": ["a", "b\r\nc", "d"],
+        }
         assert [(line, kind, record) for line, kind, _, _, record in rejected] == [(3, "invalid-json", b"{bad")]
 
 
@@ -240,19 +283,44 @@ def test_one_document_of_50_mb(tmp_path):
 
 
 def test_duplicate_ids_within_and_across_files(client, tmp_path):
-    jsonl(tmp_path / "in" / "a.jsonl", '{"id": 1, "text": "one"}', '{"id": 7, "text": "seven"}', '{"id": 1, "text": "one again"}')
+    jsonl(
+        tmp_path / "in" / "a.jsonl",
+        '{"id": 1, "text": "one"}',
+        '{"id": 7, "text": "seven"}',
+        '{"id": 1, "text": "one again"}',
+    )
     jsonl(tmp_path / "in" / "b.jsonl", '{"id": 7, "text": "seven again"}', '{"id": 9, "text": "nine"}')
     with pytest.raises(ValueError) as err:
         run(tmp_path / "fail", [tmp_path / "in"])
-    assert str(err.value) == "2 id(s) in field 'id' appear more than once, e.g. 1 (a.jsonl:1, a.jsonl:3), 7 (a.jsonl:2, b.jsonl:1)"
+    assert (
+        str(err.value)
+        == "2 id(s) in field 'id' appear more than once, e.g. 1 (a.jsonl:1, a.jsonl:3), 7 (a.jsonl:2, b.jsonl:1)"
+    )
     out, summary = run(tmp_path / "skip", [tmp_path / "in"], io={"on_error": "skip"})
     rejected = pd.read_parquet(out / "rejected")
     assert rejected.drop(columns="record").to_dict("records") == [
-        {"source": "a.jsonl", "line": 3, "field": "id", "kind": "duplicate-id", "reason": "duplicate id 1: first at a.jsonl:1"},
-        {"source": "b.jsonl", "line": 1, "field": "id", "kind": "duplicate-id", "reason": "duplicate id 7: first at a.jsonl:2"},
+        {
+            "source": "a.jsonl",
+            "line": 3,
+            "field": "id",
+            "kind": "duplicate-id",
+            "reason": "duplicate id 1: first at a.jsonl:1",
+        },
+        {
+            "source": "b.jsonl",
+            "line": 1,
+            "field": "id",
+            "kind": "duplicate-id",
+            "reason": "duplicate id 7: first at a.jsonl:2",
+        },
     ]
-    assert [json.loads(r) for r in rejected.record] == [{"id": 1, "text": "one again"}, {"id": 7, "text": "seven again"}]
-    kept = [json.loads(line) for f in sorted((out / "deduplicated").glob("*.jsonl")) for line in f.read_text().splitlines()]
+    assert [json.loads(r) for r in rejected.record] == [
+        {"id": 1, "text": "one again"},
+        {"id": 7, "text": "seven again"},
+    ]
+    kept = [
+        json.loads(line) for f in sorted((out / "deduplicated").glob("*.jsonl")) for line in f.read_text().splitlines()
+    ]
     assert [d["id"] for d in kept] == [1, 7, 9]
     assert summary["counts"]["input"]["documents"] == 5 and summary["counts"]["rejected"] == {"duplicate-id": 2}
     assert summary["counts"]["output"] == {"kept": 3, "removed": 0, "rejected": 2}
@@ -267,7 +335,9 @@ def test_missing_id_field(tmp_path):
     jsonl(tmp_path / "some" / "b.jsonl", '{"text": "b"}', '{"doc_id": "x3", "text": "c"}')
     assert fail_message(tmp_path / "some", id_field="doc_id") == "b.jsonl:1: field 'doc_id': missing"
     good, rejected = read_skip(tmp_path / "some", id_field="doc_id")
-    assert good.doc_id.tolist() == ["x1", "x3"] and rejected == [(1, "missing-field", "doc_id", "missing", b'{"text": "b"}')]
+    assert good.doc_id.tolist() == ["x1", "x3"] and rejected == [
+        (1, "missing-field", "doc_id", "missing", b'{"text": "b"}')
+    ]
     # The config knows whether the field was given, even as "id" (configs/default.yaml leaves it unset).
     assert not IOConfig().id_field_given and IOConfig(id_field="id").id_field_given
     assert load_config(None, {"io": {"id_field": "doc_id"}}).io.id_field_given
@@ -279,10 +349,17 @@ def test_mixed_schemas_across_files(tmp_path):
     docs = read_documents(str(tmp_path / "j"))
     frame = docs.compute().drop(columns="_doc")
     # extra fields are kept, absent ones null; integer ids in one file and strings in another are strings
-    assert frame.astype(object).where(frame.notna(), None).to_dict("list") == {"id": ["1", "b2"], "text": ["a", "b"], "x": [1, None], "y": [None, "q"]}
+    assert frame.astype(object).where(frame.notna(), None).to_dict("list") == {
+        "id": ["1", "b2"],
+        "text": ["a", "b"],
+        "x": [1, None],
+        "y": [None, "q"],
+    }
     assert str(frame.x.dtype) == "int64[pyarrow]"  # integers stay integers where a file lacks them
     write_documents(docs, str(tmp_path / "out"), "jsonl").compute()
-    written = [json.loads(line) for f in sorted((tmp_path / "out").glob("*.jsonl")) for line in f.read_text().splitlines()]
+    written = [
+        json.loads(line) for f in sorted((tmp_path / "out").glob("*.jsonl")) for line in f.read_text().splitlines()
+    ]
     assert written == [{"id": "1", "text": "a", "x": 1, "y": None}, {"id": "b2", "text": "b", "x": None, "y": "q"}]
     (tmp_path / "p").mkdir()
     pq.write_table(pa.table({"id": [1, 2], "text": ["a", "b"]}), tmp_path / "p" / "a.parquet")
@@ -295,7 +372,11 @@ def test_mixed_schemas_across_files(tmp_path):
 def test_parquet_large_string_and_dictionary_text(tmp_path):
     texts = ["a", "b", None, "a"]
     frames = []
-    for name, array in [("plain", pa.array(texts)), ("large", pa.array(texts, pa.large_string())), ("dict", pa.array(texts).dictionary_encode())]:
+    for name, array in [
+        ("plain", pa.array(texts)),
+        ("large", pa.array(texts, pa.large_string())),
+        ("dict", pa.array(texts).dictionary_encode()),
+    ]:
         pq.write_table(pa.table({"id": [1, 2, 3, 4], "text": array}), tmp_path / f"{name}.parquet")
         frames.append(read(tmp_path / f"{name}.parquet"))
     assert frames[0].to_dict("list") == {"id": [1, 2, 3, 4], "text": ["a", "b", "", "a"]}
@@ -318,7 +399,10 @@ def _cut_after(codec: str, head: bytes, rest: bytes) -> bytes:
 @pytest.mark.parametrize("codec, suffix", [("gzip", ".gz"), ("zstd", ".zst")])
 def test_truncated_compressed_shard(tmp_path, codec, suffix):
     lines = doc_lines(4000)
-    head, rest = "".join(line + "\n" for line in lines[:1000]).encode(), "".join(line + "\n" for line in lines[1000:]).encode()
+    head, rest = (
+        "".join(line + "\n" for line in lines[:1000]).encode(),
+        "".join(line + "\n" for line in lines[1000:]).encode(),
+    )
     path = tmp_path / f"x.jsonl{suffix}"
     path.write_bytes(_cut_after(codec, head, rest))
     good, rejected = read_skip(path)
@@ -331,7 +415,9 @@ def test_truncated_compressed_shard(tmp_path, codec, suffix):
     assert lines[n].encode().startswith(record) and record != lines[n].encode()  # the cut line, as far as it goes
     assert fail_message(path) == f"x.jsonl{suffix}:{n + 1}: {reason}"
     path.write_bytes(_cut_after(codec, head, b""))  # cut exactly after a flushed line: nothing of the next
-    assert read_skip(path)[1] == [(1001, "truncated", None, f"truncated {codec} stream after line 1000 (it ends inside a compressed block)", b"")]
+    assert read_skip(path)[1] == [
+        (1001, "truncated", None, f"truncated {codec} stream after line 1000 (it ends inside a compressed block)", b"")
+    ]
     whole = gzip.compress(head) if codec == "gzip" else zstandard.ZstdCompressor().compress(head)
     path.write_bytes(whole + whole)  # several members / frames are one stream, not a cut
     assert read(path).id.tolist() == list(range(1000)) * 2
@@ -351,7 +437,9 @@ def test_corrupt_compressed_shard(tmp_path):
 
 
 def test_missing_and_unreadable_paths(tmp_path, monkeypatch):
-    with pytest.raises(FileNotFoundError, match=r"^input '.*nope\.jsonl' matches no JSONL or Parquet file: no such file or folder$"):
+    with pytest.raises(
+        FileNotFoundError, match=r"^input '.*nope\.jsonl' matches no JSONL or Parquet file: no such file or folder$"
+    ):
         read_documents(str(tmp_path / "nope.jsonl"))
     path = jsonl(tmp_path / "in" / "a.jsonl", '{"id": 1, "text": "a"}')
     if os.geteuid() != 0:  # root reads anything: simulate the refusal below instead
@@ -407,16 +495,34 @@ def test_cli_skip_end_to_end(tmp_path, joined):
     head = "".join(json.dumps({"id": f"d{i}", "text": f"zipped {i}"}) + "\n" for i in range(3)).encode()
     (tmp_path / "in" / "d.jsonl.gz").write_bytes(_cut_after("gzip", head, b""))  # cut right after line 3
     out = tmp_path / "out"
-    result = CliRunner().invoke(main, ["dedup", str(tmp_path / "in"), "-o", str(out), "--on-error", "skip", *joined, "--files-per-partition", "2"])
+    result = CliRunner().invoke(
+        main,
+        ["dedup", str(tmp_path / "in"), "-o", str(out), "--on-error", "skip", *joined, "--files-per-partition", "2"],
+    )
     assert result.exit_code == 0, result.output
     assert "records rejected" in result.output
     counts = json.loads((out / "summary.json").read_text())["counts"]
     assert counts["output"] == {"kept": 5, "removed": 1, "rejected": 7}
     assert counts["input"]["documents"] == 13 == sum(counts["output"].values())
-    kinds = ["duplicate-id", "invalid-json", "invalid-utf8", "missing-field", "not-an-object", "truncated", "wrong-type"]
+    kinds = [
+        "duplicate-id",
+        "invalid-json",
+        "invalid-utf8",
+        "missing-field",
+        "not-an-object",
+        "truncated",
+        "wrong-type",
+    ]
     assert counts["rejected"] == dict.fromkeys(kinds, 1)
     rejected = pd.read_parquet(out / "rejected").sort_values(["source", "line"])
-    assert list(zip(rejected.source, rejected.line, rejected.kind, rejected.field.astype(object).where(rejected.field.notna(), None))) == [
+    assert list(
+        zip(
+            rejected.source,
+            rejected.line,
+            rejected.kind,
+            rejected.field.astype(object).where(rejected.field.notna(), None),
+        )
+    ) == [
         ("a.jsonl", 2, "invalid-json", None),
         ("a.jsonl", 3, "not-an-object", None),
         ("a.jsonl", 4, "wrong-type", "text"),
@@ -425,7 +531,9 @@ def test_cli_skip_end_to_end(tmp_path, joined):
         ("b.jsonl", 2, "duplicate-id", "id"),
         ("d.jsonl.gz", 4, "truncated", None),
     ]
-    kept = [json.loads(line) for f in sorted((out / "deduplicated").glob("*.jsonl")) for line in f.read_text().splitlines()]
+    kept = [
+        json.loads(line) for f in sorted((out / "deduplicated").glob("*.jsonl")) for line in f.read_text().splitlines()
+    ]
     assert [d["id"] for d in kept] == ["a1", "b3", "d0", "d1", "d2"]
     assert not any("\ufffd" in d["text"] for d in kept)  # invalid UTF-8 is never replaced in kept output
     assert rejected[rejected.kind == "invalid-utf8"].record.tolist() == [b'{"id": "b1", "text": "b\xffad"}']

@@ -18,7 +18,10 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "make_bible_corpus.py
 def build(outdir: Path) -> list[dict]:
     result = subprocess.run(
         [sys.executable, str(SCRIPT), str(outdir), "--versions", "kjv,asv"],
-        capture_output=True, text=True, check=True, timeout=120,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
     )
     assert result.stdout.startswith("2378 documents, ")
     shards = sorted(outdir.glob("part-*.jsonl"))
@@ -42,8 +45,10 @@ def test_two_versions(tmp_path: Path) -> None:
     assert genesis[0][:60] == "In the beginning God created the heaven and the earth."
     assert len(genesis) == 31
     # the package's "[was]" italics markers are removed, the words kept
-    assert genesis[1] == ("And the earth was without form, and void; and darkness was upon the face "
-                          "of the deep. And the Spirit of God moved upon the face of the waters.")
+    assert genesis[1] == (
+        "And the earth was without form, and void; and darkness was upon the face "
+        "of the deep. And the Spirit of God moved upon the face of the waters."
+    )
     assert not any("[" in d["text"] or "]" in d["text"] for d in kjv.values())
     # verse numbers are stripped, also where the package has no space ("27.(For ...")
     assert not any(line[:1].isdigit() and "." in line[:4] for d in docs for line in d["text"].split("\n"))

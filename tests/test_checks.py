@@ -36,11 +36,15 @@ def test_inputs_found_with_their_fields(tmp_path):
 
 
 def test_missing_paths_and_formats(tmp_path):
-    with pytest.raises(FileNotFoundError, match="input '.*nowhere' matches no JSONL or Parquet file: no such file or folder"):
+    with pytest.raises(
+        FileNotFoundError, match="input '.*nowhere' matches no JSONL or Parquet file: no such file or folder"
+    ):
         check_inputs([str(tmp_path / "nowhere")], IOConfig())
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "notes.txt").write_text("not an input")
-    with pytest.raises(FileNotFoundError, match=r"the folder holds no JSONL \(.jsonl, .json, .ndjson; also .gz or .zst\) or Parquet"):
+    with pytest.raises(
+        FileNotFoundError, match=r"the folder holds no JSONL \(.jsonl, .json, .ndjson; also .gz or .zst\) or Parquet"
+    ):
         check_inputs([str(tmp_path / "empty")], IOConfig())
     write_jsonl(tmp_path / "a.jsonl", records(1))
     pq.write_table(pa.table({"id": [1], "text": ["x"]}), tmp_path / "b.parquet")
@@ -50,7 +54,9 @@ def test_missing_paths_and_formats(tmp_path):
 
 def test_fields_every_run_needs_name_the_flag(tmp_path):
     data = write_jsonl(tmp_path / "a.jsonl", records(3))
-    with pytest.raises(ValueError, match=r"no text field 'body' in any input file \(fields: \['id', 'text'\]\); --text-field names"):
+    with pytest.raises(
+        ValueError, match=r"no text field 'body' in any input file \(fields: \['id', 'text'\]\); --text-field names"
+    ):
         check_inputs([str(data)], IOConfig(text_field="body"))
     with pytest.raises(ValueError, match=r"no id field 'key' in any input file .*; --id-field names the field"):
         check_inputs([str(data)], IOConfig(id_field="key"))
@@ -59,18 +65,26 @@ def test_fields_every_run_needs_name_the_flag(tmp_path):
     pq.write_table(pa.table({"key": [1], "body": ["x"]}), tmp_path / "a.parquet")
     with pytest.raises(ValueError, match="no text field 'text' .*'key', 'body'.*--text-field"):
         check_inputs([str(tmp_path / "a.parquet")], IOConfig())
-    assert check_inputs([str(tmp_path / "a.parquet")], IOConfig(text_field="body", id_field="key")).fields == ("key", "body")
+    assert check_inputs([str(tmp_path / "a.parquet")], IOConfig(text_field="body", id_field="key")).fields == (
+        "key",
+        "body",
+    )
 
 
 def test_a_file_without_a_needed_field_fails_only_where_the_run_would(tmp_path):
     write_jsonl(tmp_path / "in" / "a.jsonl", records(2))
     write_jsonl(tmp_path / "in" / "b.jsonl", [{"id": 5, "body": "elsewhere"}])
-    with pytest.raises(ValueError, match=r"b.jsonl: no field 'text' in its first records .*--text-field names another field, or --on-error skip"):
+    with pytest.raises(
+        ValueError,
+        match=r"b.jsonl: no field 'text' in its first records .*--text-field names another field, or --on-error skip",
+    ):
         check_inputs([str(tmp_path / "in")], IOConfig())
     assert check_inputs([str(tmp_path / "in")], IOConfig(on_error="skip")).fields == ("id", "text", "body")
     # ids are required once some file has them, unless they are assigned (no file has them)
     write_jsonl(tmp_path / "in" / "b.jsonl", [{"text": "no id"}])
-    with pytest.raises(ValueError, match=r"b.jsonl: no field 'id' .*--id-field names another field \(other files have this one\)"):
+    with pytest.raises(
+        ValueError, match=r"b.jsonl: no field 'id' .*--id-field names another field \(other files have this one\)"
+    ):
         check_inputs([str(tmp_path / "in")], IOConfig())
     write_jsonl(tmp_path / "in" / "a.jsonl", [{"text": "no id either"}])
     assert check_inputs([str(tmp_path / "in")], IOConfig()).fields == ("text",)
@@ -79,7 +93,11 @@ def test_a_file_without_a_needed_field_fails_only_where_the_run_would(tmp_path):
     assert check_inputs([str(tmp_path / "in")], IOConfig()).fields == ("text",)
     pq.write_table(pa.table({"id": [1], "text": ["x"]}), tmp_path / "p1.parquet")
     pq.write_table(pa.table({"other": pa.array([], pa.string())}), tmp_path / "p2.parquet")
-    assert check_inputs([str(tmp_path / "p1.parquet"), str(tmp_path / "p2.parquet")], IOConfig()).fields == ("id", "text", "other")
+    assert check_inputs([str(tmp_path / "p1.parquet"), str(tmp_path / "p2.parquet")], IOConfig()).fields == (
+        "id",
+        "text",
+        "other",
+    )
 
 
 # -- the output folder -----------------------------------------------------------------------------
@@ -133,7 +151,10 @@ def held_elsewhere(tmp_path):
 
 
 def test_one_run_per_output_folder(held_elsewhere, tmp_path):
-    with pytest.raises(OutputBusyError, match="output folder .*busy is in use by another curate run; wait for it to end or choose another -o"):
+    with pytest.raises(
+        OutputBusyError,
+        match="output folder .*busy is in use by another curate run; wait for it to end or choose another -o",
+    ):
         with hold_output(held_elsewhere):
             pass
     with hold_output(tmp_path / "mine"), hold_output(tmp_path / "mine"):  # re-entrant in one process
@@ -207,5 +228,7 @@ def test_shipped_configs_can_be_listed_shown_and_named(tmp_path):
     missing = CliRunner().invoke(main, ["config", "show", "nope"])
     assert missing.exit_code == 2 and "no shipped config 'nope'; there are default, threshold-0.7" in missing.output
     (tmp_path / "list.yaml").write_text("- 1\n")
-    bad = CliRunner().invoke(main, ["dedup", str(DOCS), "-o", str(tmp_path / "o"), "--config", str(tmp_path / "list.yaml")])
+    bad = CliRunner().invoke(
+        main, ["dedup", str(DOCS), "-o", str(tmp_path / "o"), "--config", str(tmp_path / "list.yaml")]
+    )
     assert bad.exit_code == 2 and "a config file holds a mapping of keys" in bad.output

@@ -9,27 +9,38 @@ from tests.conftest import FIXTURES
 
 def test_cli_dedup_prints_summary_and_writes_outputs(tmp_path, joined):
     out = tmp_path / "out"
-    result = CliRunner().invoke(main, ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(out), *joined, "--output-format", "parquet"])
+    result = CliRunner().invoke(
+        main, ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(out), *joined, "--output-format", "parquet"]
+    )
     assert result.exit_code == 0, result.output
     assert "documents kept" in result.output and "7" in result.output
     summary = json.loads((out / "summary.json").read_text())
     assert summary["counts"]["output"] == {"kept": 7, "removed": 5, "rejected": 0}
     assert summary["config"]["fuzzy"]["num_bands"] == 28 and summary["output_format"] == "parquet"
     # the finished stages go once the run succeeded (--keep-stages keeps them)
-    assert sorted(p.name for p in out.iterdir()) == ["deduplicated", "duplicates.parquet", "removed.parquet", "summary.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "deduplicated",
+        "duplicates.parquet",
+        "removed.parquet",
+        "summary.json",
+    ]
 
 
 def test_cli_config_file_and_bad_values(tmp_path, joined):
     config = tmp_path / "c.yaml"
     config.write_text("mode: exact\nfuzzy:\n  threshold: 0.9\n")
-    result = CliRunner().invoke(main, ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(tmp_path / "o"), "--config", str(config), *joined])
+    result = CliRunner().invoke(
+        main, ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(tmp_path / "o"), "--config", str(config), *joined]
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert summary["config"]["mode"] == "exact" and summary["config"]["fuzzy"]["threshold"] == 0.9
     fuzzy = summary["config"]["fuzzy"]  # bands and rows chosen for 0.9, as `curate params` shows
     assert (fuzzy["num_bands"], fuzzy["rows_per_band"], fuzzy["num_perm"]) == (17, 15, 260)
     assert summary["counts"]["output"]["removed"] == 3
-    bad = CliRunner().invoke(main, ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(tmp_path / "p"), "--threshold", "1.5"])
+    bad = CliRunner().invoke(
+        main, ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(tmp_path / "p"), "--threshold", "1.5"]
+    )
     assert bad.exit_code == 2 and "threshold" in bad.output
     missing = CliRunner().invoke(main, ["dedup", str(tmp_path / "none.jsonl"), "-o", str(tmp_path / "q")])
     assert missing.exit_code == 1 and "matches no JSONL or Parquet file" in missing.output
@@ -37,7 +48,10 @@ def test_cli_config_file_and_bad_values(tmp_path, joined):
 
 def test_cli_dedup_band_flags_are_checked_before_running(tmp_path):
     docs = str(FIXTURES / "docs.jsonl")
-    mismatch = CliRunner().invoke(main, ["dedup", docs, "-o", str(tmp_path / "a"), "--num-bands", "20", "--rows-per-band", "13", "--num-perm", "128"])
+    mismatch = CliRunner().invoke(
+        main,
+        ["dedup", docs, "-o", str(tmp_path / "a"), "--num-bands", "20", "--rows-per-band", "13", "--num-perm", "128"],
+    )
     assert mismatch.exit_code == 2, mismatch.output
     assert "fuzzy: num_bands x rows_per_band = 20 x 13 = 260 MinHash values, more than num_perm 128" in mismatch.output
     half = CliRunner().invoke(main, ["dedup", docs, "-o", str(tmp_path / "b"), "--num-bands", "20"])
@@ -58,7 +72,22 @@ def test_cli_params_table():
 
 def test_cli_params_json_compare_and_plot(tmp_path):
     plot = tmp_path / "s.png"
-    args = ["params", "--threshold", "0.7", "--num-perm", "128", "--fp-weight", "0.5", "--fn-weight", "0.5", "--compare", "20x6", "--json", "--plot", str(plot)]
+    args = [
+        "params",
+        "--threshold",
+        "0.7",
+        "--num-perm",
+        "128",
+        "--fp-weight",
+        "0.5",
+        "--fn-weight",
+        "0.5",
+        "--compare",
+        "20x6",
+        "--json",
+        "--plot",
+        str(plot),
+    ]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
@@ -66,7 +95,10 @@ def test_cli_params_json_compare_and_plot(tmp_path):
         "threshold": 0.7, "num_perm": 128, "fp_weight": 0.5, "fn_weight": 0.5, "num_bands": 14, "rows_per_band": 9, "hashes": 126
     }  # fmt: skip
     assert data["false_positive_area"] == pytest.approx(0.0346379298, abs=1e-10)  # closed form (test_params)
-    assert data["candidate_probability"][4] == {"similarity": 0.7, "probability": pytest.approx(1 - (1 - 0.7**9) ** 14, rel=1e-15)}
+    assert data["candidate_probability"][4] == {
+        "similarity": 0.7,
+        "probability": pytest.approx(1 - (1 - 0.7**9) ** 14, rel=1e-15),
+    }
     assert [(c["num_bands"], c["rows_per_band"], c["hashes"]) for c in data["compare"]] == [(20, 6, 120)]
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

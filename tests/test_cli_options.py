@@ -23,5 +23,10 @@ def test_options_reach_their_config_keys():
     params = dedup.make_context("dedup", args).params
     config = RunConfig.model_validate(config_data(None, overrides({k: v for k, v in params.items() if k in SECTIONS})))
     assert (config.fuzzy.max_member_pairs, config.fuzzy.hash_bits, config.fuzzy.verify) == (5, 64, False)
-    assert (config.cluster.gpu.devices, config.cluster.gpu.protocol, config.io.on_error, config.keep) == ("0,1", "ucx", "skip", "longest")
+    assert (config.cluster.gpu.devices, config.cluster.gpu.protocol, config.io.on_error, config.keep) == (
+        "0,1",
+        "ucx",
+        "skip",
+        "longest",
+    )
     assert config.fuzzy.threshold == RunConfig().fuzzy.threshold  # not given: the default

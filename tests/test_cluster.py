@@ -81,9 +81,7 @@ def cli_cluster(tmp_path: Path, n_workers: int = 2):
         deadline = time.monotonic() + 60
         while not scheduler_file.exists():
             if procs[0].poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"scheduler did not start: {(tmp_path / 'scheduler.log').read_text()}"
-                )
+                raise RuntimeError(f"scheduler did not start: {(tmp_path / 'scheduler.log').read_text()}")
             time.sleep(0.2)
         for i in range(n_workers):
             args = [
@@ -144,10 +142,6 @@ def test_scheduler_file_run_matches_embedded_cluster(tmp_path):
     ).read_bytes()
     frame = pd.read_parquet(tmp_path / "joined" / "removed.parquet")
     texts = pd.read_json(data, lines=True, dtype=False)["text"]
-    assert (
-        frame.kind == "exact"
-    ).sum() == texts.duplicated().sum()  # 124 of the 1500 Reuters records
+    assert (frame.kind == "exact").sum() == texts.duplicated().sum()  # 124 of the 1500 Reuters records
     if data.name.startswith("reuters"):
-        assert (
-            frame.kind == "fuzzy"
-        ).sum() == 12  # measured on the CPU path, embedded cluster
+        assert (frame.kind == "fuzzy").sum() == 12  # measured on the CPU path, embedded cluster

@@ -14,9 +14,13 @@ CHECK = Path(__file__).with_name("cuda_simulator_check.py")
 
 
 def test_cuda_kernels_match_cpu_kernels_under_the_simulator():
-    pytest.importorskip("numba.cuda.simulator", reason="numba-cuda (pip install numba-cuda) provides the CUDA simulator")
+    pytest.importorskip(
+        "numba.cuda.simulator", reason="numba-cuda (pip install numba-cuda) provides the CUDA simulator"
+    )
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONWARNINGS": "ignore::RuntimeWarning"}
-    result = subprocess.run([sys.executable, str(CHECK)], env=env, capture_output=True, text=True, timeout=900, check=False)
+    result = subprocess.run(
+        [sys.executable, str(CHECK)], env=env, capture_output=True, text=True, timeout=900, check=False
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     # 2 hash widths x (8 shingle settings + 3 on a slice), and 2 x 3 band layouts, then "ok".
@@ -30,7 +34,7 @@ def test_cuda_kernels_match_cpu_kernels_under_the_simulator():
 def _kernel_signatures():
     """Argument types of every launch in curate.kernels.cuda, as numba types them (Python ints are
     int64, numpy bools boolean), for each dtype the launches take."""
-    from numba import types, typeof
+    from numba import typeof, types
 
     def arr(dtype, ndim=1):
         return typeof(np.zeros((1,) * ndim, dtype))
@@ -48,8 +52,12 @@ def _kernel_signatures():
                 (arr(offsets), arr(word), i64, arr(word), arr(word), boolean, arr(word, 2), arr(np.int64))
             )
     for offsets in (np.int32, np.int64):
-        sigs.setdefault("_set_hash_kernel", []).append((arr(offsets), arr(np.uint8), i64, i64, boolean, arr(np.uint64), arr(np.uint8)))
-    sigs["_intersect_kernel"] = [(arr(np.int64), arr(np.int64), arr(np.int64), arr(np.int64), arr(np.int64), arr(np.uint64), arr(np.int64))]
+        sigs.setdefault("_set_hash_kernel", []).append(
+            (arr(offsets), arr(np.uint8), i64, i64, boolean, arr(np.uint64), arr(np.uint8))
+        )
+    sigs["_intersect_kernel"] = [
+        (arr(np.int64), arr(np.int64), arr(np.int64), arr(np.int64), arr(np.int64), arr(np.uint64), arr(np.int64))
+    ]
     return sigs
 
 
@@ -87,7 +95,9 @@ def test_cuda_kernels_are_typed_as_integer_code(monkeypatch):
     from curate.kernels import cuda as kernels
 
     launched = {
-        name for name, obj in vars(kernels).items() if isinstance(obj, dispatcher.CUDADispatcher) and not obj.targetoptions["device"]
+        name
+        for name, obj in vars(kernels).items()
+        if isinstance(obj, dispatcher.CUDADispatcher) and not obj.targetoptions["device"]
     }
     signatures = _kernel_signatures()
     assert launched == set(signatures), "every kernel needs its launch signatures in _kernel_signatures"
@@ -97,7 +107,11 @@ def test_cuda_kernels_are_typed_as_integer_code(monkeypatch):
             cres = compiler.compile_cuda(getattr(kernels, name).py_func, types.void, sig, cc=(9, 0))
             for function, typemap in _typemaps(cres, set()):
                 checked.add(function.split(".")[-1])
-                floats += [f"{function}: {var} is {ty}" for var, ty in typemap.items() if isinstance(ty, (types.Float, types.Complex))]
+                floats += [
+                    f"{function}: {var} is {ty}"
+                    for var, ty in typemap.items()
+                    if isinstance(ty, (types.Float, types.Complex))
+                ]
     assert not floats, "\n".join(sorted(set(floats)))
     # The device functions were reached, so their bodies were checked too.
     assert {"murmur3_32", "murmur3_64", "_fmix64", "_rotl64", "window_at", "mod_mersenne61", "_doc_of"} <= checked

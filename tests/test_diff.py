@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from curate.review.diff import Diff, Segment, word_diff
 from curate.io import read_records
+from curate.review.diff import Diff, Segment, word_diff
 from tests.conftest import shared_corpus
 
 SAME, CHANGED = "same", "changed"
@@ -37,7 +37,11 @@ def numbered(n: int) -> list[str]:
         ("x y", " \n", [(CHANGED, "x y", " \n")]),
         ("", "", []),
         (" \t", "\n", [(SAME, " \t", "\n")]),  # no words on either side
-        ("naïve café 日本語 🙂", "naive café 日本語 🙂", [(CHANGED, "naïve ", "naive "), (SAME, "café 日本語 🙂", "café 日本語 🙂")]),
+        (
+            "naïve café 日本語 🙂",
+            "naive café 日本語 🙂",
+            [(CHANGED, "naïve ", "naive "), (SAME, "café 日本語 🙂", "café 日本語 🙂")],
+        ),
         ("α\u00a0β γ", "α β γ", [(SAME, "α\u00a0β γ", "α β γ")]),  # a no-break space is whitespace too
     ],
 )
@@ -73,8 +77,13 @@ def test_identical_texts_show_their_start():
     text = " ".join(numbered(30))
     start = "w0 w1 w2 w3 w4 "
     assert word_diff(text, text, context=5).segments == [Segment(SAME, start, start), gap(25)]
-    assert word_diff(text, text.replace(" ", "\n"), context=5).segments == [Segment(SAME, start, start.replace(" ", "\n")), gap(25)]
-    assert word_diff(text, text, context=15).segments == [Segment(SAME, text, text)]  # eliding would hide no more than 15
+    assert word_diff(text, text.replace(" ", "\n"), context=5).segments == [
+        Segment(SAME, start, start.replace(" ", "\n")),
+        gap(25),
+    ]
+    assert word_diff(text, text, context=15).segments == [
+        Segment(SAME, text, text)
+    ]  # eliding would hide no more than 15
     assert word_diff(text, text, context=0).segments == [gap(30)]
 
 
@@ -97,7 +106,13 @@ def test_common_runs_elided_to_context():
     # A run that would hide no more than `context` words is shown whole.
     middle = " ".join(words[16:27]) + " "
     assert word_diff(a, b, context=4).segments[4:6] == [Segment(SAME, middle, middle), Segment(CHANGED, "w27 ", "Y ")]
-    assert word_diff(a, b, context=0).segments == [gap(15), Segment(CHANGED, "w15 ", "X "), gap(11), Segment(CHANGED, "w27 ", "Y "), gap(12)]
+    assert word_diff(a, b, context=0).segments == [
+        gap(15),
+        Segment(CHANGED, "w15 ", "X "),
+        gap(11),
+        Segment(CHANGED, "w27 ", "Y "),
+        gap(12),
+    ]
 
 
 def test_max_words_compares_a_prefix():
@@ -105,7 +120,9 @@ def test_max_words_compares_a_prefix():
     first = word_diff(a, b, max_words=3)
     assert first == Diff([Segment(SAME, "a b c ", "a b c "), gap(4)], 6, 7, 0, 0, complete=False)
     five = word_diff(a, b, max_words=5)
-    assert five == Diff([Segment(SAME, "a b c d ", "a b c d "), Segment(CHANGED, "e ", "x "), gap(2)], 6, 7, 1, 1, complete=False)
+    assert five == Diff(
+        [Segment(SAME, "a b c d ", "a b c d "), Segment(CHANGED, "e ", "x "), gap(2)], 6, 7, 1, 1, complete=False
+    )
     assert word_diff(a, b, max_words=7).complete
 
 
@@ -117,7 +134,10 @@ def test_max_chars_stops_at_a_word_end():
     diff = word_diff("a b", "a " + " ".join(numbered(100)), max_chars=10)
     assert diff.segments == [Segment(SAME, "a ", "a "), Segment(CHANGED, "b", "w0 w1 "), gap(98)]  # 2 + 6 chars of b
     # A word longer than max_chars is still shown.
-    assert word_diff("supercalifragilistic x", "y", max_chars=5).segments == [Segment(CHANGED, "supercalifragilistic ", "y"), gap(1)]
+    assert word_diff("supercalifragilistic x", "y", max_chars=5).segments == [
+        Segment(CHANGED, "supercalifragilistic ", "y"),
+        gap(1),
+    ]
 
 
 def test_bad_arguments():
@@ -142,7 +162,10 @@ def check_words(text: str, segments: list[Segment], side: str) -> int:
     return at
 
 
-texts = st.lists(st.sampled_from(["a", "b", "c", "dd", "é", "🙂", " ", "  ", "\n", "\t", "\x1c", "\u00a0", "\u2028", "\u200b"]), max_size=600).map("".join)  # past 200 words: autojunk
+texts = st.lists(
+    st.sampled_from(["a", "b", "c", "dd", "é", "🙂", " ", "  ", "\n", "\t", "\x1c", "\u00a0", "\u2028", "\u200b"]),
+    max_size=600,
+).map("".join)  # past 200 words: autojunk
 
 
 @settings(max_examples=300, deadline=None)
@@ -165,7 +188,9 @@ def test_segments_account_for_every_word(a, b, context, max_chars):
         assert check_words(a, body, "a") == len(a.split()) and check_words(b, body, "b") == len(b.split())
     for side in "ab":
         pieces = [getattr(s, side) for s in body if getattr(s, side)]
-        assert sum(map(len, pieces)) <= max_chars or len(pieces[-1].split()) <= 1  # over only by one long word (or whitespace)
+        assert (
+            sum(map(len, pieces)) <= max_chars or len(pieces[-1].split()) <= 1
+        )  # over only by one long word (or whitespace)
 
 
 def test_book_with_known_edits():
@@ -176,7 +201,9 @@ def test_book_with_known_edits():
     new = list(words)
     for k in edited:
         new[k] = f"EDIT{k}"
-    diff = word_diff(record["text"], "\n".join(" ".join(new[i : i + 9]) for i in range(0, len(new), 9)), context=2, max_chars=10**7)
+    diff = word_diff(
+        record["text"], "\n".join(" ".join(new[i : i + 9]) for i in range(0, len(new), 9)), context=2, max_chars=10**7
+    )
     assert (diff.words_a, diff.changed_a, diff.changed_b, diff.complete) == (len(words), 300, 300, True)
     changes = [s for s in diff.segments if s.kind == CHANGED]
     assert [w for s in changes for w in s.b.split()] == [f"EDIT{k}" for k in edited]

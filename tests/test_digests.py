@@ -33,7 +33,20 @@ def texts() -> list[str]:
     # Every length around one and two chunks, a 3-byte character cut by a chunk boundary, and
     # texts of several chunks; empty and short ones between them.
     cut = "a" * (C - 1) + "東" + "b" * 10  # 東 is 3 bytes: bytes C-1..C+1
-    return ["", "x", "a" * (C - 1), "a" * C, "a" * (C + 1), "", cut, "é" * C, "z" * (2 * C), "z" * (2 * C + 1), "ab " * 9000, "short"]
+    return [
+        "",
+        "x",
+        "a" * (C - 1),
+        "a" * C,
+        "a" * (C + 1),
+        "",
+        cut,
+        "é" * C,
+        "z" * (2 * C),
+        "z" * (2 * C + 1),
+        "ab " * 9000,
+        "short",
+    ]
 
 
 def test_short_texts_keep_their_plain_digest(algorithm):
@@ -58,7 +71,11 @@ def test_nulls_hash_as_empty_strings_and_the_index_is_kept(algorithm):
     series = pd.Series(["a" * (C + 5), None, "b"], index=[7, 3, 9], dtype="str")
     digests = ALGORITHMS[algorithm](series)
     assert digests.index.tolist() == [7, 3, 9]
-    assert digests.tolist() == [reference("a" * (C + 5), algorithm), reference("", algorithm), reference("b", algorithm)]
+    assert digests.tolist() == [
+        reference("a" * (C + 5), algorithm),
+        reference("", algorithm),
+        reference("b", algorithm),
+    ]
 
 
 def test_a_slice_of_a_buffer(algorithm):

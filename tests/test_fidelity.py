@@ -62,7 +62,14 @@ def test_floats_and_big_numbers_ride_along_unchanged(client, tmp_path):
 def test_ids_outside_int64_are_exact(client, tmp_path):
     # Read as doubles, 2**64 and -2**63-1 once collided into a false "repeated id" error, and the
     # output rewrote 5 as 5.0 and 9007199254740993 as 9007199254740992.0.
-    ids = ["18446744073709551616", "-9223372036854775809", "9007199254740993", "9007199254740992", "5", "18446744073709551617"]
+    ids = [
+        "18446744073709551616",
+        "-9223372036854775809",
+        "9007199254740993",
+        "9007199254740992",
+        "5",
+        "18446744073709551617",
+    ]
     lines = [f'{{"id": {i}, "text": "t{k % 3}"}}'.encode() for k, i in enumerate(ids)]
     (tmp_path / "in.jsonl").write_bytes(b"\n".join(lines) + b"\n")
     docs = read_documents(str(tmp_path / "in.jsonl")).compute()
@@ -80,7 +87,9 @@ def test_ids_that_fit_int64_stay_integers_and_a_later_big_one_is_named(tmp_path)
     lines[5501] = '{"id": 9007199254740993, "text": "exact"}'  # in the same block: must not become a double
     path = tmp_path / "in.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(ValueError, match=r"^in.jsonl:5501: field 'id': integer 18446744073709551616 does not fit int64"):
+    with pytest.raises(
+        ValueError, match=r"^in.jsonl:5501: field 'id': integer 18446744073709551616 does not fit int64"
+    ):
         read_documents(str(path)).compute()
     docs = read_documents(str(path), on_error="skip").compute()
     good = docs[docs._kind.isna()]
@@ -88,7 +97,13 @@ def test_ids_that_fit_int64_stay_integers_and_a_later_big_one_is_named(tmp_path)
 
 
 def test_assigned_ids_are_put_first_in_the_records(client, tmp_path):
-    lines = [b'{"text": "a", "score": 0.1234567890123456}', b'  { "text":"b"}', b"", b'{"text": "a"}', b'{"text": "c", "id2": [1, {"x": 2.50}]}\r']
+    lines = [
+        b'{"text": "a", "score": 0.1234567890123456}',
+        b'  { "text":"b"}',
+        b"",
+        b'{"text": "a"}',
+        b'{"text": "c", "id2": [1, {"x": 2.50}]}\r',
+    ]
     (tmp_path / "in.jsonl").write_bytes(b"\n".join(lines) + b"\n")
     out = tmp_path / "out"
     run(out, [tmp_path / "in.jsonl"], mode="exact")
@@ -97,7 +112,9 @@ def test_assigned_ids_are_put_first_in_the_records(client, tmp_path):
         b'{"id": "in.jsonl:2", "text":"b"}',
         b'{"id": "in.jsonl:5", "text": "c", "id2": [1, {"x": 2.50}]}',
     ]
-    assert pd.read_parquet(out / "removed.parquet")[["id", "representative"]].values.tolist() == [["in.jsonl:4", "in.jsonl:1"]]
+    assert pd.read_parquet(out / "removed.parquet")[["id", "representative"]].values.tolist() == [
+        ["in.jsonl:4", "in.jsonl:1"]
+    ]
 
 
 def test_parquet_keeps_its_schema_and_values(client, tmp_path):
@@ -122,13 +139,18 @@ def test_parquet_keeps_its_schema_and_values(client, tmp_path):
     out = tmp_path / "out"
     run(out, [tmp_path / "in.parquet"], mode="exact")
     written = pq.read_table(out / "deduplicated")
-    expected = table.take([0, 2, 3]).cast(pa.schema([f.with_type(pa.string()) if f.name == "text" else f for f in table.schema]))
+    expected = table.take([0, 2, 3]).cast(
+        pa.schema([f.with_type(pa.string()) if f.name == "text" else f for f in table.schema])
+    )
     assert written.schema.remove_metadata() == expected.schema  # the text is read as a string
     assert written.to_pylist().__repr__() == expected.to_pylist().__repr__()  # repr: NaN == NaN, -0.0 != 0.0
 
 
 def test_parquet_to_jsonl_keeps_float_precision(client, tmp_path):
-    pq.write_table(pa.table({"id": [1, 2], "text": ["a", "b"], "score": [0.1234567890123456, 1.5e-12], "n": [2**62 + 1, None]}), tmp_path / "in.parquet")
+    pq.write_table(
+        pa.table({"id": [1, 2], "text": ["a", "b"], "score": [0.1234567890123456, 1.5e-12], "n": [2**62 + 1, None]}),
+        tmp_path / "in.parquet",
+    )
     out = tmp_path / "out"
     run(out, [tmp_path / "in.parquet"], mode="exact", io={"output_format": "jsonl"})
     assert [json.loads(line) for line in output_lines(out)] == [
@@ -138,7 +160,10 @@ def test_parquet_to_jsonl_keeps_float_precision(client, tmp_path):
 
 
 def test_jsonl_to_parquet_keeps_values(client, tmp_path):
-    records = [{"id": 1, "text": "a", "score": 0.1234567890123456, "tiny": 1.5e-12, "tags": ["x"]}, {"id": 2, "text": "b", "score": 48.858370123456789}]
+    records = [
+        {"id": 1, "text": "a", "score": 0.1234567890123456, "tiny": 1.5e-12, "tags": ["x"]},
+        {"id": 2, "text": "b", "score": 48.858370123456789},
+    ]
     (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     out = tmp_path / "out"
     run(out, [tmp_path / "in.jsonl"], mode="exact", io={"output_format": "parquet"})
@@ -148,10 +173,16 @@ def test_jsonl_to_parquet_keeps_values(client, tmp_path):
 
 # The property test: random records through a whole run, every kept line compared with its input.
 
-_floats = st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from([5e-324, 2.2250738585072014e-308, -0.0, 1e308, 0.1])
+_floats = st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(
+    [5e-324, 2.2250738585072014e-308, -0.0, 1e308, 0.1]
+)
 _ints = st.integers() | st.sampled_from([2**53 + 1, 2**63, -(2**63) - 1, 2**64, -(2**64)])
 _scalars = st.none() | st.booleans() | _ints | _floats | st.text(max_size=8)
-_values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=8)
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=8,
+)
 _side = st.dictionaries(st.sampled_from(["score", "meta", "é", "k\u2028", "tags", "n"]), _values, max_size=4)
 
 
@@ -166,7 +197,9 @@ def _corpora(draw):
     return list(zip(ids, texts, sides, flags))
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(corpus=_corpora(), split=st.integers(0, 12))
 def test_random_records_come_out_exactly(client, tmp_path_factory, corpus, split):
     tmp = tmp_path_factory.mktemp("prop")
@@ -238,7 +271,11 @@ def test_side_field_types_that_differ_between_files(client, tmp_path):
     pq.write_table(pa.table({"id": [1], "text": ["one"], "score": [3]}), tmp_path / "p" / "a.parquet")
     pq.write_table(pa.table({"id": [2], "text": ["two"], "score": ["high"]}), tmp_path / "p" / "b.parquet")
     run(tmp_path / "pp", [tmp_path / "p"])
-    assert pq.read_table(tmp_path / "pp" / "deduplicated").to_pydict() == {"id": [1, 2], "text": ["one", "two"], "score": ["3", '"high"']}
+    assert pq.read_table(tmp_path / "pp" / "deduplicated").to_pydict() == {
+        "id": [1, 2],
+        "text": ["one", "two"],
+        "score": ["3", '"high"'],
+    }
 
 
 # -- 4. overlapping inputs --------------------------------------------------------------------------
@@ -258,7 +295,9 @@ def test_overlapping_inputs_are_read_once(client, tmp_path, monkeypatch, caplog)
     assert summary["counts"]["input"]["documents"] == 3
     assert [json.loads(line)["id"] for line in output_lines(tmp_path / "out")] == [1, 2, 3]
     warnings = [r.getMessage() for r in caplog.records if r.name == "curate.io.read"]
-    assert len(warnings) == 1 and warnings[0].startswith("inputs overlap: 4 file(s) named more than once are read once: ")
+    assert len(warnings) == 1 and warnings[0].startswith(
+        "inputs overlap: 4 file(s) named more than once are read once: "
+    )
     # Mixed absolute and relative arguments, folders expanding to absolute paths, file names relative to their common folder.
     fs, paths, _ = expand_paths([str(tmp_path / "d" / "b.jsonl"), "d/sub"])
     assert paths == [str(tmp_path / "d" / "b.jsonl"), str(tmp_path / "d" / "sub" / "c.jsonl")]
@@ -271,32 +310,53 @@ def test_overlapping_inputs_are_read_once(client, tmp_path, monkeypatch, caplog)
 def test_small_files_share_partitions(tmp_path):
     (tmp_path / "in").mkdir()
     for i in range(40):
-        (tmp_path / "in" / f"{i:03}.jsonl.gz").write_bytes(gzip.compress(json.dumps({"id": i, "text": "word " * 200}).encode() + b"\n"))
+        (tmp_path / "in" / f"{i:03}.jsonl.gz").write_bytes(
+            gzip.compress(json.dumps({"id": i, "text": "word " * 200}).encode() + b"\n")
+        )
     docs = read_documents(str(tmp_path / "in"))
     assert docs.npartitions == 1
     assert read_documents(str(tmp_path / "in"), files_per_partition=1).npartitions == 40  # the override
     # each file decompresses to 1,026 bytes: 10 of them fit 10,260
     small = read_documents(str(tmp_path / "in"), blocksize=10_260)
     assert small.npartitions == 4
-    pd.testing.assert_frame_equal(small.compute().reset_index(drop=True), docs.compute().reset_index(drop=True))  # same _doc keys
+    pd.testing.assert_frame_equal(
+        small.compute().reset_index(drop=True), docs.compute().reset_index(drop=True)
+    )  # same _doc keys
 
 
 def test_packing_keeps_input_order_around_split_files():
     paths = ["a.jsonl.gz", "b.jsonl.gz", "big.jsonl", "c.jsonl.gz", "d.jsonl.gz", "e.jsonl.gz"]
     sizes = [40, 50, 250, 30, 80, 10]
     sources = plan_sources(paths, "jsonl", 100, None, sizes)
-    assert [(s.file_indices, s.offset) for s in sources] == [((0, 1), 0), ((2,), 0), ((2,), 100), ((2,), 200), ((3,), 0), ((4, 5), 0)]
+    assert [(s.file_indices, s.offset) for s in sources] == [
+        ((0, 1), 0),
+        ((2,), 0),
+        ((2,), 100),
+        ((2,), 200),
+        ((3,), 0),
+        ((4, 5), 0),
+    ]
     sources = plan_sources(paths, "jsonl", 100, 2, sizes)
-    assert [(s.file_indices, s.offset) for s in sources] == [((0, 1), 0), ((2,), 0), ((2,), 100), ((2,), 200), ((3, 4), 0), ((5,), 0)]
+    assert [(s.file_indices, s.offset) for s in sources] == [
+        ((0, 1), 0),
+        ((2,), 0),
+        ((2,), 100),
+        ((2,), 200),
+        ((3, 4), 0),
+        ((5,), 0),
+    ]
 
 
 def test_compressed_size_is_estimated_from_the_sample(tmp_path):
     rng = random.Random(0)
     text = " ".join(rng.choice(["alpha", "beta", "gamma", "delta"]) for _ in range(2_000_000))  # about 11 MB
-    raw = "".join(json.dumps({"id": i, "text": text[i * 10_000 : (i + 1) * 10_000]}) + "\n" for i in range(1100)).encode()
+    raw = "".join(
+        json.dumps({"id": i, "text": text[i * 10_000 : (i + 1) * 10_000]}) + "\n" for i in range(1100)
+    ).encode()
     (tmp_path / "big.jsonl.gz").write_bytes(gzip.compress(raw))
-    from curate.io.files import sample_file
     from fsspec.implementations.local import LocalFileSystem
+
+    from curate.io.files import sample_file
 
     _, size = sample_file(LocalFileSystem(), str(tmp_path / "big.jsonl.gz"), "jsonl")
     assert math.isclose(size, len(raw), rel_tol=0.1)

@@ -39,10 +39,7 @@ def texts() -> pd.Series:
         shard = shared_corpus("20news") / "part-00000.jsonl.gz"
         real = pd.read_json(shard, lines=True, nrows=2000, dtype=False)["text"].tolist()
     except pytest.skip.Exception:
-        real = [
-            json.loads(line)["text"]
-            for line in (FIXTURES / "docs.jsonl").read_text().splitlines()
-        ]
+        real = [json.loads(line)["text"] for line in (FIXTURES / "docs.jsonl").read_text().splitlines()]
     # Long texts: several md5 chunks, several segments of the MinHash kernel's reduction.
     long = [LONG * 10, "x" * CHUNK_BYTES, "y" * (CHUNK_BYTES + 1)]
     return pd.Series(real + EXTRA + long + [None], dtype="str")
@@ -86,24 +83,15 @@ def test_text_buffers(texts):
     cpu_offsets, cpu_data = backend.text_buffers(texts.iloc[5:50])
     offsets = host(offsets)
     assert np.array_equal(np.diff(offsets), np.diff(cpu_offsets))
-    assert (
-        host(data)[offsets[0] : offsets[-1]].tobytes()
-        == cpu_data[cpu_offsets[0] : cpu_offsets[-1]].tobytes()
-    )
+    assert host(data)[offsets[0] : offsets[-1]].tobytes() == cpu_data[cpu_offsets[0] : cpu_offsets[-1]].tobytes()
 
 
 @pytest.mark.parametrize("bits", [32, 64])
-@pytest.mark.parametrize(
-    ("width", "words"), [(24, False), (5, False), (2, False), (1, False), (3, True)]
-)
+@pytest.mark.parametrize(("width", "words"), [(24, False), (5, False), (2, False), (1, False), (3, True)])
 def test_minhash_and_bands(texts, bits, width, words):
     a, b = permutations(260, 42, bits)
-    signatures, counts = backend.minhash_signatures(
-        on_gpu(texts), 42, a, b, width, words
-    )
-    cpu_signatures, cpu_counts = backend.minhash_signatures(
-        texts, 42, a, b, width, words
-    )
+    signatures, counts = backend.minhash_signatures(on_gpu(texts), 42, a, b, width, words)
+    cpu_signatures, cpu_counts = backend.minhash_signatures(texts, 42, a, b, width, words)
     assert np.array_equal(host(counts), cpu_counts)
     assert np.array_equal(host(signatures), cpu_signatures)
     buckets = backend.band_buckets(signatures, 20, 13)
@@ -154,7 +142,10 @@ def test_jaccard_of_books(books, width, words):
     # Long documents (hundreds of thousands of shingles), a near copy and a half of one, a slice.
     series = books.iloc[2:14]
     first = series.iloc[0]
-    series = pd.concat([series, pd.Series([first.replace(" the ", " a ", 50), first[: len(first) // 2], ""], dtype="str")], ignore_index=True)
+    series = pd.concat(
+        [series, pd.Series([first.replace(" the ", " a ", 50), first[: len(first) // 2], ""], dtype="str")],
+        ignore_index=True,
+    )
     n = len(series)
     x = np.repeat(np.arange(n), 3)
     y = np.where(np.arange(3 * n) % 3 == 0, n - 3, (x + np.tile([0, 1, 2], n)) % n)
@@ -186,9 +177,7 @@ def test_numba_cuda_kernels_on_the_device():
         timeout=600,
         check=False,
     )
-    assert result.returncode == 0 and result.stdout.splitlines()[-1] == "ok", (
-        result.stdout + result.stderr
-    )
+    assert result.returncode == 0 and result.stdout.splitlines()[-1] == "ok", result.stdout + result.stderr
 
 
 def test_partitions_with_either_kind_of_index_keep_their_columns():
@@ -212,9 +201,7 @@ def test_partitions_with_either_kind_of_index_keep_their_columns():
 
 
 def dedup(inputs, out: Path, *flags) -> bytes:
-    result = CliRunner().invoke(
-        main, ["dedup", *map(str, inputs), "-o", str(out), "--no-progress", *flags]
-    )
+    result = CliRunner().invoke(main, ["dedup", *map(str, inputs), "-o", str(out), "--no-progress", *flags])
     assert result.exit_code == 0, result.output
     return (out / "removed.parquet").read_bytes()
 

@@ -17,11 +17,7 @@ def gpu(**options):
 
 def test_defaults_follow_rapids_best_practice():
     cluster = gpu()
-    assert (
-        cluster.gpu.use_async
-        and cluster.gpu.enable_cudf_spill
-        and cluster.gpu.protocol == "tcp"
-    )
+    assert cluster.gpu.use_async and cluster.gpu.enable_cudf_spill and cluster.gpu.protocol == "tcp"
     assert local_cuda_cluster_options(cluster) == {
         "threads_per_worker": 1,
         "memory_limit": "auto",
@@ -49,25 +45,12 @@ def test_options_reach_local_cuda_cluster_as_dask_cuda_reads_them():
         },
     ).cluster
     options = local_cuda_cluster_options(cluster)
-    assert (
-        options["CUDA_VISIBLE_DEVICES"] == "0,1"
-        and options["n_workers"] == 2
-        and options["protocol"] == "ucx"
-    )
-    assert (
-        options["rmm_release_threshold"] == "30GB"
-        and options["local_directory"] == "/scratch"
-    )
+    assert options["CUDA_VISIBLE_DEVICES"] == "0,1" and options["n_workers"] == 2 and options["protocol"] == "ucx"
+    assert options["rmm_release_threshold"] == "30GB" and options["local_directory"] == "/scratch"
     # cuDF spilling hides cuDF buffers from dask-cuda's limit, so the limit also goes to cuDF.
-    assert options["device_memory_limit"] == "20GB" and options["env"] == {
-        "CUDF_SPILL_DEVICE_LIMIT": "20000000000"
-    }
-    no_spill = local_cuda_cluster_options(
-        gpu(enable_cudf_spill=False, device_memory_limit=0.5, rmm_pool_size="40GB")
-    )
-    assert (
-        no_spill["device_memory_limit"] == 0.5 and "env" not in no_spill
-    )  # a fraction, as dask-cuda takes it
+    assert options["device_memory_limit"] == "20GB" and options["env"] == {"CUDF_SPILL_DEVICE_LIMIT": "20000000000"}
+    no_spill = local_cuda_cluster_options(gpu(enable_cudf_spill=False, device_memory_limit=0.5, rmm_pool_size="40GB"))
+    assert no_spill["device_memory_limit"] == 0.5 and "env" not in no_spill  # a fraction, as dask-cuda takes it
     assert no_spill["rmm_async"] is False and no_spill["rmm_pool_size"] == "40GB"
 
 
@@ -98,37 +81,24 @@ def test_invalid_combinations_are_refused_with_a_reason(options, message):
 
 
 def test_gpu_options_are_refused_when_joining_a_cluster():
-    with pytest.raises(
-        ValidationError, match="gpu.rmm_pool_size configures the embedded GPU cluster"
-    ):
+    with pytest.raises(ValidationError, match="gpu.rmm_pool_size configures the embedded GPU cluster"):
         load_config(
             None,
             {"cluster": {"scheduler_file": "s.json", "gpu": {"rmm_pool_size": "4GB"}}},
         )
-    assert load_config(
-        None, {"cluster": {"scheduler_file": "s.json", "gpu": {"protocol": "tcp"}}}
-    )  # the default
+    assert load_config(None, {"cluster": {"scheduler_file": "s.json", "gpu": {"protocol": "tcp"}}})  # the default
 
 
 def test_yaml_gpu_section(tmp_path):
     path = tmp_path / "c.yaml"
-    path.write_text(
-        "backend: auto\ncluster:\n  gpu:\n    device_memory_limit: 20000000000\n    protocol: ucx\n"
-    )
-    config = load_config(
-        path, {"cluster": {"gpu": {"protocol": None}}}
-    )  # None: flag not given
-    assert (
-        config.backend == "auto"
-        and config.cluster.gpu.device_memory_limit == "20000000000"
-    )
+    path.write_text("backend: auto\ncluster:\n  gpu:\n    device_memory_limit: 20000000000\n    protocol: ucx\n")
+    config = load_config(path, {"cluster": {"gpu": {"protocol": None}}})  # None: flag not given
+    assert config.backend == "auto" and config.cluster.gpu.device_memory_limit == "20000000000"
     assert config.cluster.gpu.protocol == "ucx"
 
 
 def test_backend_gpu_without_packages_says_how_to_install(tmp_path, monkeypatch):
-    monkeypatch.setattr(
-        curate.backend, "missing_gpu_packages", lambda: ["cudf", "dask_cuda"]
-    )
+    monkeypatch.setattr(curate.backend, "missing_gpu_packages", lambda: ["cudf", "dask_cuda"])
     result = CliRunner().invoke(
         main,
         [
@@ -141,10 +111,7 @@ def test_backend_gpu_without_packages_says_how_to_install(tmp_path, monkeypatch)
         ],
     )
     assert result.exit_code == 1
-    assert (
-        "backend 'gpu' needs cudf, dask_cuda, not installed: pip install 'curate[gpu-cu13]'"
-        in result.output
-    )
+    assert "backend 'gpu' needs cudf, dask_cuda, not installed: pip install 'curate[gpu-cu13]'" in result.output
     assert not (tmp_path / "o").exists()
 
 
@@ -174,9 +141,7 @@ def test_backend_gpu_on_this_machine(tmp_path):
         ],
     )
     assert result.exit_code == 1 and "backend 'gpu'" in result.output
-    assert (
-        "curate[gpu-cu13]" in result.output or "no usable CUDA device" in result.output
-    )
+    assert "curate[gpu-cu13]" in result.output or "no usable CUDA device" in result.output
 
 
 def test_auto_runs_on_cpu_here_and_the_summary_names_it(tmp_path, monkeypatch):

@@ -49,10 +49,18 @@ def test_parquet_input_and_output(tmp_path):
     frame = docs.compute()
     assert frame.id.tolist() == [3, 1, 2] and frame.text.tolist() == ["a", "b", ""]  # null text reads as empty
     assert write_documents(docs, str(tmp_path / "out"), "parquet").compute() == 3
-    assert pd.read_parquet(tmp_path / "out").to_dict("list") == {"id": [3, 1, 2], "text": ["a", "b", ""], "score": [0.5, 0.1, 0.9]}
+    assert pd.read_parquet(tmp_path / "out").to_dict("list") == {
+        "id": [3, 1, 2],
+        "text": ["a", "b", ""],
+        "score": [0.5, 0.1, 0.9],
+    }
     assert write_documents(docs, str(tmp_path / "jsonl"), "jsonl").compute() == 3
     lines = (tmp_path / "jsonl" / "part.0.jsonl").read_text().splitlines()
-    assert [json.loads(line) for line in lines] == [{"id": 3, "text": "a", "score": 0.5}, {"id": 1, "text": "b", "score": 0.1}, {"id": 2, "text": "", "score": 0.9}]
+    assert [json.loads(line) for line in lines] == [
+        {"id": 3, "text": "a", "score": 0.5},
+        {"id": 1, "text": "b", "score": 0.1},
+        {"id": 2, "text": "", "score": 0.9},
+    ]
 
 
 def test_bad_json_names_file_and_line(tmp_path):

@@ -177,7 +177,11 @@ def test_murmur3_every_length_and_offset():
             for start in (0, 3, 64 - n):
                 piece = raw[start : start + n]
                 assert int(_k32(buf, start, start + n, seed)) == ref.murmur3_x86_32(piece, seed), (seed, n, start)
-                assert int(_k64(buf, start, start + n, seed)) == ref.murmur3_x64_128_first(piece, seed), (seed, n, start)
+                assert int(_k64(buf, start, start + n, seed)) == ref.murmur3_x64_128_first(piece, seed), (
+                    seed,
+                    n,
+                    start,
+                )
 
 
 @SETTINGS
@@ -261,8 +265,32 @@ def test_minhash64_reduces_mod_mersenne61_after_wrapping():
 # signatures against the reference (hypothesis)
 
 PIECES = [
-    " ", "   ", "\t", "\n", "\x0b", "\x0c", "\r", "\x1c", "\x85", "\u00a0", "\u2003", "\u3000",
-    "a", "b", "ab", "the", "é", "ß", "Ω", "中", "文", "😀", "👍🏽", "\U0010ffff", "\x00", ".",
+    " ",
+    "   ",
+    "\t",
+    "\n",
+    "\x0b",
+    "\x0c",
+    "\r",
+    "\x1c",
+    "\x85",
+    "\u00a0",
+    "\u2003",
+    "\u3000",
+    "a",
+    "b",
+    "ab",
+    "the",
+    "é",
+    "ß",
+    "Ω",
+    "中",
+    "文",
+    "😀",
+    "👍🏽",
+    "\U0010ffff",
+    "\x00",
+    ".",
 ]
 texts_st = st.lists(st.one_of(st.sampled_from(PIECES), st.characters(codec="utf-8")), max_size=40).map("".join)
 small_texts_st = st.lists(st.sampled_from(["a", "b", "é", "😀", " ", "\t", "ab", "ba"]), max_size=25).map("".join)
@@ -286,7 +314,9 @@ def perm_st(draw, bits):
 @SETTINGS
 @given(data=st.data())
 def test_minhash_matches_reference(bits, words, data):
-    texts = data.draw(st.lists(st.one_of(texts_st, st.sampled_from(["", "x", "é", "😀", "  "])), min_size=1, max_size=6))
+    texts = data.draw(
+        st.lists(st.one_of(texts_st, st.sampled_from(["", "x", "é", "😀", "  "])), min_size=1, max_size=6)
+    )
     width = data.draw(width_st)
     seed = data.draw(st.integers(0, M32))
     a, b = data.draw(perm_st(bits))
@@ -410,7 +440,9 @@ def pair_jaccard(xs, ys, width, words=False, budget=1 << 25):
 
 @SETTINGS
 @given(
-    st.lists(st.tuples(st.one_of(small_texts_st, texts_st), st.one_of(small_texts_st, texts_st)), min_size=1, max_size=6),
+    st.lists(
+        st.tuples(st.one_of(small_texts_st, texts_st), st.one_of(small_texts_st, texts_st)), min_size=1, max_size=6
+    ),
     width_st,
     st.booleans(),
 )
@@ -462,11 +494,17 @@ def test_greedy_representatives_chain():
     assert ref.jaccard(A, B, 1, True) == 0.6 and ref.jaccard(B, C, 1, True) == 0.6
     assert ref.jaccard(A, C, 1, True) == pytest.approx(1 / 3)
     texts = [
-        "x", "x",  # group 0: identical pair
-        A, B, C,  # group 1: chain A~B~C, A !~ C
+        "x",
+        "x",  # group 0: identical pair
+        A,
+        B,
+        C,  # group 1: chain A~B~C, A !~ C
         A,  # group 2: a lone copy of A (must not join group 1)
-        C, B, A,  # group 3: the chain the other way round
-        "", "",  # group 4: two empty documents (J = 1)
+        C,
+        B,
+        A,  # group 3: the chain the other way round
+        "",
+        "",  # group 4: two empty documents (J = 1)
     ]
     starts = np.array([0, 2, 5, 6, 9, 11], dtype=np.int64)
     rep, similarity = greedy_representatives(*buffers(texts), starts, 0.5, 1, True)
@@ -566,7 +604,7 @@ def test_normalize_whitespace():
 
 
 def test_normalize_punctuation():
-    texts = ["Hello, World! (it's) \"q\" a-b ¿qué? «x» 1.5; a_b {c}"]
+    texts = ['Hello, World! (it\'s) "q" a-b ¿qué? «x» 1.5; a_b {c}']
     assert _norm(texts, punctuation=True) == ["Hello World its q ab qué x 15 ab c"]
 
 

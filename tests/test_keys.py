@@ -20,7 +20,9 @@ def sync_tasks():
 
 def frame_of(rows: int, npartitions: int) -> dd.DataFrame:
     rng = np.random.default_rng(0)
-    frame = pd.DataFrame({"text": [f"doc {i}" for i in range(rows)], "score": rng.random(rows)}, index=rng.permutation(rows) + 100)
+    frame = pd.DataFrame(
+        {"text": [f"doc {i}" for i in range(rows)], "score": rng.random(rows)}, index=rng.permutation(rows) + 100
+    )
     return dd.from_pandas(frame, npartitions=npartitions, sort=False)
 
 

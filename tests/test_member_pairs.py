@@ -37,7 +37,9 @@ def task_shuffles():
 
 
 def templated_documents(**kwargs) -> list[dict]:
-    spec = importlib.util.spec_from_file_location("make_templated_corpus", ROOT / "scripts" / "make_templated_corpus.py")
+    spec = importlib.util.spec_from_file_location(
+        "make_templated_corpus", ROOT / "scripts" / "make_templated_corpus.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.templated_documents(**kwargs)
@@ -69,7 +71,16 @@ def test_member_pairs_of_buckets_where_a_member_failed():
     # pass. Bucket 4: anchor 20, member 22 fails; 21-22 is already the star edge of bucket 5.
     # Bucket 6: a near-duplicate cluster (30, 31, 32) and an unrelated member, 33. Buckets 7
     # and 8 connect 1 to 2 through 50, so 1 is in the component of 0, 2, 4 and 5.
-    buckets = {1: [0, 1, 2, 3, 4, 5], 2: [0, 3, 4], 3: [10, 11, 12], 4: [20, 21, 22], 5: [21, 22], 6: [30, 31, 32, 33], 7: [1, 50], 8: [2, 50]}
+    buckets = {
+        1: [0, 1, 2, 3, 4, 5],
+        2: [0, 3, 4],
+        3: [10, 11, 12],
+        4: [20, 21, 22],
+        5: [21, 22],
+        6: [30, 31, 32, 33],
+        7: [1, 50],
+        8: [2, 50],
+    }
     similarity = {(0, 1): 0.75, (0, 2): 0.85, (0, 3): 0.7, (0, 4): 0.9, (0, 5): 0.95, (10, 11): 0.9, (10, 12): 0.9,
                   (20, 21): 0.9, (20, 22): 0.7, (21, 22): 0.3, (30, 31): 0.95, (30, 32): 0.96, (30, 33): 0.3,
                   (1, 50): 0.9, (2, 50): 0.9}  # fmt: skip
@@ -104,7 +115,9 @@ def test_pair_behind_a_dissimilar_anchor_is_found(client, tmp_path):
         path = write_jsonl(tmp_path / "trio.jsonl", [records[i] for i in order])
         summary = dedup([str(path)], str(tmp_path / "out"), config, overwrite=True)
         removed = pd.read_parquet(tmp_path / "out" / "removed.parquet")
-        assert removed[["id", "kind", "representative"]].to_dict("records") == [{"id": "c", "kind": "fuzzy", "representative": "b"}]
+        assert removed[["id", "kind", "representative"]].to_dict("records") == [
+            {"id": "c", "kind": "fuzzy", "representative": "b"}
+        ]
         assert summary["counts"]["fuzzy"]["member_pairs"] == (1 if order[0] == 0 else 0)
 
 
@@ -119,15 +132,24 @@ def test_input_order_changes_no_component_and_no_kept_pair_shares_a_bucket(clien
     buckets, hidden = buckets_of(texts, config.fuzzy), 0
     similar = set(zip(duplicates.left, duplicates.right))
     for left, right in zip(duplicates.left, duplicates.right):
-        anchors = [min(i for i in range(len(texts)) if bucket in buckets[i]) for bucket in buckets[left] & buckets[right]]
+        anchors = [
+            min(i for i in range(len(texts)) if bucket in buckets[i]) for bucket in buckets[left] & buckets[right]
+        ]
         hidden += all(a not in (left, right) and not {(a, left), (a, right)} <= similar for a in anchors)
     assert hidden >= 2
-    for name, order in [("given", np.arange(len(records))), ("permuted", np.random.default_rng(5).permutation(len(records)))]:
+    for name, order in [
+        ("given", np.arange(len(records))),
+        ("permuted", np.random.default_rng(5).permutation(len(records))),
+    ]:
         out = tmp_path / name
         path = write_jsonl(tmp_path / f"{name}.jsonl", [records[i] for i in order])
         summary = dedup([str(path)], str(out), config, keep_stages=True)  # run_components reads them
         assert run_components(out) == expected
         removed = set(pd.read_parquet(out / "removed.parquet").id)
-        kept_pairs = [(ids[i], ids[j]) for i, j in zip(duplicates.left, duplicates.right) if ids[i] not in removed and ids[j] not in removed]
+        kept_pairs = [
+            (ids[i], ids[j])
+            for i, j in zip(duplicates.left, duplicates.right)
+            if ids[i] not in removed and ids[j] not in removed
+        ]
         assert kept_pairs == []
         assert summary["counts"]["fuzzy"]["member_pairs"] > 0 and summary["counts"]["fuzzy"]["buckets_over_cap"] == 0

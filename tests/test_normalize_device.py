@@ -20,14 +20,19 @@ from curate import backend
 from tests.conftest import FIXTURES, SHARED
 from tests.cuda_simulator_check import EXTRA
 
-OPTIONS = [dict(zip(("lowercase", "whitespace", "punctuation", "nfkc"), bits)) for bits in itertools.product((False, True), repeat=4)]
+OPTIONS = [
+    dict(zip(("lowercase", "whitespace", "punctuation", "nfkc"), bits))
+    for bits in itertools.product((False, True), repeat=4)
+]
 ALL_POINTS = [chr(c) for c in itertools.chain(range(0xD800), range(0xE000, 0x110000))]
 
 
 def device_recipe(texts: list[str], *, lowercase, whitespace, punctuation, nfkc) -> list[str]:
     """What normalize_text_cudf does, with Python's str operations in place of cudf's."""
     if nfkc:  # on the host in both backends
-        texts = backend.normalize_text(pd.Series(texts, dtype="str"), lowercase=False, whitespace=False, punctuation=False, nfkc=True).tolist()
+        texts = backend.normalize_text(
+            pd.Series(texts, dtype="str"), lowercase=False, whitespace=False, punctuation=False, nfkc=True
+        ).tolist()
     table, trim = backend.normalization_table(lowercase=lowercase, whitespace=whitespace, punctuation=punctuation)
     texts = [t.translate(table) for t in texts]
     if whitespace:
@@ -75,7 +80,9 @@ def test_table_holds_what_cudf_own_operations_would_get_wrong():
     # Arrow maps each code point to one (libcudf's lower gives "i̇", two, for İ; Python too).
     assert table[ord("İ")] == "i" and table[ord("Σ")] == "σ" and ord("ς") not in table
     # Punctuation is Unicode P*, not "neither letter, digit nor space" (which would drop $ and +).
-    assert table[ord(",")] == table[ord("¿")] == table[ord("…")] == "" and ord("$") not in table and ord("+") not in table
+    assert (
+        table[ord(",")] == table[ord("¿")] == table[ord("…")] == "" and ord("$") not in table and ord("+") not in table
+    )
     # Whitespace: RE2's \s, \v and Z*; not every byte <= 0x20 (nvtext's normalize_spaces).
     assert table[ord("\u3000")] == table[ord("\xa0")] == table[ord("\x0b")] == " " and ord("\x1c") not in table
     # ... but Arrow's trim also takes the separators \x1c-\x1f and NEL at the ends.

@@ -17,7 +17,9 @@ DOCS = FIXTURES / "docs.jsonl"
 
 
 def run(inputs, out, resume=False, keep_stages=False, **io):
-    return dedup([str(i) for i in inputs], str(out), load_config(None, {"io": io}), resume=resume, keep_stages=keep_stages)
+    return dedup(
+        [str(i) for i in inputs], str(out), load_config(None, {"io": io}), resume=resume, keep_stages=keep_stages
+    )
 
 
 def test_output_compression_default_follows_the_input():
@@ -34,7 +36,12 @@ def test_compressed_input_gives_compressed_output_of_the_same_lines(client, tmp_
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "docs.jsonl.gz").write_bytes(gzip.compress(DOCS.read_bytes()))
     plain = run([DOCS], tmp_path / "plain")
-    assert sorted(p.name for p in (tmp_path / "plain").iterdir()) == ["deduplicated", "duplicates.parquet", "removed.parquet", "summary.json"]
+    assert sorted(p.name for p in (tmp_path / "plain").iterdir()) == [
+        "deduplicated",
+        "duplicates.parquet",
+        "removed.parquet",
+        "summary.json",
+    ]
     assert plain["output_compression"] == "none"
     lines = (tmp_path / "plain" / "deduplicated" / "part.0.jsonl").read_bytes()
 
@@ -47,7 +54,9 @@ def test_compressed_input_gives_compressed_output_of_the_same_lines(client, tmp_
     run([tmp_path / "in"], tmp_path / "gz2")
     assert (tmp_path / "gz2" / "deduplicated" / "part.0.jsonl.gz").read_bytes() == written
     # and curate reads its own output
-    assert read_documents(str(tmp_path / "gz" / "deduplicated")).compute()["id"].tolist() == [json.loads(line)["id"] for line in lines.splitlines()]
+    assert read_documents(str(tmp_path / "gz" / "deduplicated")).compute()["id"].tolist() == [
+        json.loads(line)["id"] for line in lines.splitlines()
+    ]
 
     run([tmp_path / "in"], tmp_path / "none", output_compression="none")
     assert (tmp_path / "none" / "deduplicated" / "part.0.jsonl").read_bytes() == lines

@@ -44,21 +44,13 @@ def test_areas_match_closed_forms(t):
     for b, r in [(20, 13), (17, 15), (5, 2)]:
         full = beta(1 / r, b + 1) / r
         below = full * betainc(1 / r, b + 1, t**r)
-        assert false_positive_area(t, b, r) == pytest.approx(
-            t - below, rel=1e-8, abs=1e-14
-        )
-        assert false_negative_area(t, b, r) == pytest.approx(
-            full - below, rel=1e-8, abs=1e-14
-        )
+        assert false_positive_area(t, b, r) == pytest.approx(t - below, rel=1e-8, abs=1e-14)
+        assert false_negative_area(t, b, r) == pytest.approx(full - below, rel=1e-8, abs=1e-14)
 
 
 def test_areas_of_the_default_choice():
-    assert false_positive_area(0.8, 20, 13) == pytest.approx(
-        0.04901949068693147, rel=1e-9
-    )
-    assert false_negative_area(0.8, 20, 13) == pytest.approx(
-        0.010721336607959668, rel=1e-9
-    )
+    assert false_positive_area(0.8, 20, 13) == pytest.approx(0.04901949068693147, rel=1e-9)
+    assert false_negative_area(0.8, 20, 13) == pytest.approx(0.010721336607959668, rel=1e-9)
 
 
 # datasketch 1.x datasketch.lsh._optimal_param(threshold, num_perm, fp_weight, fn_weight),
@@ -127,15 +119,11 @@ def test_optimal_bands_rejects_bad_arguments(args, message):
 def test_similarity_at_inverts_the_s_curve():
     for b, r in [(20, 13), (17, 15), (1, 1)]:
         for p in [0.01, 0.5, 0.99]:
-            assert candidate_probability(similarity_at(p, b, r), b, r) == pytest.approx(
-                p, rel=1e-12
-            )
+            assert candidate_probability(similarity_at(p, b, r), b, r) == pytest.approx(p, rel=1e-12)
     assert similarity_at(0.5, 20, 13) == pytest.approx(0.7710798289, abs=1e-10)
     assert approximate_threshold(20, 13) == pytest.approx(0.7941833348, abs=1e-10)
     # at (1/b)^(1/r) the probability is 1 - (1 - 1/b)^b, not 0.5
-    assert candidate_probability(
-        approximate_threshold(20, 13), 20, 13
-    ) == pytest.approx(1 - 0.95**20, rel=1e-12)
+    assert candidate_probability(approximate_threshold(20, 13), 20, 13) == pytest.approx(1 - 0.95**20, rel=1e-12)
 
 
 def test_describe_bands():
@@ -180,9 +168,7 @@ def test_default_config_is_28_by_9():
     default_yaml = load_config(CONFIGS / "default.yaml").fuzzy
     assert default_yaml == fuzzy
     # stating the defaults changes nothing
-    assert (
-        FuzzyConfig(threshold=0.8, num_perm=260, fp_weight=0.01, fn_weight=0.99) == fuzzy
-    )
+    assert FuzzyConfig(threshold=0.8, num_perm=260, fp_weight=0.01, fn_weight=0.99) == fuzzy
     # the earlier weights give NeMo Curator's 20 x 13
     nemo = FuzzyConfig(fp_weight=0.3, fn_weight=0.7)
     assert (nemo.num_bands, nemo.rows_per_band, nemo.num_perm) == (20, 13, 260)
@@ -202,11 +188,7 @@ def test_config_chooses_bands_for_threshold_and_num_perm():
 def test_threshold_config_file_gets_the_optimisers_choice():
     fuzzy = load_config(CONFIGS / "threshold-0.7.yaml").fuzzy
     assert fuzzy.threshold == 0.7
-    assert (
-        (fuzzy.num_bands, fuzzy.rows_per_band)
-        == optimal_bands(0.7, 260, 0.01, 0.99)
-        == (39, 6)
-    )
+    assert (fuzzy.num_bands, fuzzy.rows_per_band) == optimal_bands(0.7, 260, 0.01, 0.99) == (39, 6)
 
 
 def test_config_explicit_bands():
@@ -224,9 +206,7 @@ def test_config_explicit_bands():
         FuzzyConfig(num_bands=9, rows_per_band=13, num_perm=100)
     with pytest.raises(ValidationError, match="give both num_bands and rows_per_band"):
         FuzzyConfig(rows_per_band=13)
-    with pytest.raises(
-        ValidationError, match="threshold must be strictly between 0 and 1"
-    ):
+    with pytest.raises(ValidationError, match="threshold must be strictly between 0 and 1"):
         FuzzyConfig(threshold=1.0)
     assert FuzzyConfig(threshold=1.0, num_bands=1, rows_per_band=1).threshold == 1.0
     with pytest.raises(ValidationError, match="not both zero"):

@@ -12,6 +12,7 @@ from curate.config import load_config
 from curate.dedup.keys import in_order
 from curate.dedup.resolve import resolve
 from curate.pipeline import AccountingError, Stats, check_accounting, dedup
+
 try:  # tests/ is on sys.path under pytest's default (prepend) import mode
     import reference as ref
 except ImportError:  # pragma: no cover
@@ -35,17 +36,32 @@ def test_fixture_end_to_end(client, tmp_path, fixture_docs):
         "representative": ["a1", "a1", "a2", "a6", "a1"],
     }
     # the similarity with the representative, against brute force over the 24-character shingles
-    assert removed.jaccard.tolist() == [1.0, ref.jaccard(text["a4"], text["a1"], 24), ref.jaccard(text["a7"], text["a2"], 24), 1.0, 1.0]
+    assert removed.jaccard.tolist() == [
+        1.0,
+        ref.jaccard(text["a4"], text["a1"], 24),
+        ref.jaccard(text["a7"], text["a2"], 24),
+        1.0,
+        1.0,
+    ]
     assert removed.jaccard.round(2).tolist() == [1.0, 0.84, 0.83, 1.0, 1.0]
-    kept = [json.loads(line) for f in sorted((out / "deduplicated").glob("*.jsonl")) for line in f.read_text().splitlines()]
+    kept = [
+        json.loads(line) for f in sorted((out / "deduplicated").glob("*.jsonl")) for line in f.read_text().splitlines()
+    ]
     assert [d["id"] for d in kept] == ["a1", "a2", "a5", "a6", "a9", "a10", "a11"]
-    assert kept == [d for d in fixture_docs if d["id"] in {"a1", "a2", "a5", "a6", "a9", "a10", "a11"}]  # all columns, unchanged
+    assert kept == [
+        d for d in fixture_docs if d["id"] in {"a1", "a2", "a5", "a6", "a9", "a10", "a11"}
+    ]  # all columns, unchanged
     duplicates = pd.read_parquet(out / "duplicates.parquet")
     assert set(zip(duplicates.id, duplicates.group, duplicates.kind, duplicates.kept)) == {
-        ("a1", "a1", "exact", True), ("a3", "a1", "exact", False), ("a12", "a1", "exact", False),
-        ("a6", "a6", "exact", True), ("a8", "a6", "exact", False),
-        ("a1", "a1", "fuzzy", True), ("a4", "a1", "fuzzy", False),
-        ("a2", "a2", "fuzzy", True), ("a7", "a2", "fuzzy", False),
+        ("a1", "a1", "exact", True),
+        ("a3", "a1", "exact", False),
+        ("a12", "a1", "exact", False),
+        ("a6", "a6", "exact", True),
+        ("a8", "a6", "exact", False),
+        ("a1", "a1", "fuzzy", True),
+        ("a4", "a1", "fuzzy", False),
+        ("a2", "a2", "fuzzy", True),
+        ("a7", "a2", "fuzzy", False),
     }
     similar = dict(zip(removed.id, removed.jaccard))
     assert all(row.jaccard == (1.0 if row.kept else similar[row.id]) for row in duplicates.itertuples())
@@ -96,7 +112,12 @@ def test_short_documents_not_collapsed_and_empty_counted(client, tmp_path):
     out, summary = run(tmp_path, [path])
     removed = pd.read_parquet(out / "removed.parquet")
     assert summary["counts"]["fuzzy"]["removed"] == 0
-    assert removed.to_dict("list") == {"id": [1001, 1002, 1003, 1004], "kind": ["exact"] * 4, "representative": [1000] * 4, "jaccard": [1.0] * 4}
+    assert removed.to_dict("list") == {
+        "id": [1001, 1002, 1003, 1004],
+        "kind": ["exact"] * 4,
+        "representative": [1000] * 4,
+        "jaccard": [1.0] * 4,
+    }
     assert summary["counts"]["input"]["empty"] == 5
 
 
@@ -122,12 +143,19 @@ def test_resolve_chains_exact_to_fuzzy_representative(ids):
     removed = removed.compute()
     # e9, a copy of e5, inherits e5's representative and its similarity with it
     assert removed.to_dict("list") == {
-        "_doc": [5, 9], "id": [e5, e9], "kind": ["fuzzy", "exact"], "representative": [e2, e2], "jaccard": [0.9, 0.9]
+        "_doc": [5, 9],
+        "id": [e5, e9],
+        "kind": ["fuzzy", "exact"],
+        "representative": [e2, e2],
+        "jaccard": [0.9, 0.9],
     }
     duplicates = duplicates.compute()
     assert duplicates.drop(columns="_doc").to_dict("list") == {
-        "id": [e2, e5, e5, e9], "group": [e2, e5, e2, e5], "kind": ["fuzzy", "exact", "fuzzy", "exact"],
-        "kept": [True, False, False, False], "jaccard": [1.0, 1.0, 0.9, 1.0],
+        "id": [e2, e5, e5, e9],
+        "group": [e2, e5, e2, e5],
+        "kind": ["fuzzy", "exact", "fuzzy", "exact"],
+        "kept": [True, False, False, False],
+        "jaccard": [1.0, 1.0, 0.9, 1.0],
     }
 
 
@@ -158,7 +186,11 @@ def test_list_columns_ride_along(client, tmp_path, fixture_docs, output_format):
         kept = pd.read_parquet(out / "deduplicated")
         assert [list(t) for t in kept.tags] == [[d["source"], "x"] for d in records if d["id"] in set(kept.id)]
     else:
-        kept = [json.loads(line) for f in sorted((out / "deduplicated").glob("*.jsonl")) for line in f.read_text().splitlines()]
+        kept = [
+            json.loads(line)
+            for f in sorted((out / "deduplicated").glob("*.jsonl"))
+            for line in f.read_text().splitlines()
+        ]
         assert kept == [d for d in records if d["id"] in {k["id"] for k in kept}] and len(kept) == 7
 
 
@@ -200,7 +232,9 @@ def test_normalisation_finds_case_and_spacing_variants(client, tmp_path, fixture
     assert pd.read_parquet(plain / "removed.parquet").id.tolist() == ["a-copy"]
     normalised, _ = run(tmp_path / "norm", [path], fuzzy={"lowercase": True, "collapse_whitespace": True})
     assert pd.read_parquet(normalised / "removed.parquet").to_dict("list") == {
-        "id": ["a-copy", "loud"], "kind": ["exact", "fuzzy"], "representative": ["a", "orig"],
+        "id": ["a-copy", "loud"],
+        "kind": ["exact", "fuzzy"],
+        "representative": ["a", "orig"],
         "jaccard": [1.0, 1.0],  # similarity of the normalised texts: "loud" equals "orig" once normalised
     }
 

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from curate.config import FuzzyConfig, load_config
-from curate.pipeline import dedup
 from curate.eval.quality import dedup_quality, final_representatives, similar_pairs
+from curate.pipeline import dedup
 from tests import reference
 from tests.conftest import shared_corpus, write_jsonl
 from tests.lsh_truth import expected_components, run_components
@@ -47,7 +47,9 @@ texts_st = st.lists(st.text(alphabet="ab c", max_size=14), min_size=2, max_size=
 @given(texts_st, st.integers(1, 4), st.booleans(), st.sampled_from([0.2, 1 / 3, 0.5, 0.6, 2 / 3, 0.75, 0.8, 1.0]))
 def test_similar_pairs_is_exact(texts, width, words, threshold):
     # prefix filtering must not miss a pair, also at exactly the threshold (1/3, 2/3, ...)
-    pairs = similar_pairs(pd.Series(texts, dtype="str"), FuzzyConfig(ngram="word" if words else "char", width=width), threshold)
+    pairs = similar_pairs(
+        pd.Series(texts, dtype="str"), FuzzyConfig(ngram="word" if words else "char", width=width), threshold
+    )
     assert set(zip(pairs.left, pairs.right, pairs.jaccard)) == brute_force_pairs(texts, width, words, threshold)
     assert pairs.left.is_monotonic_increasing and (pairs.left < pairs.right).all()
 
@@ -80,7 +82,11 @@ def test_dedup_quality_counts():
     assert dedup_quality(pairs, representative, 0.9)["pairs"] == 2
     # removed without a representative: no pair is together, no removal precise
     lost = dedup_quality(pairs, np.array([-1, -1, 2, 3, 3, 5, 5, 7]), 0.8)
-    assert (lost["pairs_together"], lost["removed_precise"], lost["removed_over_merged"]) == (2, 2, 1)  # 0: no kept match
+    assert (lost["pairs_together"], lost["removed_precise"], lost["removed_over_merged"]) == (
+        2,
+        2,
+        1,
+    )  # 0: no kept match
     empty = dedup_quality(pairs.iloc[:0], np.arange(3), 0.8)
     assert (empty["pairs"], empty["removed"], empty["missed_duplicates"]) == (0, 0, 0)
     assert np.isnan(empty["pair_recall"]) and np.isnan(empty["removal_precision"])
@@ -114,7 +120,9 @@ def bible_verses(chapters: range) -> list[dict]:
 
 def enron_spam(rows: slice) -> list[dict]:
     """Spam mails of Enron-Spam, by position among the spam (campaigns sent with small edits)."""
-    frame = pd.concat(pd.read_json(f, lines=True, dtype={"id": str}) for f in sorted(shared_corpus("enron_spam").glob("*.jsonl.gz")))
+    frame = pd.concat(
+        pd.read_json(f, lines=True, dtype={"id": str}) for f in sorted(shared_corpus("enron_spam").glob("*.jsonl.gz"))
+    )
     return frame[frame.label == "spam"].iloc[rows][["id", "text"]].to_dict("records")
 
 
@@ -131,15 +139,38 @@ def quality_of_default_run(records: list[dict], tmp_path: Path, threshold: float
     fuzzy = [r for r in records if r["id"] not in set(removed.id[removed.kind == "exact"])]
     components = expected_components([r["text"] for r in fuzzy], config.fuzzy)
     assert run_components(tmp_path / "out") == {frozenset(fuzzy[i]["id"] for i in group) for group in components}
-    return {k: quality[k] for k in ("pairs", "pairs_together", "removed", "removed_precise", "removed_over_merged", "missed_duplicates")}
+    return {
+        k: quality[k]
+        for k in ("pairs", "pairs_together", "removed", "removed_precise", "removed_over_merged", "missed_duplicates")
+    }
 
 
 @pytest.mark.parametrize(
     "threshold, expected",
     [
-        (0.8, {"pairs": 179, "pairs_together": 179, "removed": 116, "removed_precise": 116, "removed_over_merged": 0, "missed_duplicates": 0}),
+        (
+            0.8,
+            {
+                "pairs": 179,
+                "pairs_together": 179,
+                "removed": 116,
+                "removed_precise": 116,
+                "removed_over_merged": 0,
+                "missed_duplicates": 0,
+            },
+        ),
         # 337 pairs together and 2 missed duplicates when verification stopped at bucket anchors
-        (0.5, {"pairs": 369, "pairs_together": 346, "removed": 200, "removed_precise": 200, "removed_over_merged": 0, "missed_duplicates": 0}),
+        (
+            0.5,
+            {
+                "pairs": 369,
+                "pairs_together": 346,
+                "removed": 200,
+                "removed_precise": 200,
+                "removed_over_merged": 0,
+                "missed_duplicates": 0,
+            },
+        ),
     ],
 )
 def test_quality_on_bible_verses(client, tmp_path, threshold, expected):
@@ -151,8 +182,28 @@ def test_quality_on_bible_verses(client, tmp_path, threshold, expected):
 @pytest.mark.parametrize(
     "threshold, expected",
     [
-        (0.8, {"pairs": 256, "pairs_together": 254, "removed": 44, "removed_precise": 44, "removed_over_merged": 0, "missed_duplicates": 0}),
-        (0.5, {"pairs": 831, "pairs_together": 784, "removed": 129, "removed_precise": 129, "removed_over_merged": 0, "missed_duplicates": 0}),
+        (
+            0.8,
+            {
+                "pairs": 256,
+                "pairs_together": 254,
+                "removed": 44,
+                "removed_precise": 44,
+                "removed_over_merged": 0,
+                "missed_duplicates": 0,
+            },
+        ),
+        (
+            0.5,
+            {
+                "pairs": 831,
+                "pairs_together": 784,
+                "removed": 129,
+                "removed_precise": 129,
+                "removed_over_merged": 0,
+                "missed_duplicates": 0,
+            },
+        ),
     ],
 )
 def test_quality_on_enron_spam(client, tmp_path, threshold, expected):

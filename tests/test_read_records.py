@@ -114,7 +114,9 @@ def test_parquet_reads_only_the_row_groups_it_needs(tmp_path, monkeypatch):
     check_all(str(tmp_path / "a.parquet"), records)
     groups = []
     read_group = pq.ParquetFile.read_row_group
-    monkeypatch.setattr(pq.ParquetFile, "read_row_group", lambda self, i, *a, **k: groups.append(i) or read_group(self, i, *a, **k))
+    monkeypatch.setattr(
+        pq.ParquetFile, "read_row_group", lambda self, i, *a, **k: groups.append(i) or read_group(self, i, *a, **k)
+    )
     assert read_records(str(tmp_path), [20, 6, 49, 21]) == [records[20], records[6], records[49], records[21]]
     assert groups == [0, 2, 3, 7]  # rows 0-6, 14-20, 21-27, 49-49: each read once, in order
 
@@ -160,7 +162,9 @@ def test_truncated_stream_before_a_wanted_record(tmp_path):
     path.write_bytes(data[: len(data) // 2])
     assert read_records(str(path), [0]) == [records[0]]  # before the cut: fine
     last = raw.rindex(b"\n", 0, len(raw) - 1) + 1
-    assert error(str(path), [last]).startswith(f"a.jsonl.zst: truncated zstd stream (it ends inside a compressed block) before byte position {last}")
+    assert error(str(path), [last]).startswith(
+        f"a.jsonl.zst: truncated zstd stream (it ends inside a compressed block) before byte position {last}"
+    )
 
 
 def test_parquet_row_past_the_end(tmp_path):

@@ -24,8 +24,8 @@ from click.testing import CliRunner
 from curate.cli import main
 from curate.config import load_config
 from curate.pipeline import dedup
-from curate.review.report import write_report
 from curate.review.inspect import RunOutput
+from curate.review.report import write_report
 from tests import reference as ref
 from tests.browser import chromium, render
 from tests.conftest import write_jsonl
@@ -42,9 +42,18 @@ def genesis() -> list[dict]:
     spec.loader.exec_module(bible)
     for version in bible.VERSIONS:
         pytest.importorskip(f"pythonbible_{version}", reason="pip install -e '.[bible]'")
-    chapters = [{"id": d["id"], "text": d["text"]} for version in bible.VERSIONS for d in bible.chapters(version) if d["book"] == 1]
-    verses = [{"id": f"{version}-{verse}", "text": text} for version in bible.VERSIONS for verse, text in bible.verses(version)
-              if text and 1_001_000 <= verse < 1_004_000]
+    chapters = [
+        {"id": d["id"], "text": d["text"]}
+        for version in bible.VERSIONS
+        for d in bible.chapters(version)
+        if d["book"] == 1
+    ]
+    verses = [
+        {"id": f"{version}-{verse}", "text": text}
+        for version in bible.VERSIONS
+        for verse, text in bible.verses(version)
+        if text and 1_001_000 <= verse < 1_004_000
+    ]
     return chapters + verses
 
 
@@ -89,11 +98,18 @@ def test_report_counts_and_pairs(run):
     least = members.jaccard.min()
     order = []
     for size in sorted(set(members.size()), reverse=True):
-        by_kind = [sorted((g for g in least.index if g[0] == kind and members.size()[g] == size), key=lambda g: (least[g], g[1]))
-                   for kind in ("exact", "fuzzy")]
+        by_kind = [
+            sorted(
+                (g for g in least.index if g[0] == kind and members.size()[g] == size), key=lambda g: (least[g], g[1])
+            )
+            for kind in ("exact", "fuzzy")
+        ]
         order += [g for turn in itertools.zip_longest(*by_kind) for g in turn if g]
-    heads = re.findall(r'<summary><span class="kind (\w+)">\w+</span> removed <b>([^<]+)</b>(?: \(exact copy of <b>[^<]+</b>, '
-                       r'removed as a near duplicate\))? · kept <b>([^<]+)</b>.*? group of (\d+)', page)
+    heads = re.findall(
+        r'<summary><span class="kind (\w+)">\w+</span> removed <b>([^<]+)</b>(?: \(exact copy of <b>[^<]+</b>, '
+        r"removed as a near duplicate\))? · kept <b>([^<]+)</b>.*? group of (\d+)",
+        page,
+    )
     assert len(heads) == 20 + 20
     representative = dict(zip(removed.id, removed.representative))
     for (kind, doc, rep, size), (group_kind, group) in zip(heads[:20], order[:20]):
@@ -141,24 +157,42 @@ def test_changed_or_missing_input_gives_no_text(client, tmp_path, fixture_docs):
     dedup([str(tmp_path / "in")], str(tmp_path / "out"), load_config(None, {}))
     pairs = RunOutput(tmp_path / "out").sample(5)
     assert [(p.removed, p.representative, p.unavailable) for p in pairs] == [
-        ("a3", "a1", ""), ("a4", "a1", ""), ("a7", "a2", ""), ("a8", "a6", ""), ("a12", "a1", "")
+        ("a3", "a1", ""),
+        ("a4", "a1", ""),
+        ("a7", "a2", ""),
+        ("a8", "a6", ""),
+        ("a12", "a1", ""),
     ]
     os.utime(first, (1, 1))  # same bytes, another modification time: taken as changed
     second.unlink()
     result = CliRunner().invoke(main, ["report", str(tmp_path / "out")])
-    assert result.exit_code == 0 and f"warning: {first}: changed since the run (size or modification time); its texts are not shown" in result.output
+    assert (
+        result.exit_code == 0
+        and f"warning: {first}: changed since the run (size or modification time); its texts are not shown"
+        in result.output
+    )
     page = (tmp_path / "out" / "report.html").read_text()
     assert "2 input file(s) cannot be read as the run read them" in page
     # a report that exists is not replaced by one without texts unless asked
     (tmp_path / "out" / "report.html").write_text("earlier")
     result = CliRunner().invoke(main, ["report", str(tmp_path / "out")])
-    assert result.exit_code == 1 and "is kept; pass --force" in result.output and (tmp_path / "out" / "report.html").read_text() == "earlier"
+    assert (
+        result.exit_code == 1
+        and "is kept; pass --force" in result.output
+        and (tmp_path / "out" / "report.html").read_text() == "earlier"
+    )
     assert CliRunner().invoke(main, ["report", str(tmp_path / "out"), "--force"]).exit_code == 0
     assert (tmp_path / "out" / "report.html").read_text() == page
     pairs = RunOutput(tmp_path / "out").sample(5)
-    changed, missing = f"{first}: changed since the run (size or modification time)", f"{second}: missing (moved or deleted since the run)"
+    changed, missing = (
+        f"{first}: changed since the run (size or modification time)",
+        f"{second}: missing (moved or deleted since the run)",
+    )
     assert [(p.removed, p.diff, p.unavailable) for p in pairs] == [
-        ("a3", None, changed), ("a4", None, changed), ("a7", None, f"{missing}; {changed}"), ("a8", None, f"{missing}; {changed}"),
+        ("a3", None, changed),
+        ("a4", None, changed),
+        ("a7", None, f"{missing}; {changed}"),
+        ("a8", None, f"{missing}; {changed}"),
         ("a12", None, f"{missing}; {changed}"),
     ]
 
@@ -174,11 +208,19 @@ def test_report_renders_in_chromium_without_errors(run):
 @pytest.mark.skipif(chromium() is None, reason="chromium not installed (Debian: apt-get install chromium)")
 def test_browser_check_reports_errors(tmp_path):
     page = tmp_path / "bad.html"
-    page.write_text('<!DOCTYPE html><html><head><style>p { background: url("bg.png") }</style></head><body>'
-                    '<script>console.error("bad")</script><img src="https://example.com/x.png"><img srcset="a.png 1x, b.png 2x">'
-                    '<a href="#top">top</a><img src="data:image/png;base64,AAAA"><p>text with url(not-css)</p></body></html>')
+    page.write_text(
+        '<!DOCTYPE html><html><head><style>p { background: url("bg.png") }</style></head><body>'
+        '<script>console.error("bad")</script><img src="https://example.com/x.png"><img srcset="a.png 1x, b.png 2x">'
+        '<a href="#top">top</a><img src="data:image/png;base64,AAAA"><p>text with url(not-css)</p></body></html>'
+    )
     errors = render(page, tmp_path / "bad.png")
-    assert errors == ["bad", "requests bg.png", "requests https://example.com/x.png", "requests a.png", "requests b.png"]
+    assert errors == [
+        "bad",
+        "requests bg.png",
+        "requests https://example.com/x.png",
+        "requests a.png",
+        "requests b.png",
+    ]
     assert (tmp_path / "bad.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -192,13 +234,19 @@ def test_inspect_group_and_id(run):
     assert f"showing {len(members)}" in result.output
     assert all(f"removed {m}" in result.output for m in members) and f"kept {group}" in result.output
     result = CliRunner().invoke(main, ["inspect", str(out), "--id", "copy-web-01002", "--width", "240"])
-    assert result.exit_code == 0 and "exact: removed copy-web-01002 · kept web-01002 · Jaccard 1.000 · exact group of 2 · 0 of 612 words differ (0 of 612 in the kept)" in result.output
+    assert (
+        result.exit_code == 0
+        and "exact: removed copy-web-01002 · kept web-01002 · Jaccard 1.000 · exact group of 2 · 0 of 612 words differ (0 of 612 in the kept)"
+        in result.output
+    )
     assert texts["web-01002"].split("\n")[0][:60] in result.output
     # a copy of kjv-01001, which went as a near copy of akjv-01001: shown in its exact group, beside akjv-01001
     similarity = ref.jaccard(texts["kjv-01001"], texts["akjv-01001"], 24)
     result = CliRunner().invoke(main, ["inspect", str(out), "--id", "copy-kjv-01001", "--width", "240"])
-    assert (f"exact: removed copy-kjv-01001 (exact copy of kjv-01001, removed as a near duplicate) · kept akjv-01001 · "
-            f"Jaccard {similarity:.3f} · exact group of 2") in result.output
+    assert (
+        f"exact: removed copy-kjv-01001 (exact copy of kjv-01001, removed as a near duplicate) · kept akjv-01001 · "
+        f"Jaccard {similarity:.3f} · exact group of 2"
+    ) in result.output
     result = CliRunner().invoke(main, ["inspect", str(out), "--id", "no-such-id"])
     assert result.exit_code == 1 and "'no-such-id' is in no duplicate group" in result.output
     # not a terminal: differences marked as git diff --word-diff does (KJV "upon", AKJV "on")
@@ -213,7 +261,11 @@ def test_inspect_group_and_id(run):
     assert "copy-kjv-01001" in favoured and f"showing {len(favoured)}" in result.output
     assert all(f"removed {doc}" in result.output for doc in favoured)
     result = CliRunner().invoke(main, ["inspect", str(out), "--group", "kjv-01036"])
-    assert result.exit_code == 1 and "'kjv-01036' was removed (fuzzy, kept: 'akjv-01036'): try --id kjv-01036 or --group akjv-01036" in result.output
+    assert (
+        result.exit_code == 1
+        and "'kjv-01036' was removed (fuzzy, kept: 'akjv-01036'): try --id kjv-01036 or --group akjv-01036"
+        in result.output
+    )
     result = CliRunner().invoke(main, ["inspect", str(out), "--sample", "-1"])
     assert result.exit_code == 2 and "-1 is not in the range x>=0" in result.output
 
@@ -238,8 +290,16 @@ def test_dedup_report_flag_and_errors(tmp_path, joined):
 @pytest.mark.parametrize(
     "overrides, ids, shown",
     [
-        ({"mode": "exact"}, None, {"documents_in": 12, "exact_removed": 3, "fuzzy_removed": 0, "rejected": 0, "kept": 9}),
-        ({"fuzzy": {"verify": False}}, None, {"documents_in": 12, "exact_removed": 3, "fuzzy_removed": 2, "rejected": 0, "kept": 7}),
+        (
+            {"mode": "exact"},
+            None,
+            {"documents_in": 12, "exact_removed": 3, "fuzzy_removed": 0, "rejected": 0, "kept": 9},
+        ),
+        (
+            {"fuzzy": {"verify": False}},
+            None,
+            {"documents_in": 12, "exact_removed": 3, "fuzzy_removed": 2, "rejected": 0, "kept": 7},
+        ),
         ({}, {"a1", "a2", "a5"}, {"documents_in": 3, "exact_removed": 0, "fuzzy_removed": 0, "rejected": 0, "kept": 3}),
     ],
     ids=["exact-only", "no-verify", "nothing-removed"],
@@ -251,7 +311,10 @@ def test_report_of_other_runs(client, tmp_path, fixture_docs, overrides, ids, sh
     assert {k: int(v) for k, v in re.findall(r'data-count="(\w+)">([\d,]+)<', page)} == shown
     assert page.count("<figure>") == (2 if overrides.get("mode") == "exact" else 3)  # no S-curve without fuzzy dedup
     if overrides.get("fuzzy") == {"verify": False}:
-        assert page.count("Jaccard not computed (--no-verify)") == 2 + 2 and "not computed: the run used --no-verify" in page
+        assert (
+            page.count("Jaccard not computed (--no-verify)") == 2 + 2
+            and "not computed: the run used --no-verify" in page
+        )
     if ids:
         assert "No duplicate groups." in page and "Nothing was removed." in page
         result = CliRunner().invoke(main, ["inspect", str(tmp_path / "out"), "--width", "240"])
@@ -265,14 +328,19 @@ def test_inspect_sides_meet_again_after_a_change():
 
     from rich.console import Console
 
-    from curate.review.terminal import print_pair
     from curate.review.diff import word_diff
     from curate.review.inspect import Pair
+    from curate.review.terminal import print_pair
 
     common = "alpha beta gamma delta " * 3
     kept = f"{common}short. MARKER and the rest of the text " + "omega " * 30
-    removed = f"{common}{'inserted words that only the removed side has ' * 6}short. MARKER and the rest of the text " + "omega " * 30
+    removed = (
+        f"{common}{'inserted words that only the removed side has ' * 6}short. MARKER and the rest of the text "
+        + "omega " * 30
+    )
     out = StringIO()
-    print_pair(Console(file=out, width=80, color_system=None), Pair("r", "k", "fuzzy", 0.5, "k", 2, word_diff(removed, kept)))
+    print_pair(
+        Console(file=out, width=80, color_system=None), Pair("r", "k", "fuzzy", 0.5, "k", 2, word_diff(removed, kept))
+    )
     rows = [line for line in out.getvalue().splitlines() if "MARKER" in line]
     assert len(rows) == 1 and rows[0].count("MARKER") == 2, out.getvalue()

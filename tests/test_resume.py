@@ -16,7 +16,19 @@ from curate.config import load_config
 from curate.pipeline import _Runner, dedup
 from tests.conftest import FIXTURES, shared_corpus
 
-STAGES = ["read", "exact", "minhash+lsh", "select", "verify", "member_pairs", "verify_members", "components", "groups", "removed", "duplicates"]
+STAGES = [
+    "read",
+    "exact",
+    "minhash+lsh",
+    "select",
+    "verify",
+    "member_pairs",
+    "verify_members",
+    "components",
+    "groups",
+    "removed",
+    "duplicates",
+]
 
 # Runs dedups in fresh processes on an in-process cluster (no worker start-up cost) and SIGKILLs
 # such a process as stage KILL_AT finishes writing, before it is published; KILL_AT "write" kills
@@ -71,7 +83,9 @@ for request in sys.stdin:
 @pytest.fixture(scope="module")
 def server():
     env = {**os.environ, "PYTHONPATH": str(Path.cwd())}
-    with subprocess.Popen([sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env) as process:
+    with subprocess.Popen(
+        [sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    ) as process:
         yield process
         process.stdin.close()
 
@@ -86,7 +100,11 @@ def drive(server, out: Path, kill_at: str = "", resume: bool = False) -> tuple[i
 
 def outputs(out: Path) -> dict[str, bytes]:
     """Every output file's bytes, and the summary's counts (its timings differ run to run)."""
-    files = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file() and "_stages" not in p.parts}
+    files = {
+        p.relative_to(out).as_posix(): p.read_bytes()
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and "_stages" not in p.parts
+    }
     files["summary.json"] = json.dumps(json.loads(files["summary.json"])["counts"]).encode()
     return files
 
@@ -115,7 +133,9 @@ def test_killed_run_resumes_to_identical_output(server, tmp_path, uninterrupted,
 
 
 def run(out, resume=False, **overrides):
-    return dedup([str(FIXTURES / "docs.jsonl")], str(out), load_config(None, overrides), resume=resume, keep_stages=True)
+    return dedup(
+        [str(FIXTURES / "docs.jsonl")], str(out), load_config(None, overrides), resume=resume, keep_stages=True
+    )
 
 
 def test_changed_parameter_recomputes_exactly_the_stages_after_it(client, tmp_path):
@@ -132,10 +152,15 @@ def test_changed_parameter_recomputes_exactly_the_stages_after_it(client, tmp_pa
     assert (out / "removed.parquet").read_bytes() == (tmp_path / "fresh" / "removed.parquet").read_bytes()
     # exact groups change; the read and its digests do not depend on the keep policy
     assert run(out, resume=True, keep="longest", fuzzy={"threshold": 0.7, **bands})["reused_stages"] == STAGES[:1]
-    assert run(out, resume=True, keep="longest", fuzzy={"threshold": 0.7, "verify": False, **bands})["reused_stages"] == STAGES[:4]
+    assert (
+        run(out, resume=True, keep="longest", fuzzy={"threshold": 0.7, "verify": False, **bands})["reused_stages"]
+        == STAGES[:4]
+    )
     changed = run(out, resume=True, keep="longest", fuzzy={"threshold": 0.7, "num_bands": 10, "rows_per_band": 13})
     assert changed["reused_stages"] == STAGES[:2]
-    assert run(out, resume=True, keep="longest", fuzzy={"threshold": 0.8})["reused_stages"] == STAGES[:2]  # bands chosen: 0.8 -> new bands
+    assert (
+        run(out, resume=True, keep="longest", fuzzy={"threshold": 0.8})["reused_stages"] == STAGES[:2]
+    )  # bands chosen: 0.8 -> new bands
 
 
 def test_changed_input_recomputes_everything(client, tmp_path):

@@ -29,7 +29,9 @@ def start(*args, **popen) -> subprocess.Popen:
     """``curate ARGS`` in its own session (process group), as a terminal runs a command."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), "COLUMNS": "200"}
     command = [sys.executable, "-m", "curate", *map(str, args)]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True, **popen)
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True, **popen
+    )
 
 
 def group_members(pgid: int) -> list[str]:
@@ -68,7 +70,9 @@ def test_ctrl_c_stops_quietly_and_resume_finishes_the_run(client, tmp_path):
     printed, _ = run.communicate(timeout=60)
     assert run.returncode == 130, printed
     lines = printed.splitlines()
-    assert len(lines) <= 3 and re.fullmatch(r"interrupted: .* kept in .*_stages; run the same command with --resume to continue", lines[-1]), printed
+    assert len(lines) <= 3 and re.fullmatch(
+        r"interrupted: .* kept in .*_stages; run the same command with --resume to continue", lines[-1]
+    ), printed
     for _ in range(100):  # the workers and the cluster went with it
         if not group_members(run.pid):
             break
@@ -78,7 +82,9 @@ def test_ctrl_c_stops_quietly_and_resume_finishes_the_run(client, tmp_path):
     assert finished and not (out / "summary.json").exists()
 
     # the same run resumed, on the session's cluster (the stages do not depend on the cluster)
-    resumed = start("dedup", *args[:3], "-o", out, "--resume", "--scheduler-address", client.scheduler.address, "--no-progress")
+    resumed = start(
+        "dedup", *args[:3], "-o", out, "--resume", "--scheduler-address", client.scheduler.address, "--no-progress"
+    )
     assert resumed.wait(timeout=600) == 0, resumed.stdout.read()
     assert sorted(json.loads((out / "summary.json").read_text())["reused_stages"]) == finished
     assert not (out / "_stages").exists()  # the run succeeded
@@ -92,7 +98,9 @@ def test_bad_record_is_one_line_without_worker_logs(tmp_path):
     run = start("dedup", "bad.jsonl", "-o", "out", *CLUSTER, cwd=tmp_path)
     printed, _ = run.communicate(timeout=300)
     assert run.returncode == 1
-    assert printed.splitlines() == ["Error: bad.jsonl:2: invalid JSON: Unterminated string starting at: line 1 column 19 (char 18)"]
+    assert printed.splitlines() == [
+        "Error: bad.jsonl:2: invalid JSON: Unterminated string starting at: line 1 column 19 (char 18)"
+    ]
 
 
 def test_verbose_logs_the_cluster_and_each_stage(tmp_path):
@@ -100,9 +108,18 @@ def test_verbose_logs_the_cluster_and_each_stage(tmp_path):
     printed, _ = run.communicate(timeout=300)
     assert run.returncode == 0, printed
     lines = printed.splitlines()
-    assert any(re.search(r"curate.cluster: started LocalCluster: 2 worker\(s\), 2 thread\(s\) in all, .*; dashboard off", line) for line in lines), printed
+    assert any(
+        re.search(r"curate.cluster: started LocalCluster: 2 worker\(s\), 2 thread\(s\) in all, .*; dashboard off", line)
+        for line in lines
+    ), printed
     assert any(re.search(r"curate.checkpoints: stage read: started$", line) for line in lines), printed
-    assert any(re.search(r"curate.checkpoints: stage read: finished in [0-9.]+ s \([0-9,]+ rows in [0-9]+ Parquet file\(s\), [0-9.]+ [kMG]?i?B\)$", line) for line in lines), printed
+    assert any(
+        re.search(
+            r"curate.checkpoints: stage read: finished in [0-9.]+ s \([0-9,]+ rows in [0-9]+ Parquet file\(s\), [0-9.]+ [kMG]?i?B\)$",
+            line,
+        )
+        for line in lines
+    ), printed
     assert any(re.search(r"curate.pipeline: wrote 7 kept documents to .*deduplicated", line) for line in lines), printed
     assert any(re.search(r"curate.cluster: closed LocalCluster", line) for line in lines), printed
 
@@ -112,7 +129,11 @@ def test_help_gives_every_flag_a_sentence_and_one_style_of_default():
         for param in command.params:
             if param.param_type_name == "option":
                 assert param.help and len(param.help.split()) >= 3, (command.name, param.name)
-                assert "default" not in re.sub(r"\[default: [^\]]+\]$", "", param.help).lower(), (command.name, param.name, param.help)
+                assert "default" not in re.sub(r"\[default: [^\]]+\]$", "", param.help).lower(), (
+                    command.name,
+                    param.name,
+                    param.help,
+                )
                 assert not param.show_default, (command.name, param.name)  # click's own style differs
     text = CliRunner().invoke(main, ["dedup", "--help"], terminal_width=200).output
     assert "all of one format: JSONL (.jsonl, .json, .ndjson; also .gz or .zst) or Parquet (.parquet)" in text
@@ -126,7 +147,9 @@ def test_embedded_workers_keep_python_warnings_off_the_terminal(capfd):
     def warn():
         import warnings
 
-        warnings.warn("curate-test-warning", FutureWarning)  # as pandas' deprecation notes in Dask's readers
+        warnings.warn(
+            "curate-test-warning", FutureWarning, stacklevel=2
+        )  # as pandas' deprecation notes in Dask's readers
 
     config = ClusterConfig(n_workers=1, threads_per_worker=1)
     for quiet in (True, False):

@@ -31,7 +31,9 @@ def _check_edges(edges):
             raise TypeError(f"edges[{c!r}] must be an integer dtype, got {edges.dtypes[c]}")
 
 
-def connected_components(edges: dd.DataFrame, *, local_max_edges: int = 2_000_000, n_edges: int | None = None) -> dd.DataFrame:
+def connected_components(
+    edges: dd.DataFrame, *, local_max_edges: int = 2_000_000, n_edges: int | None = None
+) -> dd.DataFrame:
     """Label every node of an undirected graph with the smallest node of its component.
 
     Parameters

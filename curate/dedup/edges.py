@@ -70,11 +70,18 @@ def _stars(part):
     anchor, members = by_bucket.transform("min"), by_bucket.transform("count")
     member = (part[DOC] != anchor).values
     return type(part)(
-        {BUCKET: part[BUCKET].values[member], "u": anchor.values[member], "v": part[DOC].values[member], MEMBERS: members.values[member]}
+        {
+            BUCKET: part[BUCKET].values[member],
+            "u": anchor.values[member],
+            "v": part[DOC].values[member],
+            MEMBERS: members.values[member],
+        }
     )
 
 
-def member_pairs(stars: dd.DataFrame, scored: dd.DataFrame, components: dd.DataFrame, threshold: float, max_pairs: int) -> dd.DataFrame:
+def member_pairs(
+    stars: dd.DataFrame, scored: dd.DataFrame, components: dd.DataFrame, threshold: float, max_pairs: int
+) -> dd.DataFrame:
     """Pairs of bucket members to verify in buckets where a member failed against the anchor.
 
     In a bucket whose members other than the anchor ``a`` split into ``F`` (failed
@@ -138,12 +145,18 @@ def member_pairs(stars: dd.DataFrame, scored: dd.DataFrame, components: dd.DataF
     return both.map_partitions(_new_pairs, meta=_EDGE_META)
 
 
-def buckets_over_cap(stars: dd.DataFrame, scored: dd.DataFrame, components: dd.DataFrame, threshold: float, max_pairs: int):
+def buckets_over_cap(
+    stars: dd.DataFrame, scored: dd.DataFrame, components: dd.DataFrame, threshold: float, max_pairs: int
+):
     """Delayed count (int) of buckets whose member pairs exceed ``max_pairs`` (see :func:`member_pairs`).
 
     Built on the same shuffle as :func:`member_pairs`: computed together, the shuffle runs once.
     """
-    return _bucket_rows(stars, scored, components).map_partitions(_over_cap, threshold, max_pairs, meta=(None, "int64")).sum()
+    return (
+        _bucket_rows(stars, scored, components)
+        .map_partitions(_over_cap, threshold, max_pairs, meta=(None, "int64"))
+        .sum()
+    )
 
 
 def _bucket_rows(stars, scored, components):
@@ -151,7 +164,9 @@ def _bucket_rows(stars, scored, components):
     # u brings each bucket together with its members' similarity to the anchor and component
     # (-1: in none). Star rows are the ones without a similarity.
     # connected_components answers in host partitions: into the run's backend, as Dask's readers create
-    labels = components.to_backend(dask.config.get("dataframe.backend")).rename(columns={"node": "v", "component": _COMPONENT})
+    labels = components.to_backend(dask.config.get("dataframe.backend")).rename(
+        columns={"node": "v", "component": _COMPONENT}
+    )
     edges = scored[["u", "v", JACCARD]].merge(labels, on="v", how="left")
     edges = edges.assign(**{_COMPONENT: edges[_COMPONENT].fillna(-1).astype("int64"), BUCKET: np.uint64(0)})
     rows = stars_with_member_pairs(stars)[[BUCKET, "u", "v"]].assign(**{JACCARD: np.nan, _COMPONENT: np.int64(-1)})

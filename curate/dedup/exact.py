@@ -63,7 +63,12 @@ class ExactDedup:
             candidate, partitioned by md5 (every document of an md5 group in one partition).
         """
         kept = [c for c in self.columns() if c != self.text_field]
-        meta = {**docs._meta[kept].dtypes.to_dict(), MD5: "str", SHA256: "str", LENGTH: "int64"}  # built in the partitions' backend
+        meta = {
+            **docs._meta[kept].dtypes.to_dict(),
+            MD5: "str",
+            SHA256: "str",
+            LENGTH: "int64",
+        }  # built in the partitions' backend
         fingerprints = docs[self.columns()].map_partitions(_fingerprints, kept, self.text_field, meta=meta)
         return fingerprints.shuffle(MD5).map_partitions(_shared, meta=meta)
 
@@ -98,7 +103,11 @@ class ExactDedup:
             :meth:`candidates` of ``docs``, unless computed here: ``curate dedup`` finds them in
             its first pass over the input.
         """
-        return stage("exact", {"keep": str(self.keep)}, lambda: self.groups(self.candidates(docs) if candidates is None else candidates))
+        return stage(
+            "exact",
+            {"keep": str(self.keep)},
+            lambda: self.groups(self.candidates(docs) if candidates is None else candidates),
+        )
 
     def __call__(self, docs: dd.DataFrame) -> dd.DataFrame:
         """Duplicate groups of ``docs`` (a document frame with :meth:`columns`), lazily: :meth:`run`."""

@@ -39,7 +39,12 @@ class FuzzyDedup:
     """
 
     def __init__(
-        self, config: FuzzyConfig = FuzzyConfig(), *, text_field: str = "text", id_field: str = "id", keep: KeepPolicy = KeepPolicy()
+        self,
+        config: FuzzyConfig = FuzzyConfig(),
+        *,
+        text_field: str = "text",
+        id_field: str = "id",
+        keep: KeepPolicy = KeepPolicy(),
     ):
         self.config, self.text_field, self.id_field, self.keep = config, text_field, id_field, keep
 
@@ -88,7 +93,9 @@ class FuzzyDedup:
 
     def components(self, edges: dd.DataFrame, n_edges: int | None = None) -> dd.DataFrame:
         """``(node, component)``; see :func:`curate.dedup.components.connected_components`."""
-        return connected_components(edges[["u", "v"]], local_max_edges=self.config.local_components_max_edges, n_edges=n_edges)
+        return connected_components(
+            edges[["u", "v"]], local_max_edges=self.config.local_components_max_edges, n_edges=n_edges
+        )
 
     def groups(self, components: dd.DataFrame, docs: dd.DataFrame) -> dd.DataFrame:
         """The group table; see :func:`curate.dedup.representatives.component_groups`."""
@@ -131,7 +138,15 @@ class FuzzyDedup:
         components = components or self.components
         config = self.config
         # The parameters each stage reads besides the stages before it (keys for --resume).
-        later = {"threshold", "verify", "local_components_max_edges", "max_member_pairs", "num_perm", "fp_weight", "fn_weight"}
+        later = {
+            "threshold",
+            "verify",
+            "local_components_max_edges",
+            "max_member_pairs",
+            "num_perm",
+            "fp_weight",
+            "fn_weight",
+        }
 
         def lsh():
             stars = self.stars(self.buckets(docs))
@@ -142,14 +157,19 @@ class FuzzyDedup:
         columns = self.columns()
         # Only the documents of a candidate edge are read again and moved, by every stage after this.
         chosen = stage("select", {"columns": columns}, lambda: select(docs[columns], endpoints(candidates)))
-        scored = stage("verify", {"threshold": config.threshold, "verify": config.verify}, lambda: self.score(candidates, chosen))
+        scored = stage(
+            "verify", {"threshold": config.threshold, "verify": config.verify}, lambda: self.score(candidates, chosen)
+        )
         out = {"candidates": candidates, "buckets_over_cap": 0}
         edges = self.passed(scored)
         if config.verify:  # without verification nothing failed, and the stars already connect every bucket
 
             def pairs():
                 graph = components(edges)
-                return {"pairs": self.member_pairs(found["stars"], scored, graph), "buckets_over_cap": self.buckets_over_cap(found["stars"], scored, graph)}
+                return {
+                    "pairs": self.member_pairs(found["stars"], scored, graph),
+                    "buckets_over_cap": self.buckets_over_cap(found["stars"], scored, graph),
+                }
 
             second = stage("member_pairs", {"max_member_pairs": config.max_member_pairs}, pairs)
             members = stage("verify_members", {}, lambda: self.passed(self.score(second["pairs"], chosen)))

@@ -14,7 +14,9 @@ def group_frame(doc, rep, doc_id, rep_id, jaccard):
     """Group table from aligned series (any backend: built with the series' frame type); ``jaccard``
     may also be a scalar or a float64 array of the same length."""
     frame_type = doc.to_frame().__class__
-    return frame_type({"_doc": doc, "_rep": rep, "_id": doc_id, "_rep_id": rep_id, "_jaccard": jaccard}, index=doc.index)
+    return frame_type(
+        {"_doc": doc, "_rep": rep, "_id": doc_id, "_rep_id": rep_id, "_jaccard": jaccard}, index=doc.index
+    )
 
 
 def group_meta(id_like) -> pd.DataFrame:

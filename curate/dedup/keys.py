@@ -51,8 +51,13 @@ def add_doc_keys(docs: dd.DataFrame) -> dd.DataFrame:
 
 def with_doc_keys(docs: dd.DataFrame) -> dd.DataFrame:
     """:func:`add_doc_keys` of a frame whose partitions are already fixed (:func:`fixed_partitions`)."""
-    with_keys = docs.map_partitions(_add_keys, meta=_add_keys(docs._meta, None), partition_info=True, clear_divisions=True)
-    return keyed(with_keys, tuple(i << POSITION_BITS for i in range(docs.npartitions)) + ((docs.npartitions << POSITION_BITS) - 1,))
+    with_keys = docs.map_partitions(
+        _add_keys, meta=_add_keys(docs._meta, None), partition_info=True, clear_divisions=True
+    )
+    return keyed(
+        with_keys,
+        tuple(i << POSITION_BITS for i in range(docs.npartitions)) + ((docs.npartitions << POSITION_BITS) - 1,),
+    )
 
 
 def fixed_partitions(docs: dd.DataFrame) -> dd.DataFrame:
@@ -96,7 +101,9 @@ def doc_divisions(docs: dd.DataFrame) -> tuple[int, ...]:
         :func:`curate.io.read_documents` or :func:`add_doc_keys`, or one that was shuffled).
     """
     if DOC not in docs.columns:
-        raise ValueError(f"documents need a {DOC!r} column: read them with curate.io.read_documents or key them with curate.add_doc_keys")
+        raise ValueError(
+            f"documents need a {DOC!r} column: read them with curate.io.read_documents or key them with curate.add_doc_keys"
+        )
     if not docs.known_divisions:
         raise ValueError(
             "the documents' key ranges per partition are unknown (divisions): keep the frame as "
@@ -136,7 +143,9 @@ def _number(part, starts):
     return part.assign(**{_TARGET: np.searchsorted(starts, keys, side="right").astype(np.int64) - 1})
 
 
-def select(docs: dd.DataFrame, keys: dd.DataFrame, columns: tuple[str, ...] = (), repeats: bool = False) -> dd.DataFrame:
+def select(
+    docs: dd.DataFrame, keys: dd.DataFrame, columns: tuple[str, ...] = (), repeats: bool = False
+) -> dd.DataFrame:
     """The documents whose ``_doc`` is in ``keys`` (a semi-join), with ``keys``' ``columns`` added.
 
     Parameters
@@ -180,7 +189,9 @@ def in_order(table: dd.DataFrame, divisions: tuple[int, ...], by: list[str] | No
     by = by or [DOC]
     aligned = align(table, divisions)
     return aligned.map_partitions(
-        lambda part: part.sort_values(by, kind="stable", ignore_index=True), meta=aligned._meta.reset_index(drop=True), clear_divisions=True
+        lambda part: part.sort_values(by, kind="stable", ignore_index=True),
+        meta=aligned._meta.reset_index(drop=True),
+        clear_divisions=True,
     )
 
 

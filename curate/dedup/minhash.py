@@ -35,7 +35,9 @@ def lsh_buckets(docs: dd.DataFrame, text_field: str, config: FuzzyConfig) -> dd.
     """
     a, b = permutations(config.num_hashes, config.seed, config.hash_bits)
     meta = {BUCKET: "uint64", DOC: "int64"}  # a description: Dask builds it in the partitions' backend
-    return docs[[DOC, text_field]].map_partitions(_partition_buckets, text_field, config, a, b, meta=meta, clear_divisions=True)
+    return docs[[DOC, text_field]].map_partitions(
+        _partition_buckets, text_field, config, a, b, meta=meta, clear_divisions=True
+    )
 
 
 def _partition_buckets(part, text_field, config, a, b):

@@ -23,7 +23,13 @@ COMPONENT = "component"
 
 
 def component_groups(
-    components: dd.DataFrame, docs: dd.DataFrame, *, text_field: str, id_field: str, keep: KeepPolicy, config: FuzzyConfig
+    components: dd.DataFrame,
+    docs: dd.DataFrame,
+    *,
+    text_field: str,
+    id_field: str,
+    keep: KeepPolicy,
+    config: FuzzyConfig,
 ) -> dd.DataFrame:
     """Duplicate groups from connected components (see the module docstring).
 

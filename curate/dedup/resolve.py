@@ -39,7 +39,9 @@ def removed_table(exact: dd.DataFrame, fuzzy: dd.DataFrame) -> dd.DataFrame:
     exact_removed = exact[exact._doc != exact._rep]
     # Inner join and anti-join rather than one left join: a left join would turn integer ids
     # into floats where there is no match. The anti-join joins a flag (cudf has no indicator).
-    onward = fuzzy_removed[[DOC, "_rep_id", "_jaccard"]].rename(columns={DOC: "_rep", "_rep_id": "_onward", "_jaccard": "_onward_jaccard"})
+    onward = fuzzy_removed[[DOC, "_rep_id", "_jaccard"]].rename(
+        columns={DOC: "_rep", "_rep_id": "_onward", "_jaccard": "_onward_jaccard"}
+    )
     moved = exact_removed.drop(columns="_jaccard").merge(onward, on="_rep")
     stayed = _left_only(exact_removed, onward[["_rep"]], "_rep")
     return dd.concat(
@@ -75,7 +77,9 @@ def duplicates_table(exact: dd.DataFrame, fuzzy: dd.DataFrame, removed: dd.DataF
     return duplicates.rename(columns={"_id": "id", "_rep_id": "group", "_jaccard": "jaccard"})
 
 
-def resolve(exact: dd.DataFrame, fuzzy: dd.DataFrame, divisions: tuple[int, ...], stage: Stage = build_now, locate=None) -> tuple[dd.DataFrame, dd.DataFrame]:
+def resolve(
+    exact: dd.DataFrame, fuzzy: dd.DataFrame, divisions: tuple[int, ...], stage: Stage = build_now, locate=None
+) -> tuple[dd.DataFrame, dd.DataFrame]:
     """The removed and duplicates tables of the exact and fuzzy group tables, in ``_doc`` order.
 
     Parameters
@@ -121,7 +125,9 @@ def _left_only(left: dd.DataFrame, right: dd.DataFrame, on: str) -> dd.DataFrame
 
 
 def _removed_rows(groups: dd.DataFrame, kind: str, representative: str, jaccard: str) -> dd.DataFrame:
-    rows = groups[[DOC, "_id", representative, jaccard]].rename(columns={"_id": "id", representative: "representative", jaccard: "jaccard"})
+    rows = groups[[DOC, "_id", representative, jaccard]].rename(
+        columns={"_id": "id", representative: "representative", jaccard: "jaccard"}
+    )
     return rows.assign(kind=kind)[[DOC, *REMOVED_COLUMNS]]
 
 

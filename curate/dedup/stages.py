@@ -15,7 +15,8 @@ starts from data on disk and ``--resume`` can skip the stages already written. E
 chain calls the same functions in the same order: there is one path.
 """
 
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 
 class Stage(Protocol):

@@ -57,10 +57,16 @@ def score_edges(edges: dd.DataFrame, docs: dd.DataFrame, text_field: str, config
     dask.dataframe.DataFrame
         Columns ``u``, ``v`` (int64), ``jaccard`` (float64, in [0, 1]); partitioned by ``u``.
     """
-    numbered = edges[["u", "v"]].shuffle("u").map_partitions(_numbered, meta={"u": "int64", "v": "int64", PART: "int64"})
-    wanted = dd.concat([numbered[["u", PART]].rename(columns={"u": DOC}), numbered[["v", PART]].rename(columns={"v": DOC})])
+    numbered = (
+        edges[["u", "v"]].shuffle("u").map_partitions(_numbered, meta={"u": "int64", "v": "int64", PART: "int64"})
+    )
+    wanted = dd.concat(
+        [numbered[["u", PART]].rename(columns={"u": DOC}), numbered[["v", PART]].rename(columns={"v": DOC})]
+    )
     located = select(docs[[DOC, text_field]], wanted, columns=(PART,), repeats=True)
-    texts = located[[PART, DOC, text_field]].set_index(PART, divisions=(*range(numbered.npartitions), numbered.npartitions - 1))
+    texts = located[[PART, DOC, text_field]].set_index(
+        PART, divisions=(*range(numbered.npartitions), numbered.npartitions - 1)
+    )
     meta = {"u": "int64", "v": "int64", JACCARD: "float64"}  # built in the partitions' backend
     return dd.map_partitions(_score, numbered, texts, text_field, config, meta=meta, align_dataframes=False)
 
@@ -73,7 +79,9 @@ def _numbered(part, partition_info=None):
 def _score(edges, texts, text_field, config):
     texts = texts.drop_duplicates(DOC).sort_values(DOC)
     keys = to_host(texts[DOC]).to_numpy()
-    edges = edges.sort_values(["u", "v"])  # a star's anchor first in a run of its edges: its set is built once per chunk
+    edges = edges.sort_values(
+        ["u", "v"]
+    )  # a star's anchor first in a run of its edges: its set is built once per chunk
     u, v = to_host(edges["u"]).to_numpy(), to_host(edges["v"]).to_numpy()
     similarity = jaccard(
         prepare_text(texts[text_field].reset_index(drop=True), config),

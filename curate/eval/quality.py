@@ -92,7 +92,9 @@ def final_representatives(ids: pd.Series, removed: pd.DataFrame) -> np.ndarray:
     return rep
 
 
-def dedup_quality(pairs: pd.DataFrame, representative: np.ndarray, threshold: float, cluster: np.ndarray | None = None) -> dict:
+def dedup_quality(
+    pairs: pd.DataFrame, representative: np.ndarray, threshold: float, cluster: np.ndarray | None = None
+) -> dict:
     """Pair recall, removal precision, over-merge rate and missed duplicates of one run.
 
     Parameters

@@ -26,7 +26,10 @@ _SAMPLE_BYTES = 1 << 20  # of each JSONL file, to find its fields and their type
 _CHUNK = 1 << 20
 # The files an input folder is searched for, as help and messages name them.
 FORMATS = "JSONL (.jsonl, .json, .ndjson; also .gz or .zst) or Parquet (.parquet)"
-_DECODERS = {"gzip": lambda: zlib.decompressobj(zlib.MAX_WBITS | 16), "zstd": lambda: zstandard.ZstdDecompressor().decompressobj()}
+_DECODERS = {
+    "gzip": lambda: zlib.decompressobj(zlib.MAX_WBITS | 16),
+    "zstd": lambda: zstandard.ZstdDecompressor().decompressobj(),
+}
 
 
 def expand_paths(inputs: list[str] | str) -> tuple[object, list[str], str]:
@@ -248,7 +251,13 @@ def unify_schemas(schemas: list[pa.Schema], text_field: str, id_field: str) -> t
                 types[field.name] = field.type
             elif seen != field.type and not pa.types.is_null(field.type) and field.name not in json_text:
                 try:
-                    types[field.name] = pa.unify_schemas([pa.schema([field.with_type(seen)]), pa.schema([field])], promote_options="permissive").field(0).type
+                    types[field.name] = (
+                        pa.unify_schemas(
+                            [pa.schema([field.with_type(seen)]), pa.schema([field])], promote_options="permissive"
+                        )
+                        .field(0)
+                        .type
+                    )
                 except (pa.ArrowInvalid, pa.ArrowTypeError):
                     json_text.add(field.name)
     out = []

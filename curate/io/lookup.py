@@ -74,7 +74,9 @@ def read_records(inputs, keys) -> list[dict]:
     for key in keys:
         index, position = key >> POSITION_BITS, key & ((1 << POSITION_BITS) - 1)
         if key < 0 or index >= len(paths):
-            raise ValueError(f"_doc key {key}: file index {key >> POSITION_BITS} is beyond the {len(paths)} input file(s)")
+            raise ValueError(
+                f"_doc key {key}: file index {key >> POSITION_BITS} is beyond the {len(paths)} input file(s)"
+            )
         wanted.setdefault(index, set()).add(position)
 
     def read_file(index: int) -> dict[int, dict]:
@@ -94,7 +96,11 @@ def _jsonl_records(fs, path: str, name: str, positions: list[int]) -> dict[int, 
     out = {}
     codec = infer_compression(path)
     with fs.open(path, "rb") as f:
-        lines = _lines_at_offsets(f, positions) if codec is None else _lines_in_stream(decompressed_chunks(f, codec), positions)
+        lines = (
+            _lines_at_offsets(f, positions)
+            if codec is None
+            else _lines_in_stream(decompressed_chunks(f, codec), positions)
+        )
         try:
             for position, line in zip(positions, lines):
                 out[position] = _parse_record(fs, path, name, position, line)
@@ -184,7 +190,6 @@ def _parquet_rows(fs, path: str, name: str, rows: list[int]) -> dict[int, dict]:
             mine = [row for row, g in zip(rows, groups) if g == group]
             out.update(zip(mine, table.take([row - first for row in mine]).to_pylist()))
     return out
-
 
 
 __all__ = ["locate", "read_records"]

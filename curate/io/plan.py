@@ -25,7 +25,9 @@ class Source:
     first_line: int | None = 1  # line number of the block's first line; None: not counted
 
 
-def plan_sources(paths: list[str], fmt: str, blocksize: int | None, files_per_partition: int | None, sizes: list[int]) -> list[Source]:
+def plan_sources(
+    paths: list[str], fmt: str, blocksize: int | None, files_per_partition: int | None, sizes: list[int]
+) -> list[Source]:
     """Split the input files into partitions, in input order.
 
     Parameters
@@ -68,7 +70,10 @@ def plan_sources(paths: list[str], fmt: str, blocksize: int | None, files_per_pa
         splittable = fmt == "jsonl" and infer_compression(path) is None and blocksize
         if splittable and sizes[index] > blocksize:
             place_run()
-            sources.extend(Source((path,), (index,), fmt, off, blocksize, None if off else 1) for off in range(0, sizes[index], blocksize))
+            sources.extend(
+                Source((path,), (index,), fmt, off, blocksize, None if off else 1)
+                for off in range(0, sizes[index], blocksize)
+            )
         else:
             run.append(index)
     place_run()

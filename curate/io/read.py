@@ -32,7 +32,17 @@ from dask.utils import parse_bytes
 from fsspec.utils import infer_compression, read_block, seek_delimiter
 
 from curate.backend import from_arrow
-from curate.io.files import BOM, Broken, decompressed_chunks, find_inputs, lines_before, overlap_message, sample_files, source_names, unify_schemas
+from curate.io.files import (
+    BOM,
+    Broken,
+    decompressed_chunks,
+    find_inputs,
+    lines_before,
+    overlap_message,
+    sample_files,
+    source_names,
+    unify_schemas,
+)
 from curate.io.plan import Source, plan_sources, source_divisions, with_line_numbers
 from curate.io.records import (
     Bad,
@@ -291,7 +301,9 @@ class _Reader:
         with self.fs.open(path, "rb") as f:
             parquet = pq.ParquetFile(f)
             present = parquet.schema_arrow.names
-            table = parquet.read(columns=[n for n in self.layout.schema.names if n in present] if self.layout.only else None)
+            table = parquet.read(
+                columns=[n for n in self.layout.schema.names if n in present] if self.layout.only else None
+            )
         table = table.replace_schema_metadata(None)
         problems = _row_problems(table, self.layout)
         rows = np.arange(table.num_rows, dtype=np.int64)
@@ -304,7 +316,9 @@ class _Reader:
         records = _row_json(table.take([b.index for b in bad])) if bad else []
         return self._assemble(pieces, bad, records, rows, rows, index)
 
-    def _assemble(self, pieces, bad: list[Bad], records: list[bytes], positions, lines, index: int, raw_lines=None) -> pa.Table:
+    def _assemble(
+        self, pieces, bad: list[Bad], records: list[bytes], positions, lines, index: int, raw_lines=None
+    ) -> pa.Table:
         """The file's good records as documents, and its bad ones raised or as rejected rows.
 
         ``raw_lines`` (JSONL, with ``records``): every record's line, by record index.
@@ -324,12 +338,24 @@ class _Reader:
             columns["_record"] = pa.array([raw_lines[i] for i in rows], pa.binary())
         if self.skip:
             columns["_line"] = pa.array(lines[rows], pa.int64())
-        table = pa.table([columns[f.name] if f.name in columns else (table[f.name] if f.name in table.column_names else pa.nulls(len(rows), f.type)) for f in schema], schema=schema)
+        table = pa.table(
+            [
+                columns[f.name]
+                if f.name in columns
+                else (table[f.name] if f.name in table.column_names else pa.nulls(len(rows), f.type))
+                for f in schema
+            ],
+            schema=schema,
+        )
         if not bad:
             return table
         at = np.array([b.index for b in bad], dtype=np.int64)
         columns = {DOC: pa.array(key[at], pa.int64()), "_line": pa.array(lines[at], pa.int64())}
-        columns |= {"_kind": [b.kind for b in bad], "_field": [b.field for b in bad], "_reason": [b.reason for b in bad]}
+        columns |= {
+            "_kind": [b.kind for b in bad],
+            "_field": [b.field for b in bad],
+            "_reason": [b.reason for b in bad],
+        }
         columns["_record"] = pa.array(records, pa.binary())
         rejected = pa.table([columns.get(f.name, _placeholder(f.type, len(bad))) for f in schema], schema=schema)
         both = pa.concat_tables([table, rejected])
@@ -396,7 +422,10 @@ def _row_problems(table: pa.Table, layout: Layout) -> dict[int, tuple[str, str |
                 try:
                     value is None or value.decode("utf-8")
                 except UnicodeDecodeError as err:
-                    problems.setdefault(row, ("invalid-utf8", name, f"invalid UTF-8 (byte 0x{value[err.start]:02x} at byte {err.start})"))
+                    problems.setdefault(
+                        row,
+                        ("invalid-utf8", name, f"invalid UTF-8 (byte 0x{value[err.start]:02x} at byte {err.start})"),
+                    )
     return problems
 
 

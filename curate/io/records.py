@@ -23,7 +23,14 @@ import pyarrow.json as pajson
 _WHITESPACE = np.array([9, 10, 11, 12, 13, 32], dtype=np.uint8)
 # How a string id column parses ids: as strings, or integers (exact up to 38 digits), then cast.
 _STRING_ID_TYPES = (pa.string(), pa.int64(), pa.decimal128(38, 0))
-_JSON_KINDS = {dict: "an object", list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
+_JSON_KINDS = {
+    dict: "an object",
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "a boolean",
+}
 
 
 @dataclass(frozen=True)
@@ -69,7 +76,11 @@ class Layout:
         """
         if self.schema is None:
             return [None]
-        names = self.schema.names if self.explicit() else [n for n in (self.fields.text, self.fields.id) if n in self.schema.names]
+        names = (
+            self.schema.names
+            if self.explicit()
+            else [n for n in (self.fields.text, self.fields.id) if n in self.schema.names]
+        )
         base = [self.schema.field(n) for n in names if n not in self.json_text]
         id_type = self.schema.field(self.fields.id).type if self.fields.id in self.schema.names else None
         if id_type is None or not (pa.types.is_string(id_type) or pa.types.is_large_string(id_type)):
@@ -144,10 +155,19 @@ def parse_records(raw: bytes, starts: np.ndarray, ends: np.ndarray, layout: Layo
         try:
             table = _read_json(raw, layout)
             if table.num_rows == len(starts) and not _lacks_field(raw, starts, ends, table, layout.fields):
-                return [(everything, conform(table, layout, [raw[s:e] for s, e in zip(starts, ends)] if layout.json_text else None))], []
+                return [
+                    (
+                        everything,
+                        conform(table, layout, [raw[s:e] for s, e in zip(starts, ends)] if layout.json_text else None),
+                    )
+                ], []
         except (pa.ArrowInvalid, Mismatch):
             pass
-    bad = [b for b in (_check_line(raw[s:e], i, layout.fields) for i, (s, e) in enumerate(zip(starts, ends))) if b is not None]
+    bad = [
+        b
+        for b in (_check_line(raw[s:e], i, layout.fields) for i, (s, e) in enumerate(zip(starts, ends)))
+        if b is not None
+    ]
     good = np.setdiff1d(everything, [b.index for b in bad])
     pieces, unparsed = _parse_runs(raw, starts, ends, good, layout)
     return pieces, sorted(bad + unparsed, key=lambda b: b.index)
@@ -180,7 +200,9 @@ def conform(table: pa.Table, layout: Layout, lines: list[bytes] | None = None) -
             text = pa.nulls(len(text), pa.string())
         if not (pa.types.is_string(text.type) or pa.types.is_large_string(text.type) or pa.types.is_null(text.type)):
             raise Mismatch("wrong-type", fields.text, f"expected a string, got {text.type}")
-        table = table.set_column(table.column_names.index(fields.text), fields.text, text.cast(pa.string()).fill_null(""))
+        table = table.set_column(
+            table.column_names.index(fields.text), fields.text, text.cast(pa.string()).fill_null("")
+        )
     if schema is None:
         return table
     decoded = [json.loads(line) for line in lines] if lines is not None and layout.json_text else None
@@ -188,11 +210,17 @@ def conform(table: pa.Table, layout: Layout, lines: list[bytes] | None = None) -
         names = table.column_names if decoded is None else dict.fromkeys(name for d in decoded for name in d)
         extra = [name for name in names if name not in schema.names]
         if extra:
-            raise Mismatch("unknown-field", extra[0], "not among the input's fields (those found at the start of each file)")
+            raise Mismatch(
+                "unknown-field", extra[0], "not among the input's fields (those found at the start of each file)"
+            )
     columns = []
     for field in schema:
         if field.name in layout.json_text:
-            values = [d.get(field.name) for d in decoded] if decoded is not None else (python_values(table[field.name]) if field.name in table.column_names else [None] * table.num_rows)
+            values = (
+                [d.get(field.name) for d in decoded]
+                if decoded is not None
+                else (python_values(table[field.name]) if field.name in table.column_names else [None] * table.num_rows)
+            )
             columns.append(pa.array([None if v is None else json_text(v) for v in values], pa.string()))
         elif field.name not in table.column_names:
             columns.append(pa.nulls(table.num_rows, field.type))
@@ -200,14 +228,19 @@ def conform(table: pa.Table, layout: Layout, lines: list[bytes] | None = None) -
             try:
                 columns.append(table[field.name].cast(field.type))
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as err:
-                raise Mismatch("wrong-type", field.name, f"cannot convert {table[field.name].type} to {field.type} ({err})") from None
+                raise Mismatch(
+                    "wrong-type", field.name, f"cannot convert {table[field.name].type} to {field.type} ({err})"
+                ) from None
     return pa.table(columns, schema=schema)
 
 
 def python_values(column) -> list:
     """A column's values as Python objects; bytes of strings that are not valid UTF-8 written as ``\\xNN``."""
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-        return [None if v is None else v.decode("utf-8", "backslashreplace") for v in column.cast(pa.large_binary()).to_pylist()]
+        return [
+            None if v is None else v.decode("utf-8", "backslashreplace")
+            for v in column.cast(pa.large_binary()).to_pylist()
+        ]
     return column.to_pylist()
 
 
@@ -243,12 +276,16 @@ def _read_json(raw: bytes, layout: Layout) -> pa.Table:
         options = pajson.ParseOptions(newlines_in_values=False)
         if schema is not None:
             options = pajson.ParseOptions(
-                newlines_in_values=False, explicit_schema=schema, unexpected_field_behavior="ignore" if layout.explicit() else "infer"
+                newlines_in_values=False,
+                explicit_schema=schema,
+                unexpected_field_behavior="ignore" if layout.explicit() else "infer",
             )
         try:
             # Explicit block size: one block holds the whole buffer, however long a record is.
             return pajson.read_json(
-                pa.py_buffer(raw), read_options=pajson.ReadOptions(block_size=min(max(len(raw), 1 << 20), (1 << 31) - 1)), parse_options=options
+                pa.py_buffer(raw),
+                read_options=pajson.ReadOptions(block_size=min(max(len(raw), 1 << 20), (1 << 31) - 1)),
+                parse_options=options,
             )
         except pa.ArrowInvalid as err:
             error = err
@@ -287,7 +324,9 @@ def _check_line(line: bytes, index: int, fields: Fields) -> Bad | None:
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError as err:
-        return Bad(index, "invalid-utf8", None, f"invalid UTF-8 (byte 0x{line[err.start]:02x} at column {err.start + 1})")
+        return Bad(
+            index, "invalid-utf8", None, f"invalid UTF-8 (byte 0x{line[err.start]:02x} at column {err.start + 1})"
+        )
     try:
         record = json.loads(text)
     except ValueError as err:

@@ -19,7 +19,14 @@ from curate.io.records import json_text, python_rows
 from curate.schema import DOC, POSITION_BITS, REJECT_COLUMNS
 
 REJECTED_SCHEMA = pa.schema(
-    [("source", pa.string()), ("line", pa.int64()), ("field", pa.string()), ("kind", pa.string()), ("reason", pa.string()), ("record", pa.binary())]
+    [
+        ("source", pa.string()),
+        ("line", pa.int64()),
+        ("field", pa.string()),
+        ("kind", pa.string()),
+        ("reason", pa.string()),
+        ("record", pa.binary()),
+    ]
 )
 _ROW_GROUP = 1 << 16
 
@@ -66,7 +73,10 @@ def reject_repeated_ids(docs: dd.DataFrame, repeated: pd.Index, id_field: str, n
     rows = rows.sort_values(DOC, kind="stable")
     first = rows.drop_duplicates(id_field).set_index(id_field)
     later = rows[rows.duplicated(id_field)]
-    first_doc, first_line = first[DOC].reindex(later[id_field]).to_numpy(), first["_line"].reindex(later[id_field]).to_numpy()
+    first_doc, first_line = (
+        first[DOC].reindex(later[id_field]).to_numpy(),
+        first["_line"].reindex(later[id_field]).to_numpy(),
+    )
     reasons = [
         f"duplicate id {value!r}: first at {names[doc >> POSITION_BITS]}:{line}"
         for value, doc, line in zip(later[id_field].tolist(), first_doc.tolist(), first_line.tolist())

@@ -39,7 +39,9 @@ def output_compression(given: str | None, input_fmt: str, output_fmt: str, paths
     return (common_compression(paths) if input_fmt == "jsonl" else None) or "none"
 
 
-def write_documents(docs: dd.DataFrame, path: str, fmt: str, schema: pa.Schema | None = None, compression: str | None = None) -> dd.Scalar:
+def write_documents(
+    docs: dd.DataFrame, path: str, fmt: str, schema: pa.Schema | None = None, compression: str | None = None
+) -> dd.Scalar:
     """Lazily write a document frame (without ``_doc``) as ``part.N.parquet`` / ``part.N.jsonl[.gz|.zst]``.
 
     A partition without rows writes no file, except partition 0, which is always written (then
@@ -92,10 +94,14 @@ def _frame_schema(meta: pd.DataFrame) -> pa.Schema:
     """Arrow schema of a pandas frame: its Arrow-typed columns' types, pandas strings ``string``
     (the readers' type for them; pandas itself would say ``large_string``)."""
     schema = pa.Schema.from_pandas(meta, preserve_index=False).remove_metadata()
-    return pa.schema([f.with_type(pa.string()) if isinstance(meta[f.name].dtype, pd.StringDtype) else f for f in schema])
+    return pa.schema(
+        [f.with_type(pa.string()) if isinstance(meta[f.name].dtype, pd.StringDtype) else f for f in schema]
+    )
 
 
-def _write_part(part: pd.DataFrame, fs, root: str, fmt: str, schema: pa.Schema, compression: str | None, partition_info=None) -> int:
+def _write_part(
+    part: pd.DataFrame, fs, root: str, fmt: str, schema: pa.Schema, compression: str | None, partition_info=None
+) -> int:
     number = partition_info["number"]
     if len(part) == 0 and number:
         return 0
@@ -176,4 +182,3 @@ def write_table(source: str, path: str, columns: list[str]) -> None:
 def count_rows(docs: dd.DataFrame):
     """Delayed total row count (to compute together with a write)."""
     return docs.map_partitions(len, meta=(None, "int64")).sum()
-

@@ -20,7 +20,9 @@ def _components(u, v, xp, sparse, connected_components):
     inv = inv.ravel()
     if len(node) == 0:
         return node, node.copy()
-    graph = sparse.coo_matrix((xp.ones(len(u), dtype=xp.float32), (inv[: len(u)], inv[len(u) :])), shape=(len(node), len(node)))
+    graph = sparse.coo_matrix(
+        (xp.ones(len(u), dtype=xp.float32), (inv[: len(u)], inv[len(u) :])), shape=(len(node), len(node))
+    )
     _, labels = connected_components(graph, directed=False)
     # Nodes are sorted, so the first node carrying each label is its minimum; labels need not be 0..k-1.
     kinds, first = xp.unique(labels, return_index=True)

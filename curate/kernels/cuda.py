@@ -60,9 +60,7 @@ for _module, _names in (
     ),
     (minhash, ("mod_mersenne61",)),
 ):
-    for (
-        _name
-    ) in _names:  # helpers first, so each function sees the GPU versions of its callees
+    for _name in _names:  # helpers first, so each function sees the GPU versions of its callees
         _DEVICE[_name] = _device_function(getattr(_module, _name), _DEVICE)
 murmur3_32, murmur3_64 = _DEVICE["murmur3_32"], _DEVICE["murmur3_64"]
 window_at, mod_mersenne61 = _DEVICE["window_at"], _DEVICE["mod_mersenne61"]
@@ -360,7 +358,9 @@ def jaccard_cuda(offsets, data, x, y, width: int, words: bool = False, xp=np):
     hashes, found = xp.zeros(n_bytes, xp.uint64), xp.zeros(n_bytes, xp.uint8)
     if n_bytes:
         # The inputs as device arrays (no copy of cupy's; the simulator would write host arrays back).
-        _set_hash_kernel[_blocks(n_bytes, _BLOCK_1D), _BLOCK_1D](_to_device(offsets), _to_device(data), n_bytes, width, words, hashes, found)
+        _set_hash_kernel[_blocks(n_bytes, _BLOCK_1D), _BLOCK_1D](
+            _to_device(offsets), _to_device(data), n_bytes, width, words, hashes, found
+        )
     at = xp.nonzero(found)[0]
     hashes = hashes[at]
     # The document of each shingle: the last one starting at or before its byte (empty ones start where the next does).

@@ -82,7 +82,9 @@ def _jaccard_indexed(offsets, data, x, y, width, words, budget, out):
                     lengths[d] = -1 - len(found)  # negative: built in this chunk
         for i in range(begin, end):
             a, b = x[i], y[i]
-            out[i] = jaccard_sorted(flat[starts[a] : starts[a] - 1 - lengths[a]], flat[starts[b] : starts[b] - 1 - lengths[b]])
+            out[i] = jaccard_sorted(
+                flat[starts[a] : starts[a] - 1 - lengths[a]], flat[starts[b] : starts[b] - 1 - lengths[b]]
+            )
         for i in range(begin, end):  # unmark, so a later chunk builds them again
             lengths[x[i]] = 0
             lengths[y[i]] = 0

@@ -43,7 +43,9 @@ def band_buckets(signatures, num_bands, rows_per_band):
     """
     n_docs, num_perm = signatures.shape
     if num_bands * rows_per_band > num_perm:
-        raise ValueError(f"{num_bands} bands x {rows_per_band} rows need {num_bands * rows_per_band} hashes, have {num_perm}")
+        raise ValueError(
+            f"{num_bands} bands x {rows_per_band} rows need {num_bands * rows_per_band} hashes, have {num_perm}"
+        )
     sig_bytes = np.ascontiguousarray(signatures).view(np.uint8).reshape(n_docs, num_perm * signatures.itemsize)
     out = np.empty((n_docs, num_bands), dtype=np.uint64)
     _band_buckets(sig_bytes, num_bands, rows_per_band * signatures.itemsize, out)

@@ -144,7 +144,9 @@ def word_diff(a: str, b: str, *, context: int = 20, max_chars: int = 100_000, ma
     matched = sum(size for _, _, size in blocks)
     runs = _runs(blocks, len(words_a), len(words_b))
     segments = _Writer(side_a, side_b, context, max_chars).write(runs, complete)
-    return Diff(segments, len(side_a.words), len(side_b.words), len(words_a) - matched, len(words_b) - matched, complete)
+    return Diff(
+        segments, len(side_a.words), len(side_b.words), len(words_a) - matched, len(words_b) - matched, complete
+    )
 
 
 class _Side:

@@ -18,11 +18,11 @@ import numpy as np
 import pandas as pd
 from fsspec.core import url_to_fs
 
-from curate.review.diff import Diff, word_diff
+from curate.checkpoints import modified
 from curate.io.files import source_names
 from curate.io.lookup import read_records
+from curate.review.diff import Diff, word_diff
 from curate.schema import POSITION_BITS
-from curate.checkpoints import modified
 
 
 @dataclass(frozen=True)
@@ -112,8 +112,10 @@ class RunOutput:
         self.duplicates = pd.read_parquet(self.out_dir / "duplicates.parquet")
         missing = {"jaccard", "source", "position"} - set(self.duplicates.columns)
         if missing or "input_files" not in self.summary:
-            raise ValueError(f"{self.out_dir} was written by curate {self.summary['versions']['curate']}, which did not record "
-                             f"{sorted(missing) or ['input_files']}; rerun it with curate >= 0.2 (--overwrite)")
+            raise ValueError(
+                f"{self.out_dir} was written by curate {self.summary['versions']['curate']}, which did not record "
+                f"{sorted(missing) or ['input_files']}; rerun it with curate >= 0.2 (--overwrite)"
+            )
         self.text_field = self.summary["config"]["io"]["text_field"]
 
     @functools.cached_property
@@ -129,7 +131,9 @@ class RunOutput:
         sizes = pd.DataFrame({"size": members.size(), "least": members.jaccard.min()}).reset_index()
         sizes = sizes.sort_values(["size", "kind", "least"], ascending=[False, True, True], kind="stable")
         sizes["turn"] = sizes.groupby(["size", "kind"]).cumcount()
-        return sizes.sort_values(["size", "turn"], ascending=[False, True], kind="stable", ignore_index=True).drop(columns="turn")
+        return sizes.sort_values(["size", "turn"], ascending=[False, True], kind="stable", ignore_index=True).drop(
+            columns="turn"
+        )
 
     def largest_groups(self, n: int) -> list[Pair]:
         """For each of the ``n`` largest groups (see :attr:`group_sizes`), its least similar removed
@@ -142,7 +146,9 @@ class RunOutput:
             # Not the representative itself, which is not kept either when it went as a near duplicate.
             gone = members[(members.kind == kind) & (members.group == group) & (members.id != group)]
             member = gone.sort_values("jaccard", kind="stable").id.iloc[0]
-            rows.append((member, removed.loc[member, "representative"], kind, removed.loc[member, "jaccard"], group, size))
+            rows.append(
+                (member, removed.loc[member, "representative"], kind, removed.loc[member, "jaccard"], group, size)
+            )
         return self._pairs(rows)
 
     def sample(self, n: int, seed: int = 0) -> list[Pair]:
@@ -170,7 +176,9 @@ class RunOutput:
             gone = self.removed[self.removed.id == group]
             if len(gone):
                 kept = gone.representative.iloc[0]
-                raise KeyError(f"{group!r} was removed ({gone.kind.iloc[0]}, kept: {kept!r}): try --id {group} or --group {kept}")
+                raise KeyError(
+                    f"{group!r} was removed ({gone.kind.iloc[0]}, kept: {kept!r}): try --id {group} or --group {kept}"
+                )
             raise KeyError(f"no duplicate group has representative {group!r}")
         return self._pairs_of(rows.sort_values("jaccard", kind="stable").head(limit))
 
@@ -199,7 +207,9 @@ class RunOutput:
         # Each is shown in the group it was removed from: for an exact copy whose representative
         # then went as a near duplicate, that is the exact group, not its final representative's.
         member = self.duplicates[~self.duplicates.kept][["id", "kind", "group"]]
-        rows = removed.merge(member, on=["id", "kind"], how="left").merge(self.group_sizes[["kind", "group", "size"]], on=["kind", "group"], how="left")
+        rows = removed.merge(member, on=["id", "kind"], how="left").merge(
+            self.group_sizes[["kind", "group", "size"]], on=["kind", "group"], how="left"
+        )
         return self._pairs(list(zip(rows.id, rows.representative, rows.kind, rows.jaccard, rows.group, rows["size"])))
 
     def _pairs(self, rows: list[tuple]) -> list[Pair]:
@@ -256,7 +266,7 @@ def differing(diff: Diff) -> str:
 def trailing_space(text: str) -> tuple[str, str]:
     """``text`` split before its trailing whitespace, which a changed segment shows unmarked."""
     words = text.rstrip()
-    return words, text[len(words):]
+    return words, text[len(words) :]
 
 
 def diff_blocks(diff: Diff) -> list:

@@ -92,22 +92,40 @@ def _page(run: RunOutput, largest: list[Pair], sampled: list[Pair], seed: int) -
 def _warning(run: RunOutput) -> str:
     if not run.input_problems:
         return ""
-    listed = "".join(f"<li><code>{_e(path)}</code>: {_e(why)}</li>" for path, why in list(run.input_problems.items())[:5])
+    listed = "".join(
+        f"<li><code>{_e(path)}</code>: {_e(why)}</li>" for path, why in list(run.input_problems.items())[:5]
+    )
     more = f"<li>and {len(run.input_problems) - 5:,} more</li>" if len(run.input_problems) > 5 else ""
-    return (f'<section class="warning"><b>{len(run.input_problems):,} input file(s) cannot be read as the run read them</b>, so the '
-            f"texts in them are not shown:<ul>{listed}{more}</ul></section>")
+    return (
+        f'<section class="warning"><b>{len(run.input_problems):,} input file(s) cannot be read as the run read them</b>, so the '
+        f"texts in them are not shown:<ul>{listed}{more}</ul></section>"
+    )
 
 
 def _counts(s: dict) -> str:
     counts = s["counts"]
     exact, fuzzy, output = counts.get("exact", {}), counts.get("fuzzy", {}), counts["output"]
     cards = [
-        ("documents in", "documents_in", counts["input"]["documents"], f'{counts["input"]["empty"]:,} empty'),
-        ("exact duplicates removed", "exact_removed", exact.get("removed", 0), f'{exact.get("groups", 0):,} groups'),
-        ("fuzzy duplicates removed", "fuzzy_removed", fuzzy.get("removed", 0),
-         f'{fuzzy.get("groups", 0):,} groups · {fuzzy.get("candidate_edges", 0):,} candidate / {fuzzy.get("verified_edges", 0):,} verified edges'),
-        ("rejected", "rejected", output["rejected"], ", ".join(f"{n:,} {k}" for k, n in counts.get("rejected", {}).items()) or "unreadable records"),
-        ("documents kept", "kept", output["kept"], f'{output["kept"] / max(counts["input"]["documents"], 1):.1%} of the input'),
+        ("documents in", "documents_in", counts["input"]["documents"], f"{counts['input']['empty']:,} empty"),
+        ("exact duplicates removed", "exact_removed", exact.get("removed", 0), f"{exact.get('groups', 0):,} groups"),
+        (
+            "fuzzy duplicates removed",
+            "fuzzy_removed",
+            fuzzy.get("removed", 0),
+            f"{fuzzy.get('groups', 0):,} groups · {fuzzy.get('candidate_edges', 0):,} candidate / {fuzzy.get('verified_edges', 0):,} verified edges",
+        ),
+        (
+            "rejected",
+            "rejected",
+            output["rejected"],
+            ", ".join(f"{n:,} {k}" for k, n in counts.get("rejected", {}).items()) or "unreadable records",
+        ),
+        (
+            "documents kept",
+            "kept",
+            output["kept"],
+            f"{output['kept'] / max(counts['input']['documents'], 1):.1%} of the input",
+        ),
     ]
     return "".join(
         f'<div class="card"><div class="label">{label}</div><div class="value" data-count="{key}">{value:,}</div>'
@@ -128,24 +146,45 @@ def _stages(s: dict) -> str:
             f'<tr><td>{_e(stage)}</td><td class="num">{t:,.1f}</td><td><div class="bar" style="width:{100 * t / longest:.0f}%"></div></td>'
             f'<td class="num">{_gb(peak.get("total"))}</td><td class="num">{_gb(peak.get("client"))}</td><td class="num">{_gb(largest)}</td></tr>'
         )
-    rows += [f'<tr class="reused"><td>{_e(stage)}</td><td colspan="5">reused from a previous run (--resume)</td></tr>' for stage in s["reused_stages"]]
+    rows += [
+        f'<tr class="reused"><td>{_e(stage)}</td><td colspan="5">reused from a previous run (--resume)</td></tr>'
+        for stage in s["reused_stages"]
+    ]
     peak = s["peak_rss_bytes"]
-    rows.append(f'<tr class="total"><td>total</td><td class="num">{s["seconds"]["total"]:,.1f}</td><td></td>'
-                f'<td class="num">{_gb(peak["total"])}</td><td class="num">{_gb(peak["client"])}</td>'
-                f'<td class="num">{_gb(max(peak["workers"].values(), default=0))}</td></tr>')
-    spilled = f'<p class="note">Workers spilled {_gb(s["spilled_bytes"])} to disk.</p>' if s.get("spilled_bytes") else ""
-    return ('<table class="stages"><thead><tr><th>stage</th><th>seconds</th><th>share of time</th><th>peak RSS, all</th><th>client</th>'
-            f'<th>largest worker</th></tr></thead><tbody>{"".join(rows)}</tbody></table>'
-            f'<p class="note">Wall time; peak resident memory of the processes while the stage ran.</p>{spilled}')
+    rows.append(
+        f'<tr class="total"><td>total</td><td class="num">{s["seconds"]["total"]:,.1f}</td><td></td>'
+        f'<td class="num">{_gb(peak["total"])}</td><td class="num">{_gb(peak["client"])}</td>'
+        f'<td class="num">{_gb(max(peak["workers"].values(), default=0))}</td></tr>'
+    )
+    spilled = (
+        f'<p class="note">Workers spilled {_gb(s["spilled_bytes"])} to disk.</p>' if s.get("spilled_bytes") else ""
+    )
+    return (
+        '<table class="stages"><thead><tr><th>stage</th><th>seconds</th><th>share of time</th><th>peak RSS, all</th><th>client</th>'
+        f"<th>largest worker</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        f'<p class="note">Wall time; peak resident memory of the processes while the stage ran.</p>{spilled}'
+    )
 
 
 def _parameters(s: dict) -> str:
     files = s["input_files"]
-    rows = [("inputs", f'{", ".join(s["inputs"])} ({len(files):,} files, {sum(f["size"] for f in files) / 1e6:,.1f} MB)'), ("mode", s["config"]["mode"]),
-            ("keep", s["config"]["keep"])]
-    rows += [(f"{section}.{key}", value) for section in ("fuzzy", "io") for key, value in s["config"][section].items() if key != "output_format"]
-    rows.append(("io.output_format", s["output_format"] + ("" if s["config"]["io"]["output_format"] else " (the input's)")))
-    return '<table class="params">' + "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in rows) + "</table>"
+    rows = [
+        ("inputs", f"{', '.join(s['inputs'])} ({len(files):,} files, {sum(f['size'] for f in files) / 1e6:,.1f} MB)"),
+        ("mode", s["config"]["mode"]),
+        ("keep", s["config"]["keep"]),
+    ]
+    rows += [
+        (f"{section}.{key}", value)
+        for section in ("fuzzy", "io")
+        for key, value in s["config"][section].items()
+        if key != "output_format"
+    ]
+    rows.append(
+        ("io.output_format", s["output_format"] + ("" if s["config"]["io"]["output_format"] else " (the input's)"))
+    )
+    return (
+        '<table class="params">' + "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in rows) + "</table>"
+    )
 
 
 def _pairs(pairs: list[Pair]) -> str:
@@ -166,9 +205,11 @@ def _pair(pair: Pair, open_: bool) -> str:
         left = "".join(_e(seg.a) if seg.kind == "same" else _marked("del", seg.a) for seg in block if seg.a)
         right = "".join(_e(seg.b) if seg.kind == "same" else _marked("ins", seg.b) for seg in block if seg.b)
         rows.append(f"<tr><td>{left}</td><td>{right}</td></tr>")
-    return (f'<details class="pair"{" open" if open_ else ""}><summary>{head}</summary><table class="diff"><thead><tr>'
-            f"<th>removed: {_e(pair.removed)}</th><th>kept: {_e(pair.representative)}</th></tr></thead>"
-            f'<tbody>{"".join(rows)}</tbody></table></details>')
+    return (
+        f'<details class="pair"{" open" if open_ else ""}><summary>{head}</summary><table class="diff"><thead><tr>'
+        f"<th>removed: {_e(pair.removed)}</th><th>kept: {_e(pair.representative)}</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table></details>"
+    )
 
 
 def _marked(tag: str, text: str) -> str:
@@ -188,9 +229,15 @@ def _group_size_plot(run: RunOutput):
     if kinds:
         largest = int(sizes["size"].max())
         # One bar per size while there are few; beyond, log-spaced bins on a log axis.
-        edges = np.arange(2, largest + 2) - 0.5 if largest <= 30 else np.unique(np.geomspace(2, largest + 1, 30).round())
-        ax.hist([sizes["size"][sizes.kind == k] for k in kinds], bins=edges, label=[f"{k} ({(sizes.kind == k).sum():,} groups)" for k in kinds],
-                color=[_COLOURS[k] for k in kinds])
+        edges = (
+            np.arange(2, largest + 2) - 0.5 if largest <= 30 else np.unique(np.geomspace(2, largest + 1, 30).round())
+        )
+        ax.hist(
+            [sizes["size"][sizes.kind == k] for k in kinds],
+            bins=edges,
+            label=[f"{k} ({(sizes.kind == k).sum():,} groups)" for k in kinds],
+            color=[_COLOURS[k] for k in kinds],
+        )
         if largest > 30:
             ax.set_xscale("log")
         else:
@@ -215,11 +262,18 @@ def _jaccard_plot(run: RunOutput, threshold: float):
     similarity = run.removed.jaccard[run.removed.kind == "fuzzy"].dropna()
     copies = int((run.removed.kind == "exact").sum())
     low = min(threshold, similarity.min() if len(similarity) else threshold)
-    ax.hist(similarity, bins=np.linspace(np.floor(low * 20) / 20, 1, 41), color=_COLOURS["fuzzy"],
-            label=f"near duplicates ({len(similarity):,})")
+    ax.hist(
+        similarity,
+        bins=np.linspace(np.floor(low * 20) / 20, 1, 41),
+        color=_COLOURS["fuzzy"],
+        label=f"near duplicates ({len(similarity):,})",
+    )
     ax.axvline(threshold, color="black", linewidth=0.8, label=f"threshold {threshold}")
-    ax.set(xlabel="Jaccard similarity with the representative", ylabel="removed documents",
-           title=f"Removed documents by similarity (+ {copies:,} exact copies at 1.0)")
+    ax.set(
+        xlabel="Jaccard similarity with the representative",
+        ylabel="removed documents",
+        title=f"Removed documents by similarity (+ {copies:,} exact copies at 1.0)",
+    )
     if (run.removed.kind == "fuzzy").any() and not len(similarity):
         ax.text(0.5, 0.5, "not computed: the run used --no-verify", transform=ax.transAxes, ha="center")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
@@ -237,7 +291,7 @@ def _figure(fig) -> str:
     with rc_context({"svg.fonttype": "none", "svg.hashsalt": "curate"}):
         fig.savefig(buffer, format="svg", metadata={"Date": None})
     svg = buffer.getvalue()
-    return f'<figure>{svg[svg.index("<svg"):]}</figure>'
+    return f"<figure>{svg[svg.index('<svg') :]}</figure>"
 
 
 def _gb(n) -> str:
