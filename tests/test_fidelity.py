@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from curate.config import load_config
 from curate.io import read_documents
-from curate.io.files import expand_paths
+from curate.io.files import expand_paths, find_inputs, overlap_message
 from curate.io.plan import plan_sources
 from curate.pipeline import dedup
 
@@ -295,13 +295,29 @@ def test_overlapping_inputs_are_read_once(client, tmp_path, monkeypatch, caplog)
     assert summary["counts"]["input"]["documents"] == 3
     assert [json.loads(line)["id"] for line in output_lines(tmp_path / "out")] == [1, 2, 3]
     warnings = [r.getMessage() for r in caplog.records if r.name == "curate.io.read"]
+    # a, b and c each named again (b three times): three files, each shown once
     assert len(warnings) == 1 and warnings[0].startswith(
-        "inputs overlap: 4 file(s) named more than once are read once: "
+        "inputs overlap: 3 file(s) named more than once are read once: "
     )
+    b_named = f"{tmp_path / 'd' / 'b.jsonl'} (in 'd' and {str(tmp_path / 'd' / '*.jsonl')!r} and 'link.jsonl')"
+    assert b_named in warnings[0] and warnings[0].count("b.jsonl (in") == 1
     # Mixed absolute and relative arguments, folders expanding to absolute paths, file names relative to their common folder.
     fs, paths, _ = expand_paths([str(tmp_path / "d" / "b.jsonl"), "d/sub"])
     assert paths == [str(tmp_path / "d" / "b.jsonl"), str(tmp_path / "d" / "sub" / "c.jsonl")]
     assert read_documents(["d/b.jsonl", "d/sub"], id_field=None).compute().id.tolist() == [2, 3]
+
+
+def test_a_file_given_twice_is_counted_once(tmp_path):
+    (tmp_path / "d").mkdir()
+    for name in "abc":
+        (tmp_path / "d" / f"{name}.jsonl").write_text(f'{{"id": "{name}", "text": "{name}"}}\n')
+    d = str(tmp_path / "d")
+    _, paths, _, repeats = find_inputs([d, f"{d}/a.jsonl", f"{d}/a.jsonl", f"{d}/*.jsonl"])
+    assert len(paths) == 3
+    message = overlap_message(repeats)
+    assert message.startswith("inputs overlap: 3 file(s) named more than once are read once: ")
+    assert f"{d}/a.jsonl (in {d!r} and {d + '/a.jsonl'!r} and {d + '/*.jsonl'!r})" in message
+    assert message.count("a.jsonl (in") == 1 and "; and" not in message
 
 
 # -- 5. partitions planned by bytes -----------------------------------------------------------------

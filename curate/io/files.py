@@ -58,7 +58,7 @@ def expand_paths(inputs: list[str] | str) -> tuple[object, list[str], str]:
 
 
 def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, str]]]:
-    """:func:`expand_paths`, and the repeats left out: (path, the input that first named it, the input naming it again)."""
+    """:func:`expand_paths`, and the repeats left out: (path as first named, the input that first named it, the input naming it again)."""
     inputs = [inputs] if isinstance(inputs, str) else list(inputs)
     fs, _ = url_to_fs(inputs[0])
     local = isinstance(fs, LocalFileSystem)
@@ -75,8 +75,8 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
             path = os.path.abspath(path) if local else fs._strip_protocol(path)
             # The same file under another spelling: a relative path, a symlink, "a/../a".
             identity = os.path.realpath(path) if local else path
-            if identity in first:
-                repeats.append((path, first[identity][1], item))
+            if identity in first:  # shown under the spelling that first named it
+                repeats.append((*first[identity], item))
             else:
                 first[identity] = (path, item)
     paths = [path for path, _ in first.values()]
@@ -98,10 +98,23 @@ def _nothing_found(fs, item: str) -> str:
 
 
 def overlap_message(repeats: list[tuple[str, str, str]]) -> str:
-    """One line naming the files that several inputs named (from :func:`find_inputs`), e.g. for a log."""
-    shown = "; ".join(f"{path} (in {a!r} and {b!r})" for path, a, b in repeats[:3])
-    more = f"; and {len(repeats) - 3} more" if len(repeats) > 3 else ""
-    return f"inputs overlap: {len(repeats)} file(s) named more than once are read once: {shown}{more}"
+    """One line naming the files that several inputs named (from :func:`find_inputs`), e.g. for a log.
+
+    Each file is counted and shown once, with every input that named it.
+    """
+    named: dict[str, list[str]] = {}
+    for path, first, again in repeats:
+        inputs = named.setdefault(path, [first])
+        if again not in inputs:
+            inputs.append(again)
+    shown = "; ".join(
+        f"{path} (in {' and '.join(map(repr, inputs))})"
+        if len(inputs) > 1
+        else f"{path} (in {inputs[0]!r}, given twice)"
+        for path, inputs in list(named.items())[:3]
+    )
+    more = f"; and {len(named) - 3} more" if len(named) > 3 else ""
+    return f"inputs overlap: {len(named)} file(s) named more than once are read once: {shown}{more}"
 
 
 def source_names(paths: list[str]) -> tuple[str, ...]:
