@@ -163,6 +163,14 @@ def test_text_of_another_type(tmp_path):
     assert fail_message(numbers) == "n.jsonl:1: field 'text': expected a string, got a number"
 
 
+def test_a_number_beyond_a_double_names_its_field(tmp_path):
+    # Valid JSON that Arrow's reader refuses even in a field curate does not read.
+    path = jsonl(tmp_path / "h.jsonl", '{"id": 1, "text": "a"}', '{"id": 2, "text": "b", "extra": 1e400}')
+    assert fail_message(path) == "h.jsonl:2: field 'extra': invalid JSON: Number too big to be stored in double"
+    good, rejected = read_skip(path)
+    assert good.id.tolist() == [1] and [r[:3] for r in rejected] == [(2, "invalid-json", "extra")]
+
+
 def test_other_fields_of_another_type_and_bad_escapes(tmp_path):
     lines = [
         '{"id": 1, "text": "a", "score": 1}',

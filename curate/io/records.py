@@ -13,6 +13,7 @@ never a double.
 """
 
 import json
+import math
 import re
 from dataclasses import dataclass
 
@@ -387,7 +388,10 @@ def _diagnose(line: bytes, index: int, layout: Layout, err: pa.ArrowInvalid) -> 
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as cast_error:
             return Bad(index, "wrong-type", field.name, f"cannot convert {found.type} to {field.type} ({cast_error})")
     message = re.sub(r"\.?( in row \d+)?$", "", str(err).removeprefix("JSON parse error: "))
-    return Bad(index, "invalid-json", None, f"invalid JSON: {message}")
+    # A number beyond a double's range (1e400) is JSON, but Arrow's reader refuses the whole line
+    # even in a field it is not asked for: name the field.
+    huge = next((name for name, value in record.items() if isinstance(value, float) and math.isinf(value)), None)
+    return Bad(index, "invalid-json", huge, f"invalid JSON: {message}")
 
 
 def _id_problem(value, id_type: pa.DataType) -> str | None:
