@@ -9,6 +9,7 @@ imports what it needs.
 from __future__ import annotations  # the annotations name classes imported inside functions
 
 import contextlib
+import itertools
 import json
 import logging
 import sys
@@ -224,10 +225,13 @@ def config():
 
 @config.command("list")
 def config_list():
-    """Name and first comment line of each shipped config."""
+    """Name and the first sentence of each shipped config's opening comment."""
     for name, path in shipped_configs().items():
-        first = next((line.lstrip("# ").rstrip() for line in path.read_text().splitlines() if line.startswith("#")), "")
-        click.echo(f"{name:<16} {first}")
+        lines = path.read_text().splitlines()
+        comment = " ".join(
+            line.lstrip("# ").rstrip() for line in itertools.takewhile(lambda line: line.startswith("#"), lines)
+        )
+        click.echo(f"{name:<16} {comment.split('. ')[0].rstrip('.')}.")
 
 
 @config.command("show")

@@ -220,6 +220,8 @@ def test_shipped_configs_can_be_listed_shown_and_named(tmp_path):
     assert set(shipped_configs()) == {"default", "threshold-0.7"}
     listed = CliRunner().invoke(main, ["config", "list"])
     assert listed.exit_code == 0 and listed.output.splitlines()[0].startswith("default ")
+    # Each config's first sentence, whole, though its comment wraps over lines.
+    assert listed.output.splitlines()[1] == "threshold-0.7    Near duplicates at Jaccard similarity 0.7 and above."
     shown = CliRunner().invoke(main, ["config", "show"])
     assert shown.exit_code == 0 and shown.output == shipped_configs()["default"].read_text()
     (tmp_path / "mine.yaml").write_text(shown.output)
