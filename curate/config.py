@@ -266,7 +266,8 @@ class GPUConfig(_Section):
         RMM's ``CudaAsyncMemoryResource``. None (default): on, unless ``rmm_pool_size`` is given
         (dask-cuda refuses a pool together with the async allocator).
     rmm_pool_size : str or None
-        Per-worker RMM pool (bytes or a fraction of device memory); needs ``rmm_async`` off.
+        Per-worker RMM pool (bytes or a fraction of device memory), in place of the async
+        allocator; an explicit ``rmm_async: true`` with a pool is an error.
     rmm_release_threshold : str or None
         With ``rmm_async``, memory above this is returned to the device at synchronisation.
     enable_cudf_spill : bool, default=True
@@ -292,7 +293,7 @@ class GPUConfig(_Section):
     )
     rmm_pool_size: str | None = Field(
         None,
-        description="GPU: an RMM pool per worker, e.g. 40GB or 0.8 (of device memory); needs --no-rmm-async.",
+        description="GPU: an RMM pool per worker, e.g. 40GB or 0.8 (of device memory), in place of the async allocator (not with an explicit --rmm-async).",
         json_schema_extra=_shown(None),
     )
     rmm_release_threshold: str | None = Field(
