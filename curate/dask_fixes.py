@@ -33,7 +33,11 @@ def apply() -> bool:
     """Replace ``SingletonExpr.__new__`` if it still reads its cache in two steps; True if replaced."""
     if SingletonExpr.__new__ is _new:
         return True
-    if "in cls._instances" not in inspect.getsource(SingletonExpr.__new__):
+    try:
+        source = inspect.getsource(SingletonExpr.__new__)
+    except (OSError, TypeError):  # no source to read (a frozen install): leave Dask as it is
+        return False
+    if "in cls._instances" not in source:
         return False
     SingletonExpr.__new__ = staticmethod(_new)
     return True
