@@ -18,17 +18,13 @@ from curate.dedup.exact import ExactDedup
 from curate.dedup.fuzzy import FuzzyDedup
 from curate.dedup.keep import KeepPolicy
 from curate.dedup.keys import add_doc_keys, align, doc_divisions, drop, fixed_partitions, row_keys, with_doc_keys
-from curate.dedup.resolve import empty_groups, resolve
+from curate.dedup.resolve import AccountingError, empty_groups, resolve
 from curate.io.write import count_rows
 from curate.schema import DOC
 
 # Options of the call: the config's field names that concern documents already in a frame.
 _TOP = ("keep",)
 _IO = ("id_field", "text_field")
-
-
-class AccountingError(RuntimeError):
-    """The results do not account for every input document exactly once."""
 
 
 @dataclass

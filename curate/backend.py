@@ -163,7 +163,7 @@ def to_host_pandas(frame):
 def on_host(collection):
     """``collection`` with its partitions copied to host memory (pandas) on the workers.
 
-    Everything the client gathers goes through this (see :class:`curate.pipeline._Runner`), so
+    Everything the client gathers goes through this (see :class:`curate.runner.Runner`), so
     the client never deserialises a cudf object: with cudf spilling on in the workers (the GPU
     default) their frames arrive as spillable buffers, which a client without cudf's global
     spill manager cannot build, and a process that already used cudf cannot start one.

@@ -12,10 +12,7 @@ import json
 import logging
 import os
 import shutil
-import sys
 import time
-import warnings
-from contextlib import contextmanager
 from pathlib import Path
 
 import dask
@@ -23,17 +20,15 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 from dask.utils import parse_bytes
-from distributed import get_client
 
 from curate import __version__
 from curate.backend import on_host, to_host, to_parquet
 from curate.checkpoints import Checkpoints, StageStore, input_fingerprint, read_stage_frame, remove_stages, stage_key
 from curate.checks import OUTPUTS, PARTIAL, STAGES, check_output
-from curate.cluster import gather
 from curate.config import RunConfig
 from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy
 from curate.dedup.keys import drop
-from curate.dedup.resolve import REMOVED_COLUMNS, coalesce, empty_groups, resolve
+from curate.dedup.resolve import REMOVED_COLUMNS, AccountingError, coalesce, empty_groups, resolve
 from curate.io import count_rows, read_documents, write_documents, write_table
 from curate.io.files import expand_paths, source_names
 from curate.io.read import split_rejected
@@ -45,55 +40,13 @@ from curate.io.rejected import (
     repeated_ids_error,
 )
 from curate.io.write import output_compression
-from curate.metrics import max_peaks, spilled_bytes, take_peaks, versions
+from curate.metrics import spilled_bytes, versions
+from curate.runner import Runner, Stats
 from curate.schema import DOC, POSITION_BITS
 
 logger = logging.getLogger(__name__)
 # source and position locate each group member in the input (curate report reads texts from there).
 DUPLICATES_COLUMNS = ["id", "group", "kind", "kept", "jaccard", "source", "position"]
-
-
-class AccountingError(RuntimeError):
-    """The run's outputs do not account for every input document exactly once."""
-
-
-class Stats:
-    """Counts (``int``), timings (seconds, ``float``) and peak memory (bytes) per stage, written to ``summary.json``."""
-
-    def __init__(self):
-        self.counts: dict[str, dict[str, int]] = {}
-        self.seconds: dict[str, float] = {}
-        self.peaks: dict[str, dict] = {}  # stage -> peak RSS while it ran (see take_peaks)
-        self.overall: dict | None = None  # peak RSS over the whole run
-        self.reused: list[str] = []  # stages taken from a previous run (--resume)
-
-    def count(self, stage: str, **values) -> None:
-        """Record integer counts under ``stage`` (e.g. ``count("exact", removed=3)``)."""
-        self.counts.setdefault(stage, {}).update({k: int(v) for k, v in values.items()})
-
-    def group_rows(self, kind: str) -> int:
-        """Rows of the ``kind`` ("exact"/"fuzzy") group table: its groups' representatives and removed members."""
-        counts = self.counts.get(kind, {})
-        return counts.get("groups", 0) + counts.get("removed", 0)
-
-    @contextmanager
-    def timed(self, stage: str):
-        """Context manager adding the wall time (seconds) of its block to ``stage`` and its peak RSS to ``stage``'s."""
-        self.take_peaks()  # what ran since the last stage counts for the run, not for this stage
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
-            self.take_peaks(stage)
-
-    def take_peaks(self, stage: str | None = None) -> dict:
-        """Fold the peak RSS of every process since the last call into the run's (and ``stage``'s) peaks."""
-        peaks = take_peaks()
-        self.overall = max_peaks(self.overall, peaks)
-        if stage is not None:
-            self.peaks[stage] = max_peaks(self.peaks.get(stage), peaks)
-        return self.overall
 
 
 def dedup(
@@ -174,7 +127,7 @@ def dedup(
         f"raise the workers' memory limit (--memory-limit, now {config.cluster.memory_limit}) or lower the partition size "
         f"(--blocksize, now {_megabytes(io.blocksize)}); finished stages are kept for --resume"
     )
-    run = _Runner(stats, show_progress, StageStore(out / "_stages", resume), config.cluster.stall_timeout, hint)
+    run = Runner(stats, show_progress, StageStore(out / "_stages", resume), config.cluster.stall_timeout, hint)
     files = input_fingerprint(inputs)
     # Everything a stage computes follows from this key's parts (the output's format and compression only affect the last write).
     key = stage_key(
@@ -412,55 +365,6 @@ def check_accounting(n_input: int, n_kept: int, removed: dd.DataFrame, n_rejecte
     return int(n_removed)
 
 
-class _Runner:
-    """Computes a stage's collections together (shared reads), timed, with an optional progress bar.
-
-    Stages with results on disk go through :meth:`stage` (and :class:`Checkpoints`), which skips
-    the work when ``store`` holds the stage finished with the same key.
-    """
-
-    def __init__(self, stats: Stats, show_progress: bool, store: StageStore, stall_timeout: float = 0, hint: str = ""):
-        self.stats, self.show_progress, self.store = stats, show_progress, store
-        self.stall_timeout, self.hint = stall_timeout, hint  # see curate.cluster.gather
-
-    def __call__(self, stage: str, **collections) -> dict:
-        names = list(collections)
-        with self.stats.timed(stage):
-            try:
-                client = get_client()
-            except ValueError:
-                client = None
-            with warnings.catch_warnings():
-                # to_parquet(compute=False) is graph-backed, counts are expressions; mixing is fine.
-                warnings.filterwarnings("ignore", "Computing mixed collections", UserWarning)
-                if client is None:
-                    results = dask.compute(*map(on_host, collections.values()))
-                else:
-                    if self.show_progress:
-                        print(f"[{stage}]", file=sys.stderr)
-                    results = gather(
-                        client,
-                        [on_host(c) for c in collections.values()],
-                        stall_timeout=self.stall_timeout,
-                        show_progress=self.show_progress,
-                        hint=self.hint,
-                    )
-                    if self.show_progress:
-                        print(file=sys.stderr)
-        return dict(zip(names, results))
-
-    def stage(self, name: str, key: str, compute) -> dict:
-        """Counts of stage ``name``: reused if finished with ``key``, else ``compute(folder)``, which
-        writes the stage's files into ``folder`` and returns its counts (JSON-able), then published."""
-        counts = self.store.finished(name, key)
-        if counts is not None:
-            self.stats.reused.append(name)
-            return counts
-        counts = compute(self.store.begin(name))
-        self.store.publish(name, key, counts)
-        return counts
-
-
 def _prepare_output(out: Path, overwrite: bool, resume: bool, inputs: list[str], paths: list[str]) -> None:
     check_output(out, overwrite=overwrite, resume=resume, inputs=tuple(inputs), files=tuple(paths))
     names = (*OUTPUTS, *PARTIAL) + (() if resume else (STAGES,))
@@ -470,4 +374,4 @@ def _prepare_output(out: Path, overwrite: bool, resume: bool, inputs: list[str],
         shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
-__all__ = ["AccountingError", Checkpoints, "Stats", "check_accounting", "dedup", "with_location"]
+__all__ = ["check_accounting", "dedup", "with_location"]

@@ -117,7 +117,7 @@ def test_only_host_objects_reach_the_client(tmp_path, monkeypatch):
     # A client without cudf's spill manager cannot rebuild the spillable frames of workers that
     # spill (the first H200 run), so every result is moved to the host before it is gathered.
     from curate.checkpoints import StageStore
-    from curate.pipeline import Stats, _Runner
+    from curate.runner import Runner, Stats
 
     # Registered for this test only: a Dispatch travels to workers by value, and workers that
     # cannot import this module (tests/test_cluster.py's) could not load it.
@@ -126,7 +126,7 @@ def test_only_host_objects_reach_the_client(tmp_path, monkeypatch):
 
     frame = dd.from_pandas(_DeviceFrame({"a": [1, 2, 2], "b": [4, 5, 6]}), npartitions=2)
     assert type(frame._meta) is _DeviceFrame and type(frame["a"]._meta) is _DeviceSeries
-    run = _Runner(Stats(), False, StageStore(tmp_path, False))
+    run = Runner(Stats(), False, StageStore(tmp_path, False))
     done = run("stage", table=frame, column=frame["a"][frame["b"] > 4], total=frame["b"].sum())
     assert type(done["table"]) is pd.DataFrame and done["table"]["a"].tolist() == [1, 2, 2]
     assert type(done["column"]) is pd.Series and done["column"].tolist() == [2, 2]

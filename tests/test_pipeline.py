@@ -10,8 +10,9 @@ import pytest
 
 from curate.config import load_config
 from curate.dedup.keys import in_order
-from curate.dedup.resolve import resolve
-from curate.pipeline import AccountingError, Stats, check_accounting, dedup
+from curate.dedup.resolve import AccountingError, resolve
+from curate.pipeline import check_accounting, dedup
+from curate.runner import Stats
 
 try:  # tests/ is on sys.path under pytest's default (prepend) import mode
     import reference as ref

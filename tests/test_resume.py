@@ -13,7 +13,8 @@ import pytest
 from distributed import Client, LocalCluster
 
 from curate.config import load_config
-from curate.pipeline import _Runner, dedup
+from curate.pipeline import dedup
+from curate.runner import Runner
 from tests.conftest import FIXTURES, shared_corpus
 
 STAGES = [
@@ -39,11 +40,11 @@ STAGES = [
 SERVER = """
 import json, os, signal, sys, traceback
 from distributed import Client, LocalCluster
-from curate import checkpoints as stages, pipeline
+from curate import checkpoints as stages, pipeline, runner
 from curate.config import load_config
 
 def run(inputs, out, kill_at, resume):
-    publish, call = stages.StageStore.publish, pipeline._Runner.__call__
+    publish, call = stages.StageStore.publish, runner.Runner.__call__
 
     def publish_or_die(self, name, key, counts):
         if name == kill_at:
@@ -56,7 +57,7 @@ def run(inputs, out, kill_at, resume):
             os.kill(os.getpid(), signal.SIGKILL)
         return done
 
-    stages.StageStore.publish, pipeline._Runner.__call__ = publish_or_die, call_or_die
+    stages.StageStore.publish, runner.Runner.__call__ = publish_or_die, call_or_die
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, Client(cluster):
         pipeline.dedup([inputs], out, load_config(None, {"fuzzy": {"threshold": 0.7}}), resume=resume)
 
@@ -189,7 +190,7 @@ def test_killed_worker_mid_stage_gives_identical_output(tmp_path, monkeypatch):
     shard = shared_corpus("20news") / "part-00000.jsonl.gz"
     data = tmp_path / "news.jsonl"
     data.write_bytes(b"".join(gzip.decompress(shard.read_bytes()).splitlines(keepends=True)[:1000]))  # 2.3 MB
-    call, killed = _Runner.__call__, []
+    call, killed = Runner.__call__, []
 
     def kill_a_busy_worker(self, stage, **collections):
         if stage != "minhash+lsh":
@@ -207,7 +208,7 @@ def test_killed_worker_mid_stage_gives_identical_output(tmp_path, monkeypatch):
 
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster):
         reference = news(tmp_path / "reference")
-        monkeypatch.setattr(_Runner, "__call__", kill_a_busy_worker)
+        monkeypatch.setattr(Runner, "__call__", kill_a_busy_worker)
         survived = news(tmp_path / "killed")
     assert len(killed) == 1 and reference["counts"]["input"]["partitions"] > 4
     assert survived["counts"] == reference["counts"]

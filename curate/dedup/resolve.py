@@ -15,6 +15,12 @@ from curate.schema import DOC
 REMOVED_COLUMNS = ["id", "kind", "representative", "jaccard"]
 
 
+class AccountingError(RuntimeError):
+    """The results do not account for every input document exactly once: one kept or removed, a
+    representative kept (raised by :func:`curate.pipeline.check_accounting` and
+    :meth:`curate.api.Deduplication.compute`)."""
+
+
 def empty_groups(docs: dd.DataFrame, id_field: str) -> dd.DataFrame:
     """An empty group table (one partition) in ``docs``' backend, with its id dtype."""
     # from_pandas takes cudf frames too (dask-cudf registers it), so the backend stays the docs'.
@@ -131,4 +137,12 @@ def _removed_rows(groups: dd.DataFrame, kind: str, representative: str, jaccard:
     return rows.assign(kind=kind)[[DOC, *REMOVED_COLUMNS]]
 
 
-__all__ = ["REMOVED_COLUMNS", "coalesce", "duplicates_table", "empty_groups", "removed_table", "resolve"]
+__all__ = [
+    "REMOVED_COLUMNS",
+    "AccountingError",
+    "coalesce",
+    "duplicates_table",
+    "empty_groups",
+    "removed_table",
+    "resolve",
+]

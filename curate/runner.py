@@ -1,0 +1,110 @@
+"""Running a stage's Dask collections: computed together, timed, with their peak memory and counts.
+
+:class:`Runner` is what :func:`curate.pipeline.dedup` computes every stage with (through
+:class:`curate.checkpoints.Checkpoints` where the stage's results go to disk); :class:`Stats`
+holds what it measured, for ``summary.json``.
+"""
+
+import sys
+import time
+import warnings
+from contextlib import contextmanager
+
+import dask
+from distributed import get_client
+
+from curate.backend import on_host
+from curate.checkpoints import StageStore
+from curate.cluster import gather
+from curate.metrics import max_peaks, take_peaks
+
+
+class Stats:
+    """Counts (``int``), timings (seconds, ``float``) and peak memory (bytes) per stage, written to ``summary.json``."""
+
+    def __init__(self):
+        self.counts: dict[str, dict[str, int]] = {}
+        self.seconds: dict[str, float] = {}
+        self.peaks: dict[str, dict] = {}  # stage -> peak RSS while it ran (see take_peaks)
+        self.overall: dict | None = None  # peak RSS over the whole run
+        self.reused: list[str] = []  # stages taken from a previous run (--resume)
+
+    def count(self, stage: str, **values) -> None:
+        """Record integer counts under ``stage`` (e.g. ``count("exact", removed=3)``)."""
+        self.counts.setdefault(stage, {}).update({k: int(v) for k, v in values.items()})
+
+    def group_rows(self, kind: str) -> int:
+        """Rows of the ``kind`` ("exact"/"fuzzy") group table: its groups' representatives and removed members."""
+        counts = self.counts.get(kind, {})
+        return counts.get("groups", 0) + counts.get("removed", 0)
+
+    @contextmanager
+    def timed(self, stage: str):
+        """Context manager adding the wall time (seconds) of its block to ``stage`` and its peak RSS to ``stage``'s."""
+        self.take_peaks()  # what ran since the last stage counts for the run, not for this stage
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
+            self.take_peaks(stage)
+
+    def take_peaks(self, stage: str | None = None) -> dict:
+        """Fold the peak RSS of every process since the last call into the run's (and ``stage``'s) peaks."""
+        peaks = take_peaks()
+        self.overall = max_peaks(self.overall, peaks)
+        if stage is not None:
+            self.peaks[stage] = max_peaks(self.peaks.get(stage), peaks)
+        return self.overall
+
+
+class Runner:
+    """Computes a stage's collections together (shared reads), timed, with an optional progress bar.
+
+    Stages with results on disk go through :meth:`stage` (and :class:`Checkpoints`), which skips
+    the work when ``store`` holds the stage finished with the same key.
+    """
+
+    def __init__(self, stats: Stats, show_progress: bool, store: StageStore, stall_timeout: float = 0, hint: str = ""):
+        self.stats, self.show_progress, self.store = stats, show_progress, store
+        self.stall_timeout, self.hint = stall_timeout, hint  # see curate.cluster.gather
+
+    def __call__(self, stage: str, **collections) -> dict:
+        names = list(collections)
+        with self.stats.timed(stage):
+            try:
+                client = get_client()
+            except ValueError:
+                client = None
+            with warnings.catch_warnings():
+                # to_parquet(compute=False) is graph-backed, counts are expressions; mixing is fine.
+                warnings.filterwarnings("ignore", "Computing mixed collections", UserWarning)
+                if client is None:
+                    results = dask.compute(*map(on_host, collections.values()))
+                else:
+                    if self.show_progress:
+                        print(f"[{stage}]", file=sys.stderr)
+                    results = gather(
+                        client,
+                        [on_host(c) for c in collections.values()],
+                        stall_timeout=self.stall_timeout,
+                        show_progress=self.show_progress,
+                        hint=self.hint,
+                    )
+                    if self.show_progress:
+                        print(file=sys.stderr)
+        return dict(zip(names, results))
+
+    def stage(self, name: str, key: str, compute) -> dict:
+        """Counts of stage ``name``: reused if finished with ``key``, else ``compute(folder)``, which
+        writes the stage's files into ``folder`` and returns its counts (JSON-able), then published."""
+        counts = self.store.finished(name, key)
+        if counts is not None:
+            self.stats.reused.append(name)
+            return counts
+        counts = compute(self.store.begin(name))
+        self.store.publish(name, key, counts)
+        return counts
+
+
+__all__ = ["Runner", "Stats"]
