@@ -242,7 +242,7 @@ def worker_settings(config: ClusterConfig, backend: str = "cpu") -> dict:
 
     Pyarrow's default allocator (jemalloc in the Linux wheels) keeps the memory a stage freed for
     later allocations, so a worker's resident size only grows from stage to stage: on enron_spam
-    the verification stage's workers stood at 1.17 GB against 0.78 GB with ``glibc`` malloc, which
+    the verification stage's workers stood at 0.94–1.11 GB against 0.73–0.78 GB with ``glibc`` malloc, which
     the nanny's ``MALLOC_TRIM_THRESHOLD_`` makes give freed memory back (docs/benchmarks.md).
     ``ARROW_DEFAULT_MEMORY_POOL`` is read when pyarrow is imported, so it goes into the worker
     processes' environment (``distributed.nanny.pre-spawn-environ``) before they start.

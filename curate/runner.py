@@ -61,8 +61,20 @@ class Stats:
 class Runner:
     """Computes a stage's collections together (shared reads), timed, with an optional progress bar.
 
-    Stages with results on disk go through :meth:`stage` (and :class:`Checkpoints`), which skips
-    the work when ``store`` holds the stage finished with the same key.
+    Stages with results on disk go through :meth:`stage` (and :class:`curate.checkpoints.Checkpoints`),
+    which skips the work when ``store`` holds the stage finished with the same key.
+
+    Parameters
+    ----------
+    stats : Stats
+        Where each stage's seconds and peak RSS (bytes) go.
+    show_progress : bool
+        Draw a progress bar per stage on stderr.
+    store : curate.checkpoints.StageStore
+    stall_timeout : float, default=0
+        Seconds without progress before the run stops (see :func:`curate.cluster.gather`; 0: never).
+    hint : str, default=""
+        What to do, appended to the message of a stall or of dying workers.
     """
 
     def __init__(self, stats: Stats, show_progress: bool, store: StageStore, stall_timeout: float = 0, hint: str = ""):
@@ -70,6 +82,10 @@ class Runner:
         self.stall_timeout, self.hint = stall_timeout, hint  # see curate.cluster.gather
 
     def __call__(self, stage: str, **collections) -> dict:
+        """Compute ``collections`` (Dask collections by name) together as stage ``stage``, on the
+        active client (or :func:`dask.compute` without one); returns ``{name: result}``, partitions
+        copied to the host (pandas). Raises :class:`curate.cluster.ClusterError` when the cluster
+        stalls or its workers keep dying."""
         names = list(collections)
         with self.stats.timed(stage):
             try:
