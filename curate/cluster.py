@@ -240,7 +240,7 @@ def worker_settings(config: ClusterConfig, backend: str = "cpu") -> dict:
     """Dask settings for the embedded workers: Arrow on the C allocator, and P2P shuffle buffers
     that fit their memory limit.
 
-    Pyarrow's default allocator (jemalloc in the Linux wheels) keeps the memory a stage freed for
+    Pyarrow's default allocator (mimalloc in pyarrow 26) keeps the memory a stage freed for
     later allocations, so a worker's resident size only grows from stage to stage: on enron_spam
     the verification stage's workers stood at 0.94–1.11 GB against 0.73–0.78 GB with ``glibc`` malloc, which
     the nanny's ``MALLOC_TRIM_THRESHOLD_`` makes give freed memory back (docs/benchmarks.md).
