@@ -22,7 +22,7 @@ def test_shuffle_buffers_fit_the_memory_limit():
     assert "distributed.p2p.comm.buffer" not in worker_settings(ClusterConfig(memory_limit=None))
 
 
-def test_embedded_workers_take_the_buffer_setting():
+def test_embedded_workers_take_the_buffer_and_allocator_settings():
     from curate.cluster import connect
 
     with connect(ClusterConfig(n_workers=1, threads_per_worker=1, memory_limit="1GB")) as client:
@@ -35,9 +35,7 @@ def test_embedded_workers_take_the_buffer_setting():
 
 
 def _arrow_pool_and_trim():
-    import os
-
-    import pyarrow as pa
+    import pyarrow as pa  # in the worker: its pool is chosen when pyarrow is first imported there
 
     return pa.default_memory_pool().backend_name, os.environ.get("MALLOC_TRIM_THRESHOLD_")
 
