@@ -94,7 +94,7 @@ def test_kept_ids_equal_the_cli_run(cli_run, frame):
     if frame == "read_documents":  # curate's own keys (file and offset)
         docs = read_documents(str(path), blocksize=blocksize)
     elif frame == "read_json":  # a frame of the user's: keys made in the call
-        docs = dd.read_json(str(path), lines=True, blocksize=blocksize * 3 // 4)  # other boundaries
+        docs = dd.read_json(str(path), lines=True, blocksize=blocksize * 9 // 10)  # other boundaries
     else:
         docs = dd.from_pandas(pd.read_json(path, lines=True, dtype=False), npartitions=3)
     assert docs.npartitions >= 3
