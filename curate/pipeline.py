@@ -167,9 +167,9 @@ def dedup(
     if rejected is not None:
         rows = rejected_rows(rejected, names)
         writes["rejected"] = write_documents(rows, str(out / "rejected.tmp"), "parquet", REJECTED_SCHEMA)
-    written = run("write", **writes)
+    written = run("write", **writes, **removal_counts(removed))  # the checks' counts in the same pass
     kept, n_rejected = int(written["kept"]), int(written.get("rejected", 0))
-    n_removed = check_accounting(stats.counts["input"]["documents"], kept, removed, n_rejected)
+    n_removed = check_accounting(stats.counts["input"]["documents"], kept, removed, n_rejected, counted=written)
     stats.count("output", kept=kept, removed=n_removed, rejected=n_rejected)
 
     os.replace(out / "deduplicated.tmp", out / "deduplicated")
@@ -366,24 +366,41 @@ def with_location(duplicates: dd.DataFrame, names: tuple[str, ...]) -> dd.DataFr
     )
 
 
-def check_accounting(n_input: int, n_kept: int, removed: dd.DataFrame, n_rejected: int = 0) -> int:
+def removal_counts(removed: dd.DataFrame) -> dict:
+    """What :func:`check_accounting` counts in the removed table, as Dask scalars (to compute with other work):
+    ``removed`` (rows), ``removed twice`` (repeated ``_doc`` keys), ``representatives removed``."""
+    # Sorting put equal keys in one partition, so repeats show within partitions.
+    twice = removed.map_partitions(lambda part: part[DOC].duplicated().sum(), meta=(None, "int64")).sum()
+    return {
+        "removed": count_rows(removed),
+        "removed twice": twice,
+        "representatives removed": count_rows(_lost(removed)),
+    }
+
+
+def _lost(removed: dd.DataFrame) -> dd.DataFrame:
+    return removed[["representative"]].merge(removed[["id"]], left_on="representative", right_on="id")
+
+
+def check_accounting(
+    n_input: int, n_kept: int, removed: dd.DataFrame, n_rejected: int = 0, counted: dict | None = None
+) -> int:
     """Raise :class:`AccountingError` unless input = kept + removed + rejected and every representative is kept.
 
     ``removed`` is the removed table of :func:`resolve` (sorted by ``_doc``); it is read once
-    more for the checks, never collected. Returns the number of removed documents.
+    more for the checks (unless ``counted`` holds :func:`removal_counts` computed), never
+    collected. Returns the number of removed documents.
     """
-    # Sorting put equal keys in one partition, so repeats show within partitions.
-    twice = removed.map_partitions(lambda part: part[DOC].duplicated().sum(), meta=(None, "int64")).sum()
-    lost = removed[["representative"]].merge(removed[["id"]], left_on="representative", right_on="id")
-    n_removed, twice, n_lost = dask.compute(count_rows(removed), twice, count_rows(lost))
+    counted = counted or dask.compute(removal_counts(removed))[0]
+    n_removed, twice, n_lost = (int(counted[k]) for k in ("removed", "removed twice", "representatives removed"))
     if twice:
         raise AccountingError(f"{twice} document(s) removed twice")
     if n_input != n_kept + n_removed + n_rejected:
         raise AccountingError(f"{n_input} input records != {n_kept} kept + {n_removed} removed + {n_rejected} rejected")
     if n_lost:
-        examples = sorted(on_host(lost.id).compute().tolist())[:3]
+        examples = sorted(on_host(_lost(removed).id).compute().tolist())[:3]
         raise AccountingError(f"{n_lost} representative(s) were removed themselves, e.g. {examples}")
-    return int(n_removed)
+    return n_removed
 
 
 def _prepare_output(out: Path, overwrite: bool, resume: bool, inputs: list[str], paths: list[str]) -> None:
@@ -395,4 +412,4 @@ def _prepare_output(out: Path, overwrite: bool, resume: bool, inputs: list[str],
         shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
-__all__ = ["check_accounting", "dedup", "with_location"]
+__all__ = ["check_accounting", "dedup", "removal_counts", "with_location"]
