@@ -218,8 +218,8 @@ def test_bad_input_leaves_no_output(client, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_distributed_components_path_gives_the_same_result(client, tmp_path):
-    local, _ = run(tmp_path / "local", ["tests/data/docs.jsonl"])
+def test_distributed_components_path_gives_the_same_result(fixture_run, tmp_path):
+    local = fixture_run[0]  # the default: one task solves the fixture's graph
     spread, _ = run(tmp_path / "spread", ["tests/data/docs.jsonl"], fuzzy={"local_components_max_edges": 0})
     assert (local / "removed.parquet").read_bytes() == (spread / "removed.parquet").read_bytes()
     assert len(pd.read_parquet(spread / "removed.parquet")) == 5
