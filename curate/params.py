@@ -187,8 +187,8 @@ def describe_bands(threshold: float, bands: int, rows: int) -> dict:
     -------
     dict
         ``num_bands``, ``rows_per_band``, ``num_perm_used`` (``b * r``, the signature values the
-        bands read), ``false_positive_area``, ``false_negative_area``, ``similarity_at_half`` (exact, :func:`similarity_at`),
-        ``approximate_threshold`` (:func:`approximate_threshold`) and
+        bands read), ``false_positive_area``, ``false_negative_area``, ``similarity_at_half``
+        (exact, :func:`similarity_at`), ``approximate_threshold`` (:func:`approximate_threshold`) and
         ``candidate_probability``: a list of ``{"similarity", "probability"}`` at
         :data:`SIMILARITIES`.
     """
