@@ -20,18 +20,43 @@ import curate.backend
 from curate.config import load_config
 from curate.io import read_documents
 from curate.pipeline import dedup
-from tests.conftest import FIXTURES, shared_corpus
+from tests.conftest import FIXTURES, shared_corpus, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def slice_of(corpus: str, tmp_path: Path, n: int = 3000) -> Path:
-    """The first ``n`` records of a shared corpus' first shard, as one uncompressed JSONL file."""
-    shard = sorted(shared_corpus(corpus).glob("part-*.jsonl.gz"))[0]
-    path = tmp_path / f"{corpus.replace('/', '-')}.jsonl"
-    with gzip.open(shard, "rt", encoding="utf-8") as lines:
-        path.write_text("".join(itertools.islice(lines, n)), encoding="utf-8")
-    return path
+def lines_of(corpus: str, shard: int = 0):
+    """The records of a shared corpus' shard, parsed one by one."""
+    path = sorted(shared_corpus(corpus).glob("part-*.jsonl.gz"))[shard]
+    with gzip.open(path, "rt", encoding="utf-8") as lines:
+        yield from map(json.loads, lines)
+
+
+def mixed_slice(path: Path) -> Path:
+    """A few hundred records of three corpora, as one JSONL file (id, text, corpus).
+
+    Near duplicates: Enron spam campaigns (mails sent with small edits), Genesis 1-10 in the
+    KJV and its modernised spelling (AKJV); each set split in two halves with 20news posts
+    (no two alike) between, so groups span partitions; then exact copies of the first records.
+    With ``keep="longest"``, some groups keep a later document than the first.
+    """
+    spam = list(itertools.islice((r for r in lines_of("enron_spam", 2) if r["label"] == "spam"), 5501, 5701))
+    genesis = [r for r in lines_of("bible/chapters") if r["book"] == 1 and r["chapter"] <= 10]
+    akjv, kjv = [r for r in genesis if r["version"] == "akjv"], [r for r in genesis if r["version"] == "kjv"]
+    news = list(itertools.islice(lines_of("20news"), 100))
+    records = [
+        {"id": r["id"], "text": r["text"], "corpus": corpus}
+        for corpus, part in [
+            ("enron_spam", spam[0::2]),
+            ("bible", akjv),
+            ("20news", news),
+            ("enron_spam", spam[1::2]),
+            ("bible", kjv),
+        ]
+        for r in part
+    ]
+    records += [{**r, "id": f"copy-{r['id']}"} for r in records[:10]]
+    return write_jsonl(path, records)
 
 
 def kept_ids(out: Path) -> list:
@@ -42,33 +67,40 @@ def kept_ids(out: Path) -> list:
     ]
 
 
-@pytest.mark.parametrize(
-    "corpus, frame",
-    [
-        ("20news", "read_documents"),  # curate's own keys (file and offset)
-        ("enron_spam", "read_json"),  # a frame of the user's: keys made in the call
-        ("bible/chapters", "from_pandas"),
-    ],
-)
-def test_kept_ids_equal_the_cli_run(client, tmp_path, corpus, frame):
-    path = slice_of(corpus, tmp_path)
-    options = {"threshold": 0.7, "keep": "longest"}
-    dedup(
-        [str(path)],
-        str(tmp_path / "out"),
-        load_config(None, {"keep": "longest", "fuzzy": {"threshold": 0.7}, "io": {"blocksize": "2MB"}}),
-    )
-    if frame == "read_documents":
-        docs = read_documents(str(path), blocksize="2MB")
-    elif frame == "read_json":
-        docs = dd.read_json(str(path), lines=True, blocksize="1MB")
+OPTIONS = {"threshold": 0.7, "keep": "longest"}
+
+
+@pytest.fixture(scope="module")
+def cli_run(client, tmp_path_factory):
+    """The mixed slice and ``curate dedup``'s run on it in three partitions (``OPTIONS``),
+    shared by the frames that must keep what it kept."""
+    path = mixed_slice(tmp_path_factory.mktemp("api") / "mixed.jsonl")
+    out = path.parent / "out"
+    blocksize = path.stat().st_size // 3 + 1
+    config = {"keep": OPTIONS["keep"], "fuzzy": {"threshold": OPTIONS["threshold"]}, "io": {"blocksize": blocksize}}
+    summary = dedup([str(path)], str(out), load_config(None, config))["counts"]
+    # What makes it a test: both kinds of duplicates, several partitions, and groups whose
+    # longest document (kept) is not their first.
+    assert summary["input"]["partitions"] == 3 and summary["exact"]["removed"] > 0 and summary["fuzzy"]["removed"] > 0
+    removed = pd.read_parquet(out / "removed.parquet")
+    position = pd.read_parquet(out / "duplicates.parquet").drop_duplicates("id").set_index("id")["position"]
+    assert (position[removed.representative].to_numpy() > position[removed.id].to_numpy()).any()
+    return path, blocksize, summary, kept_ids(out)
+
+
+@pytest.mark.parametrize("frame", ["read_documents", "read_json", "from_pandas"])
+def test_kept_ids_equal_the_cli_run(cli_run, frame):
+    path, blocksize, summary, expected = cli_run
+    if frame == "read_documents":  # curate's own keys (file and offset)
+        docs = read_documents(str(path), blocksize=blocksize)
+    elif frame == "read_json":  # a frame of the user's: keys made in the call
+        docs = dd.read_json(str(path), lines=True, blocksize=blocksize * 3 // 4)  # other boundaries
     else:
-        docs = dd.from_pandas(pd.read_json(path, lines=True, dtype=False), npartitions=5)
-    result = curate.deduplicate(docs, **options)
+        docs = dd.from_pandas(pd.read_json(path, lines=True, dtype=False), npartitions=3)
+    assert docs.npartitions >= 3
+    result = curate.deduplicate(docs, **OPTIONS)
     kept, removed, _ = result.compute()
-    expected = kept_ids(tmp_path / "out")
     assert kept.id.tolist() == expected  # the same documents, in input order
-    summary = json.loads((tmp_path / "out" / "summary.json").read_text())["counts"]
     assert result.counts["removed"] == summary["output"]["removed"] > 0
     assert result.counts["exact_removed"] == summary["exact"]["removed"]
     assert result.counts["fuzzy_removed"] == summary["fuzzy"]["removed"]

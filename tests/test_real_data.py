@@ -1,5 +1,10 @@
 """Correctness on real corpora from ../shared/data (skipped where that folder is absent)."""
 
+import gzip
+import itertools
+import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -73,25 +78,60 @@ def test_fuzzy_against_brute_force(client, tmp_path):
         assert close.sum() > 100 and together >= target
 
 
+def enron_spam_window(start: int, n: int) -> list[dict]:
+    """``n`` spam mails of Enron-Spam's third shard (enron4-6) from its ``start``-th spam mail on:
+    campaigns sent with small edits, so near duplicates are many and close together."""
+    with gzip.open(shared_corpus("enron_spam") / "part-00002.jsonl.gz", "rt", encoding="utf-8") as lines:
+        spam = (record for record in map(json.loads, lines) if record["label"] == "spam")
+        return [{"id": r["id"], "text": r["text"]} for r in itertools.islice(spam, start, start + n)]
+
+
+def news_posts(n: int) -> list[dict]:
+    """The first ``n`` posts of 20news (no two alike: the documents that must stay)."""
+    with gzip.open(shared_corpus("20news") / "part-00000.jsonl.gz", "rt", encoding="utf-8") as lines:
+        return [{"id": r["id"], "text": r["text"]} for r in map(json.loads, itertools.islice(lines, n))]
+
+
+def partition_of(path: Path, blocksize: int | None, positions: pd.Series) -> np.ndarray:
+    """The partition that holds the record at each byte offset when ``path`` is read in blocks of ``blocksize``."""
+    starts = np.asarray(read_documents(str(path), blocksize=blocksize).divisions[:-1])  # _doc = offset in one file
+    return np.searchsorted(starts, positions.to_numpy(), side="right") - 1
+
+
 def test_same_removed_file_whatever_the_partitioning(client, tmp_path):
     from curate.cluster import connect
     from curate.config import ClusterConfig
 
-    news = read_documents(str(shared_corpus("20news"))).head(1500, npartitions=-1)
-    records = news[["id", "text"]].to_dict("records")
-    records += [{"id": f"copy-{r['id']}", "text": r["text"]} for r in records[:50]]  # exact duplicates too
-    path = write_jsonl(tmp_path / "news.jsonl", records)
+    # The near duplicates' window of test_quality (spam position 11200), its mails split in two
+    # halves (even, odd positions) with posts between, so that a campaign's mails lie in
+    # different partitions; then exact copies of the first records, at the end.
+    spam = enron_spam_window(5501, 300)
+    records = spam[0::2] + news_posts(100) + spam[1::2]
+    records += [{"id": f"copy-{r['id']}", "text": r["text"]} for r in records[:20]]
+    path = write_jsonl(tmp_path / "docs.jsonl", records)
     size = path.stat().st_size
 
-    def removed(blocksize, workers):
-        out = tmp_path / f"out-{blocksize}-{workers}"
+    def removed(parts, workers):
+        out = tmp_path / f"out-{parts}-{workers}"
+        blocksize = size // parts + 1 if parts > 1 else None
         summary = dedup([str(path)], str(out), load_config(None, {"io": {"blocksize": blocksize}}))
         return summary["counts"]["input"]["partitions"], (out / "removed.parquet").read_bytes()
 
-    # two worker processes: the session's cluster; one: a cluster of its own, started once
-    outputs = [removed(size // 4 + 1, 2), removed(size // 16 + 1, 2)]
+    # two worker processes: the session's cluster; one: a cluster of its own
+    runs = [(1, 2), (8, 2), (3, 1)]
+    outputs = [removed(*run) for run in runs[:2]]
     with connect(ClusterConfig(n_workers=1, threads_per_worker=1)):
-        outputs += [removed(None, 1), removed(size // 16 + 1, 1)]
-    assert [p for p, _ in outputs] == [4, 16, 1, 16]
+        outputs += [removed(*run) for run in runs[2:]]
+    assert [p for p, _ in outputs] == [parts for parts, _ in runs]
     assert len({removed for _, removed in outputs}) == 1
-    assert len(pd.read_parquet(tmp_path / "out-None-1" / "removed.parquet")) >= 50
+    # What makes it a test: exact and near duplicates, and at every partitioning (the single one
+    # aside) some of each whose representative lies in another partition.
+    table = pd.read_parquet(tmp_path / "out-1-2" / "removed.parquet")
+    members = pd.read_parquet(tmp_path / "out-1-2" / "duplicates.parquet")
+    position = members.drop_duplicates("id").set_index("id")["position"]  # a document may be in two groups
+    assert (table.kind == "exact").sum() >= 20 and (table.kind == "fuzzy").sum() >= 20
+    for parts, _ in runs[1:]:
+        apart = partition_of(path, size // parts + 1, position[table.id]) != partition_of(
+            path, size // parts + 1, position[table.representative]
+        )
+        assert set(table.kind[apart]) == {"exact", "fuzzy"}, parts
