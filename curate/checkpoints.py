@@ -197,10 +197,15 @@ class Checkpoints:
         Computes a stage's writes (``run(name, **collections)``) and holds the ``store`` and ``stats``.
     key : str
         The key of the stage before the first.
+    counters : dict, optional
+        ``{stage name: counter}``: ``counter(result)`` gives Dask scalars (by name) of the stage's
+        result as built, computed together with its writes (no pass of their own) and kept in
+        the marker; after the stage they are ints in :attr:`counted` ``[name]``.
     """
 
-    def __init__(self, run, key: str):
-        self.run, self.key = run, key
+    def __init__(self, run, key: str, counters: dict | None = None):
+        self.run, self.key, self.counters = run, key, counters or {}
+        self.counted: dict[str, dict[str, int]] = {}
 
     def __call__(self, name: str, params: dict, build):
         self.key = stage_key(name, params, (self.key,))
@@ -212,7 +217,8 @@ class Checkpoints:
             frames = {k: v for k, v in parts.items() if isinstance(v, dd.DataFrame)}
             lazy = {k: v for k, v in parts.items() if k not in frames and hasattr(v, "dask")}
             writes = {f"frame {k}": to_parquet(frame, path / k if k else path) for k, frame in frames.items()}
-            done = self.run(name, **writes, **lazy)
+            tallies = self.counters[name](built) if name in self.counters else {}
+            done = self.run(name, **writes, **lazy, **{f"counted {k}": v for k, v in tallies.items()})
             counts = {k: int(done[k]) for k in lazy} | {
                 k: v for k, v in parts.items() if k not in frames and k not in lazy
             }
@@ -221,9 +227,11 @@ class Checkpoints:
                 for k, frame in frames.items()
                 if frame.known_divisions and DOC in frame.columns
             }
-            return {"counts": counts, "frames": [k or "" for k in frames], "divisions": divisions}
+            counted = {k: int(done[f"counted {k}"]) for k in tallies}
+            return {"counts": counts, "counted": counted, "frames": [k or "" for k in frames], "divisions": divisions}
 
         recorded = self.run.stage(name, self.key, compute)
+        self.counted[name] = recorded["counted"]
         path = self.run.store.path(name)
         out = dict(recorded["counts"])
         for k in recorded["frames"]:

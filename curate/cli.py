@@ -429,7 +429,7 @@ def print_params(request: dict, choices: list[dict]) -> None:
 
     console = Console()
     console.print(
-        f"threshold {request['threshold']}, {request['num_perm']} hashes available, "
+        f"threshold {request['threshold']}, num_perm {request['num_perm']}, "
         f"weights FP {request['fp_weight']} / FN {request['fn_weight']}"
     )
     figures = Table(title="bands and rows")
@@ -438,7 +438,7 @@ def print_params(request: dict, choices: list[dict]) -> None:
         figures.add_column("chosen" if k == 0 else "compare", justify="right")
     rows = [
         ("bands x rows", lambda c: f"{c['num_bands']} x {c['rows_per_band']}"),
-        ("hashes used", lambda c: f"{c['hashes']}"),
+        ("num_perm used", lambda c: f"{c['num_perm_used']}"),
         ("false-positive area", lambda c: f"{c['false_positive_area']:.4f}"),
         ("false-negative area", lambda c: f"{c['false_negative_area']:.4f}"),
         ("similarity at P = 0.5", lambda c: f"{c['similarity_at_half']:.3f}"),

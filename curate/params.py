@@ -186,16 +186,16 @@ def describe_bands(threshold: float, bands: int, rows: int) -> dict:
     Returns
     -------
     dict
-        ``num_bands``, ``rows_per_band``, ``hashes`` (``b * r``), ``false_positive_area``,
-        ``false_negative_area``, ``similarity_at_half`` (exact, :func:`similarity_at`),
-        ``approximate_threshold`` (:func:`approximate_threshold`) and
+        ``num_bands``, ``rows_per_band``, ``num_perm_used`` (``b * r``, the signature values the
+        bands read), ``false_positive_area``, ``false_negative_area``, ``similarity_at_half``
+        (exact, :func:`similarity_at`), ``approximate_threshold`` (:func:`approximate_threshold`) and
         ``candidate_probability``: a list of ``{"similarity", "probability"}`` at
         :data:`SIMILARITIES`.
     """
     return {
         "num_bands": bands,
         "rows_per_band": rows,
-        "hashes": bands * rows,
+        "num_perm_used": bands * rows,
         "false_positive_area": false_positive_area(threshold, bands, rows),
         "false_negative_area": false_negative_area(threshold, bands, rows),
         "similarity_at_half": similarity_at(0.5, bands, rows),
@@ -240,7 +240,7 @@ def s_curve_figure(bands: int, rows: int, threshold: float, *, compare=()):
     p = candidate_probability(s, bands, rows)
     fig = Figure(figsize=(6.4, 4.2), layout="constrained")
     ax = fig.subplots()
-    ax.plot(s, p, color="C0", label=f"{bands} × {rows} ({bands * rows} hashes)")
+    ax.plot(s, p, color="C0", label=f"{bands} × {rows} (num_perm used {bands * rows})")
     below, above = s <= threshold, s >= threshold
     fp = false_positive_area(threshold, bands, rows)
     fn = false_negative_area(threshold, bands, rows)
@@ -266,7 +266,7 @@ def s_curve_figure(bands: int, rows: int, threshold: float, *, compare=()):
             candidate_probability(s, b, r),
             "--",
             color=f"C{k + 4}",
-            label=f"{b} × {r} ({b * r} hashes)",
+            label=f"{b} × {r} (num_perm used {b * r})",
         )
     ax.axvline(threshold, color="black", linewidth=0.8, label=f"threshold {threshold}")
     ax.set(

@@ -137,21 +137,17 @@ def dedup(
     key = read_key = stage_key("read", {"mode": config.mode}, (key,))
     docs, candidates = _read(everything, inputs, key, config, keep, run, stats)
     # From here on, the stages are the Python API's (curate.deduplicate), each written to disk.
-    stages = Checkpoints(run, key)
+    fuzzy = FuzzyDedup(config.fuzzy, text_field=io.text_field, id_field=io.id_field, keep=keep)
+    stages = Checkpoints(run, key, counters=_counters(fuzzy))
     exact_groups = fuzzy_groups = empty_groups(docs, io.id_field)
     left = docs
     if config.mode in ("exact", "both"):
         exact = ExactDedup(text_field=io.text_field, id_field=io.id_field, keep=keep)
         exact_groups = exact.run(docs, stages, candidates=candidates)
-        done = run(
-            "exact",
-            groups=(exact_groups._doc == exact_groups._rep).sum(),
-            removed=(exact_groups._doc != exact_groups._rep).sum(),
-        )
-        stats.count("exact", **done)
+        stats.count("exact", **stages.counted["exact"])
         left = drop(docs, exact_groups[exact_groups._doc != exact_groups._rep])
     if config.mode in ("fuzzy", "both"):
-        fuzzy_groups = _fuzzy(left, config, keep, stages, run, stats)
+        fuzzy_groups = _fuzzy(left, fuzzy, stages, stats)
     # The group tables hold duplicates only: as many partitions as their rows need, so that the
     # result stages cost what the duplicates cost, not what the input's partitioning does.
     exact_groups, fuzzy_groups = (
@@ -171,9 +167,9 @@ def dedup(
     if rejected is not None:
         rows = rejected_rows(rejected, names)
         writes["rejected"] = write_documents(rows, str(out / "rejected.tmp"), "parquet", REJECTED_SCHEMA)
-    written = run("write", **writes)
+    written = run("write", **writes, **removal_counts(removed))  # the checks' counts in the same pass
     kept, n_rejected = int(written["kept"]), int(written.get("rejected", 0))
-    n_removed = check_accounting(stats.counts["input"]["documents"], kept, removed, n_rejected)
+    n_removed = check_accounting(stats.counts["input"]["documents"], kept, removed, n_rejected, counted=written)
     stats.count("output", kept=kept, removed=n_removed, rejected=n_rejected)
 
     os.replace(out / "deduplicated.tmp", out / "deduplicated")
@@ -300,35 +296,60 @@ def _read_for_output(
     return (docs.drop(columns=keep.columns()) if raw else docs), rejected
 
 
-def _fuzzy(
-    docs: dd.DataFrame, config: RunConfig, keep: KeepPolicy, stages: Checkpoints, run, stats: Stats
-) -> dd.DataFrame:
+def _counters(fuzzy: FuzzyDedup) -> dict:
+    """What ``summary.json`` counts of each stage's result, computed with the stage's writes
+    (:class:`curate.checkpoints.Checkpoints`): no stage is read again to be counted."""
+
+    def group_counts(groups: dd.DataFrame) -> dict:
+        # Per partition: (groups._doc == groups._rep).sum() would read only two columns, a branch
+        # of the graph of its own that computes the group table a second time.
+        def tally(same: bool):
+            return groups.map_partitions(
+                lambda part: int(((part._doc == part._rep) == same).sum()), meta=(None, "int64")
+            ).sum()
+
+        return {"groups": tally(True), "removed": tally(False)}
+
+    return {
+        "exact": group_counts,
+        "minhash+lsh": lambda found: {"candidate_edges": count_rows(found["edges"])},
+        "verify": lambda scored: {"passed": count_rows(fuzzy.passed(scored))},
+        "member_pairs": lambda found: {"member_pairs": count_rows(found["pairs"])},
+        "verify_members": lambda edges: {"member_edges": count_rows(edges)},
+        "components": lambda graph: {"component_nodes": count_rows(graph)},
+        "groups": group_counts,
+    }
+
+
+def _fuzzy(docs: dd.DataFrame, fuzzy: FuzzyDedup, stages: Checkpoints, stats: Stats) -> dd.DataFrame:
     """Fuzzy groups of ``docs`` (lazy table): :meth:`curate.dedup.FuzzyDedup.run` through the checkpoints, and its counts."""
-    io = config.io
-    fuzzy = FuzzyDedup(config.fuzzy, text_field=io.text_field, id_field=io.id_field, keep=keep)
+    counted = stages.counted
 
     def components(edges: dd.DataFrame) -> dd.DataFrame:
-        # The edges were just written: counting them picks one task or the distributed path.
-        return fuzzy.components(edges, n_edges=int(run("edge count", edges=count_rows(edges))["edges"]))
+        # ``edges`` are the verified edges of the rounds finished so far (the first round's, inside
+        # member_pairs; both, for the components stage): their count picks one task or the distributed path.
+        n_edges = counted["verify"]["passed"] + counted.get("verify_members", {}).get("member_edges", 0)
+        return fuzzy.components(edges, n_edges=n_edges)
 
     found = fuzzy.run(docs, stages, components=components)
-    groups = found["groups"]
-    lazy = (
-        {"member_pairs": count_rows(found["member_pairs"]), "member_edges": count_rows(found["member_edges"])}
+    members = (
+        {
+            "member_pairs": counted["member_pairs"]["member_pairs"],
+            "member_edges": counted["verify_members"]["member_edges"],
+        }
         if "member_pairs" in found
         else {}
     )
-    done = run(
-        "fuzzy counts",
-        candidate_edges=count_rows(found["candidates"]),
-        verified_edges=count_rows(found["edges"]),
-        **lazy,
-        component_nodes=count_rows(found["components"]),
-        groups=(groups._doc == groups._rep).sum(),
-        removed=(groups._doc != groups._rep).sum(),
+    stats.count(
+        "fuzzy",
+        candidate_edges=counted["minhash+lsh"]["candidate_edges"],
+        verified_edges=counted["verify"]["passed"] + members.get("member_edges", 0),
+        **members,
+        component_nodes=counted["components"]["component_nodes"],
+        **counted["groups"],
+        **({"buckets_over_cap": found["buckets_over_cap"]} if members else {}),
     )
-    stats.count("fuzzy", **done, **({"buckets_over_cap": found["buckets_over_cap"]} if lazy else {}))
-    return groups
+    return found["groups"]
 
 
 def with_location(duplicates: dd.DataFrame, names: tuple[str, ...]) -> dd.DataFrame:
@@ -345,24 +366,41 @@ def with_location(duplicates: dd.DataFrame, names: tuple[str, ...]) -> dd.DataFr
     )
 
 
-def check_accounting(n_input: int, n_kept: int, removed: dd.DataFrame, n_rejected: int = 0) -> int:
+def removal_counts(removed: dd.DataFrame) -> dict:
+    """What :func:`check_accounting` counts in the removed table, as Dask scalars (to compute with other work):
+    ``removed`` (rows), ``removed twice`` (repeated ``_doc`` keys), ``representatives removed``."""
+    # Sorting put equal keys in one partition, so repeats show within partitions.
+    twice = removed.map_partitions(lambda part: part[DOC].duplicated().sum(), meta=(None, "int64")).sum()
+    return {
+        "removed": count_rows(removed),
+        "removed twice": twice,
+        "representatives removed": count_rows(_lost(removed)),
+    }
+
+
+def _lost(removed: dd.DataFrame) -> dd.DataFrame:
+    return removed[["representative"]].merge(removed[["id"]], left_on="representative", right_on="id")
+
+
+def check_accounting(
+    n_input: int, n_kept: int, removed: dd.DataFrame, n_rejected: int = 0, counted: dict | None = None
+) -> int:
     """Raise :class:`AccountingError` unless input = kept + removed + rejected and every representative is kept.
 
     ``removed`` is the removed table of :func:`resolve` (sorted by ``_doc``); it is read once
-    more for the checks, never collected. Returns the number of removed documents.
+    more for the checks (unless ``counted`` holds :func:`removal_counts` computed), never
+    collected. Returns the number of removed documents.
     """
-    # Sorting put equal keys in one partition, so repeats show within partitions.
-    twice = removed.map_partitions(lambda part: part[DOC].duplicated().sum(), meta=(None, "int64")).sum()
-    lost = removed[["representative"]].merge(removed[["id"]], left_on="representative", right_on="id")
-    n_removed, twice, n_lost = dask.compute(count_rows(removed), twice, count_rows(lost))
+    counted = counted or dask.compute(removal_counts(removed))[0]
+    n_removed, twice, n_lost = (int(counted[k]) for k in ("removed", "removed twice", "representatives removed"))
     if twice:
         raise AccountingError(f"{twice} document(s) removed twice")
     if n_input != n_kept + n_removed + n_rejected:
         raise AccountingError(f"{n_input} input records != {n_kept} kept + {n_removed} removed + {n_rejected} rejected")
     if n_lost:
-        examples = sorted(on_host(lost.id).compute().tolist())[:3]
+        examples = sorted(on_host(_lost(removed).id).compute().tolist())[:3]
         raise AccountingError(f"{n_lost} representative(s) were removed themselves, e.g. {examples}")
-    return int(n_removed)
+    return n_removed
 
 
 def _prepare_output(out: Path, overwrite: bool, resume: bool, inputs: list[str], paths: list[str]) -> None:
@@ -374,4 +412,4 @@ def _prepare_output(out: Path, overwrite: bool, resume: bool, inputs: list[str],
         shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
-__all__ = ["check_accounting", "dedup", "with_location"]
+__all__ = ["check_accounting", "dedup", "removal_counts", "with_location"]

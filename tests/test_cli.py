@@ -62,9 +62,9 @@ def test_cli_dedup_band_flags_are_checked_before_running(tmp_path):
 def test_cli_params_table():
     result = CliRunner().invoke(main, ["params", "--threshold", "0.8"])
     assert result.exit_code == 0, result.output
-    assert "threshold 0.8, 260 hashes available, weights FP 0.01 / FN 0.99" in result.output
+    assert "threshold 0.8, num_perm 260, weights FP 0.01 / FN 0.99" in result.output
     lines = result.output.splitlines()
-    for name, value in [("bands x rows", "28 x 9"), ("hashes used", "252"), ("false-positive area", "0.1478"),
+    for name, value in [("bands x rows", "28 x 9"), ("num_perm used", "252"), ("false-positive area", "0.1478"),
                         ("false-negative area", "0.0003"), ("similarity at P = 0.5", "0.662"), ("(1/b)^(1/r)", "0.691"),
                         ("0.30", "5.5e-04"), ("0.80", "0.9823"), ("0.90", "1.0000")]:  # fmt: skip
         assert any(name in line and value in line for line in lines), (name, result.output)
@@ -91,15 +91,15 @@ def test_cli_params_json_compare_and_plot(tmp_path):
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert {k: data[k] for k in ("threshold", "num_perm", "fp_weight", "fn_weight", "num_bands", "rows_per_band", "hashes")} == {
-        "threshold": 0.7, "num_perm": 128, "fp_weight": 0.5, "fn_weight": 0.5, "num_bands": 14, "rows_per_band": 9, "hashes": 126
+    assert {k: data[k] for k in ("threshold", "num_perm", "fp_weight", "fn_weight", "num_bands", "rows_per_band", "num_perm_used")} == {
+        "threshold": 0.7, "num_perm": 128, "fp_weight": 0.5, "fn_weight": 0.5, "num_bands": 14, "rows_per_band": 9, "num_perm_used": 126
     }  # fmt: skip
     assert data["false_positive_area"] == pytest.approx(0.0346379298, abs=1e-10)  # closed form (test_params)
     assert data["candidate_probability"][4] == {
         "similarity": 0.7,
         "probability": pytest.approx(1 - (1 - 0.7**9) ** 14, rel=1e-15),
     }
-    assert [(c["num_bands"], c["rows_per_band"], c["hashes"]) for c in data["compare"]] == [(20, 6, 120)]
+    assert [(c["num_bands"], c["rows_per_band"], c["num_perm_used"]) for c in data["compare"]] == [(20, 6, 120)]
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

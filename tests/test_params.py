@@ -128,7 +128,7 @@ def test_similarity_at_inverts_the_s_curve():
 
 def test_describe_bands():
     d = describe_bands(0.8, 20, 13)
-    assert (d["num_bands"], d["rows_per_band"], d["hashes"]) == (20, 13, 260)
+    assert (d["num_bands"], d["rows_per_band"], d["num_perm_used"]) == (20, 13, 260)
     assert d["false_positive_area"] == false_positive_area(0.8, 20, 13)
     assert [p["similarity"] for p in d["candidate_probability"]] == list(SIMILARITIES)
     probabilities = [round(p["probability"], 4) for p in d["candidate_probability"]]

@@ -12,7 +12,7 @@ from curate.config import load_config
 from curate.dedup.keys import in_order
 from curate.dedup.resolve import AccountingError, resolve
 from curate.pipeline import check_accounting, dedup
-from curate.runner import Stats
+from curate.runner import Runner, Stats
 
 try:  # tests/ is on sys.path under pytest's default (prepend) import mode
     import reference as ref
@@ -26,8 +26,25 @@ def run(tmp_path, inputs, **overrides):
     return out, summary
 
 
-def test_fixture_end_to_end(client, tmp_path, fixture_docs):
-    out, summary = run(tmp_path, ["tests/data/docs.jsonl"])
+@pytest.fixture(scope="module")
+def fixture_run(client, tmp_path_factory):
+    """One run on the fixture with the default configuration, its stages kept, and the names of
+    the passes its runner computed: read by the tests below, which assert on different parts of it."""
+    out = tmp_path_factory.mktemp("fixture") / "out"
+    passes, call = [], Runner.__call__
+
+    def record(self, stage, **collections):
+        passes.append(stage)
+        return call(self, stage, **collections)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Runner, "__call__", record)
+        summary = dedup(["tests/data/docs.jsonl"], str(out), load_config(), keep_stages=True)
+    return out, summary, passes
+
+
+def test_fixture_end_to_end(fixture_run, fixture_docs):
+    out, summary, _ = fixture_run
     removed = pd.read_parquet(out / "removed.parquet")
     # a3, a12: copies of a1; a8: second empty doc; a4, a7: near duplicates (J = 0.84, 0.83).
     text = {d["id"]: d["text"] for d in fixture_docs}
@@ -201,8 +218,8 @@ def test_bad_input_leaves_no_output(client, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_distributed_components_path_gives_the_same_result(client, tmp_path):
-    local, _ = run(tmp_path / "local", ["tests/data/docs.jsonl"])
+def test_distributed_components_path_gives_the_same_result(fixture_run, tmp_path):
+    local = fixture_run[0]  # the default: one task solves the fixture's graph
     spread, _ = run(tmp_path / "spread", ["tests/data/docs.jsonl"], fuzzy={"local_components_max_edges": 0})
     assert (local / "removed.parquet").read_bytes() == (spread / "removed.parquet").read_bytes()
     assert len(pd.read_parquet(spread / "removed.parquet")) == 5
@@ -253,8 +270,39 @@ def test_stage_peaks_restart_per_stage():
     assert stats.overall["client"] == big
 
 
-def test_summary_lists_input_files_and_stage_peaks(client, tmp_path):
-    _, summary = run(tmp_path, ["tests/data/docs.jsonl"])
+def test_counts_are_computed_with_the_stages_and_match_their_tables(fixture_run):
+    out, summary, passes = fixture_run
+    # One pass per stage: the counts come with the stages' writes, no stage is read again for them.
+    assert passes == [
+        "read+exact", "exact", "minhash+lsh", "select", "verify", "member_pairs",
+        "verify_members", "components", "groups", "removed", "duplicates", "write",
+    ]  # fmt: skip
+    stages, counts = out / "_stages", summary["counts"]
+
+    def rows(stage: str) -> int:
+        return len(pd.read_parquet(stages / stage))
+
+    def groups(stage: str) -> dict:
+        table = pd.read_parquet(stages / stage)
+        return {"groups": int((table._doc == table._rep).sum()), "removed": int((table._doc != table._rep).sum())}
+
+    scored = pd.read_parquet(stages / "verify")
+    passed = int((scored.jaccard >= summary["config"]["fuzzy"]["threshold"]).sum())
+    assert counts["exact"] == groups("exact") == {"groups": 2, "removed": 3}
+    assert counts["fuzzy"] == {
+        "candidate_edges": rows("minhash+lsh/edges"),
+        "verified_edges": passed + rows("verify_members"),
+        "member_pairs": rows("member_pairs/pairs"),
+        "member_edges": rows("verify_members"),
+        "component_nodes": rows("components"),
+        **groups("groups"),
+        "buckets_over_cap": 0,
+    }
+    assert passed > 0 and counts["fuzzy"]["removed"] == 2
+
+
+def test_summary_lists_input_files_and_stage_peaks(client, fixture_run):
+    _, summary, _ = fixture_run
     path = Path("tests/data/docs.jsonl").resolve()
     assert [(Path(f["path"]), f["size"]) for f in summary["input_files"]] == [(path, path.stat().st_size)]
     peaks = summary["stage_peak_rss_bytes"]

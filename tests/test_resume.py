@@ -189,7 +189,7 @@ def test_killed_worker_mid_stage_gives_identical_output(tmp_path, monkeypatch):
     """A worker process SIGKILLed while the LSH stage runs: Dask reschedules its tasks."""
     shard = shared_corpus("20news") / "part-00000.jsonl.gz"
     data = tmp_path / "news.jsonl"
-    data.write_bytes(b"".join(gzip.decompress(shard.read_bytes()).splitlines(keepends=True)[:1000]))  # 2.3 MB
+    data.write_bytes(b"".join(gzip.decompress(shard.read_bytes()).splitlines(keepends=True)[:400]))  # 0.9 MB
     call, killed = Runner.__call__, []
 
     def kill_a_busy_worker(self, stage, **collections):
@@ -204,7 +204,7 @@ def test_killed_worker_mid_stage_gives_identical_output(tmp_path, monkeypatch):
         return dict(zip(collections, client.gather(futures)))
 
     def news(out):
-        return dedup([str(data)], str(out), load_config(None, {"io": {"blocksize": "256KB"}}))
+        return dedup([str(data)], str(out), load_config(None, {"io": {"blocksize": "128KB"}}))
 
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster):
         reference = news(tmp_path / "reference")
