@@ -1,9 +1,11 @@
 import json
 import logging
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from dask.dataframe.dask_expr._expr import Expr, MaybeAlignPartitions, OpAlignPartitions
 from distributed import Client, LocalCluster
 
 logging.getLogger("distributed.shuffle").setLevel(logging.ERROR)  # P2P start/stop notices
@@ -55,3 +57,28 @@ def write_jsonl(path: Path, records) -> Path:
         for record in records:
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
     return path
+
+
+@contextmanager
+def realignments():
+    """Record where Dask, while lowering the expressions built inside the block, aligns frames it
+    cannot prove partitioned alike by shuffling or repartitioning them on their index: a list of
+    descriptions, filled as collections are computed. curate's frames repeat index labels across
+    partitions, so such an alignment pairs rows of different documents (dask-expr's
+    ``MaybeAlignPartitions``, e.g. ``frame[mask]`` with a mask from another frame)."""
+    found = []
+
+    def recording(lower):
+        def _lower(self):
+            lowered = lower(self)
+            given = {op._name for op in self.operands if isinstance(op, Expr)}
+            if lowered is not None and any(dep._name not in given for dep in lowered.dependencies()):
+                found.append(f"{type(self).__name__} of {', '.join(arg._name for arg in self.args)}")
+            return lowered
+
+        return _lower
+
+    with pytest.MonkeyPatch.context() as patch:
+        for cls in (MaybeAlignPartitions, OpAlignPartitions):
+            patch.setattr(cls, "_lower", recording(cls._lower))
+        yield found

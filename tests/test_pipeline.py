@@ -13,6 +13,7 @@ from curate.dedup.keys import in_order
 from curate.dedup.resolve import AccountingError, resolve
 from curate.pipeline import check_accounting, dedup
 from curate.runner import Runner, Stats
+from tests.conftest import realignments
 
 try:  # tests/ is on sys.path under pytest's default (prepend) import mode
     import reference as ref
@@ -29,7 +30,8 @@ def run(tmp_path, inputs, **overrides):
 @pytest.fixture(scope="module")
 def fixture_run(client, tmp_path_factory):
     """One run on the fixture with the default configuration, its stages kept, and the names of
-    the passes its runner computed: read by the tests below, which assert on different parts of it."""
+    the passes its runner computed and the frames Dask realigned (:func:`tests.conftest.realignments`):
+    read by the tests below, which assert on different parts of it."""
     out = tmp_path_factory.mktemp("fixture") / "out"
     passes, call = [], Runner.__call__
 
@@ -37,14 +39,14 @@ def fixture_run(client, tmp_path_factory):
         passes.append(stage)
         return call(self, stage, **collections)
 
-    with pytest.MonkeyPatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch, realignments() as found:
         patch.setattr(Runner, "__call__", record)
         summary = dedup(["tests/data/docs.jsonl"], str(out), load_config(), keep_stages=True)
-    return out, summary, passes
+    return out, summary, passes, found
 
 
 def test_fixture_end_to_end(fixture_run, fixture_docs):
-    out, summary, _ = fixture_run
+    out, summary, _, _ = fixture_run
     removed = pd.read_parquet(out / "removed.parquet")
     # a3, a12: copies of a1; a8: second empty doc; a4, a7: near duplicates (J = 0.84, 0.83).
     text = {d["id"]: d["text"] for d in fixture_docs}
@@ -271,7 +273,7 @@ def test_stage_peaks_restart_per_stage():
 
 
 def test_counts_are_computed_with_the_stages_and_match_their_tables(fixture_run):
-    out, summary, passes = fixture_run
+    out, summary, passes, _ = fixture_run
     # One pass per stage: the counts come with the stages' writes, no stage is read again for them.
     assert passes == [
         "read+exact", "exact", "minhash+lsh", "select", "verify", "member_pairs",
@@ -301,8 +303,14 @@ def test_counts_are_computed_with_the_stages_and_match_their_tables(fixture_run)
     assert passed > 0 and counts["fuzzy"]["removed"] == 2
 
 
+def test_no_stage_aligns_frames_by_their_index(fixture_run):
+    # Index labels repeat across curate's partitions: a realignment pairs rows of other
+    # documents (see tests/test_api.py for the verification filter that did).
+    assert fixture_run[3] == []
+
+
 def test_summary_lists_input_files_and_stage_peaks(client, fixture_run):
-    _, summary, _ = fixture_run
+    _, summary, _, _ = fixture_run
     path = Path("tests/data/docs.jsonl").resolve()
     assert [(Path(f["path"]), f["size"]) for f in summary["input_files"]] == [(path, path.stat().st_size)]
     peaks = summary["stage_peak_rss_bytes"]

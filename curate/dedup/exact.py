@@ -128,6 +128,6 @@ def _exact_groups(part: pd.DataFrame, id_field: str, keep: KeepPolicy) -> pd.Dat
     part = keep.sort(to_host(part), [MD5])
     # Within an md5 group, only texts that also agree in SHA-256 and length are the same text.
     same = part.groupby([MD5, SHA256, LENGTH], sort=False)
-    first = same[[DOC, id_field]].transform("first")
+    first = same[list(dict.fromkeys([DOC, id_field]))].transform("first")  # one column when the keys are the ids
     size = same[DOC].transform("size")
     return group_frame(part[DOC], first[DOC], part[id_field], first[id_field], 1.0)[(size > 1).to_numpy()]

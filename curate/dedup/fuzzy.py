@@ -10,7 +10,7 @@ from curate.dedup.keys import select
 from curate.dedup.minhash import lsh_buckets
 from curate.dedup.representatives import component_groups
 from curate.dedup.stages import Stage, build_now
-from curate.dedup.verify import JACCARD, score_edges, verify_edges
+from curate.dedup.verify import passed_edges, score_edges, verify_edges
 from curate.schema import DOC
 
 
@@ -73,7 +73,7 @@ class FuzzyDedup:
         """The edges of :meth:`score` at or above the threshold (all of them when verify is off)."""
         if not self.config.verify:
             return scored
-        return scored[scored[JACCARD] >= self.config.threshold]
+        return passed_edges(scored, self.config.threshold)
 
     def member_pairs(self, stars: dd.DataFrame, scored: dd.DataFrame, components: dd.DataFrame) -> dd.DataFrame:
         """Second round: pairs of members of buckets where one failed against the anchor, given

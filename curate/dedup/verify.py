@@ -28,8 +28,23 @@ def verify_edges(edges: dd.DataFrame, docs: dd.DataFrame, text_field: str, confi
     dask.dataframe.DataFrame
         Columns ``u``, ``v`` (int64), ``jaccard`` (float64, >= ``config.threshold``).
     """
-    scored = score_edges(edges, docs, text_field, config)
-    return scored[scored[JACCARD] >= config.threshold]
+    return passed_edges(score_edges(edges, docs, text_field, config), config.threshold)
+
+
+def passed_edges(scored: dd.DataFrame, threshold: float) -> dd.DataFrame:
+    """The rows of ``scored`` (from :func:`score_edges`) whose ``jaccard`` is at least ``threshold``.
+
+    Filtered within each partition. ``scored[scored.jaccard >= threshold]`` would not be: Dask
+    cannot tell that a frame made from two frames (the edges and the texts) and its own column
+    are partitioned alike, so it aligns them by shuffling both on the index, and these indexes
+    repeat across partitions; the rows of one shuffle were then masked by the other's
+    (an IndexError, or the wrong rows, under the synchronous scheduler).
+    """
+    return scored.map_partitions(_at_least, threshold, meta=scored._meta)
+
+
+def _at_least(part, threshold):
+    return part[part[JACCARD] >= threshold]
 
 
 def score_edges(edges: dd.DataFrame, docs: dd.DataFrame, text_field: str, config: FuzzyConfig) -> dd.DataFrame:
