@@ -31,19 +31,21 @@ STAGES = [
     "duplicates",
 ]
 
-# Runs dedups in fresh processes on an in-process cluster (no worker start-up cost) and SIGKILLs
-# such a process as stage KILL_AT finishes writing, before it is published; KILL_AT "write" kills
-# it after the output files are written, before they are renamed into place. Each run is a fork
-# of one server process that imported curate, Dask and pandas once (3 s a process, most of a
-# run on the 12 fixture documents); the server starts no thread and no cluster, so the fork is
-# the fresh process a run would be.
+# Runs dedups in fresh processes under Dask's synchronous scheduler and SIGKILLs such a process
+# as stage KILL_AT finishes writing, before it is published; KILL_AT "write" kills it after the
+# output files are written, before they are renamed into place. What is published and resumed
+# does not depend on the scheduler (the cluster's own faults: test_killed_worker_mid_stage_...,
+# and tests/test_terminal.py's Ctrl-C), and a run without a cluster's start and round trips
+# costs less than half as much. Each run is a fork of one server process that imported curate, Dask
+# and pandas once (3 s a process); the server starts no thread, so the fork is the fresh process
+# a run would be.
 SERVER = """
 import json, os, signal, sys, traceback
-from distributed import Client, LocalCluster
+import dask
 from curate import checkpoints as stages, pipeline, runner
 from curate.config import load_config
 
-def run(inputs, out, kill_at, resume):
+def run(inputs, out, kill_at, resume, overrides, keep_stages):
     publish, call = stages.StageStore.publish, runner.Runner.__call__
 
     def publish_or_die(self, name, key, counts):
@@ -58,8 +60,8 @@ def run(inputs, out, kill_at, resume):
         return done
 
     stages.StageStore.publish, runner.Runner.__call__ = publish_or_die, call_or_die
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, Client(cluster):
-        pipeline.dedup([inputs], out, load_config(None, {"fuzzy": {"threshold": 0.7}}), resume=resume)
+    with dask.config.set(scheduler="sync"):
+        pipeline.dedup([inputs], out, load_config(None, overrides), resume=resume, keep_stages=keep_stages)
 
 replies = os.fdopen(os.dup(1), "w")
 for request in sys.stdin:
@@ -81,6 +83,9 @@ for request in sys.stdin:
 """
 
 
+KILLED_RUNS = {"fuzzy": {"threshold": 0.7}}  # the configuration of the killed runs
+
+
 @pytest.fixture(scope="module")
 def server():
     env = {**os.environ, "PYTHONPATH": str(Path.cwd())}
@@ -91,10 +96,19 @@ def server():
         process.stdin.close()
 
 
-def drive(server, out: Path, kill_at: str = "", resume: bool = False) -> tuple[int, str]:
+def drive(
+    server,
+    out: Path,
+    kill_at: str = "",
+    resume: bool = False,
+    overrides: dict = KILLED_RUNS,
+    keep_stages: bool = False,
+    inputs: Path = FIXTURES / "docs.jsonl",
+) -> tuple[int, str]:
     """Exit status of one run in a fresh process (a fork of ``server``), -9 when it was killed, and what it printed."""
     log = out.parent / f"{out.name}-{kill_at or ('resume' if resume else 'fresh')}.log"
-    server.stdin.write(json.dumps([str(FIXTURES / "docs.jsonl"), str(out), kill_at, resume, str(log)]) + "\n")
+    request = [str(inputs), str(out), kill_at, resume, overrides, keep_stages, str(log)]
+    server.stdin.write(json.dumps(request) + "\n")
     server.stdin.flush()
     return int(server.stdout.readline()), log.read_text()
 
@@ -133,54 +147,55 @@ def test_killed_run_resumes_to_identical_output(server, tmp_path, uninterrupted,
     assert summary["reused_stages"] == finished and not list((out / "_stages").glob("*.tmp"))
 
 
-def run(out, resume=False, **overrides):
-    return dedup(
-        [str(FIXTURES / "docs.jsonl")], str(out), load_config(None, overrides), resume=resume, keep_stages=True
-    )
+def run(server, out: Path, resume: bool = False, inputs: Path = FIXTURES / "docs.jsonl", **overrides) -> dict:
+    """The summary of a run with its stages kept, in a fork of ``server``."""
+    status, printed = drive(server, out, resume=resume, overrides=overrides, keep_stages=True, inputs=inputs)
+    assert status == 0, printed
+    return json.loads((out / "summary.json").read_text())
 
 
-def test_changed_parameter_recomputes_exactly_the_stages_after_it(client, tmp_path):
+def test_changed_parameter_recomputes_exactly_the_stages_after_it(server, tmp_path):
     out = tmp_path / "out"
     bands = {"num_bands": 20, "rows_per_band": 13}  # given: else a new threshold may choose new bands
-    run(out, fuzzy={"threshold": 0.9, **bands})
-    assert run(out, resume=True, fuzzy={"threshold": 0.9, **bands})["reused_stages"] == STAGES
-    changed = run(out, resume=True, fuzzy={"threshold": 0.7, **bands})
+    run(server, out, fuzzy={"threshold": 0.9, **bands})
+    assert run(server, out, resume=True, fuzzy={"threshold": 0.9, **bands})["reused_stages"] == STAGES
+    changed = run(server, out, resume=True, fuzzy={"threshold": 0.7, **bands})
     assert changed["reused_stages"] == STAGES[:4]  # up to candidate selection
-    capped = run(out, resume=True, fuzzy={"threshold": 0.7, "max_member_pairs": 1, **bands})
+    capped = run(server, out, resume=True, fuzzy={"threshold": 0.7, "max_member_pairs": 1, **bands})
     assert capped["reused_stages"] == STAGES[:5]  # the second verification round onwards
-    fresh = run(tmp_path / "fresh", fuzzy={"threshold": 0.7, **bands})
+    fresh = run(server, tmp_path / "fresh", fuzzy={"threshold": 0.7, **bands})
     assert changed["counts"] == fresh["counts"]
     assert (out / "removed.parquet").read_bytes() == (tmp_path / "fresh" / "removed.parquet").read_bytes()
     # exact groups change; the read and its digests do not depend on the keep policy
-    assert run(out, resume=True, keep="longest", fuzzy={"threshold": 0.7, **bands})["reused_stages"] == STAGES[:1]
-    assert (
-        run(out, resume=True, keep="longest", fuzzy={"threshold": 0.7, "verify": False, **bands})["reused_stages"]
-        == STAGES[:4]
+    longest = run(server, out, resume=True, keep="longest", fuzzy={"threshold": 0.7, **bands})
+    assert longest["reused_stages"] == STAGES[:1]
+    unverified = run(server, out, resume=True, keep="longest", fuzzy={"threshold": 0.7, "verify": False, **bands})
+    assert unverified["reused_stages"] == STAGES[:4]
+    changed = run(
+        server, out, resume=True, keep="longest", fuzzy={"threshold": 0.7, "num_bands": 10, "rows_per_band": 13}
     )
-    changed = run(out, resume=True, keep="longest", fuzzy={"threshold": 0.7, "num_bands": 10, "rows_per_band": 13})
     assert changed["reused_stages"] == STAGES[:2]
-    assert (
-        run(out, resume=True, keep="longest", fuzzy={"threshold": 0.8})["reused_stages"] == STAGES[:2]
-    )  # bands chosen: 0.8 -> new bands
+    chosen = run(server, out, resume=True, keep="longest", fuzzy={"threshold": 0.8})
+    assert chosen["reused_stages"] == STAGES[:2]  # bands chosen: 0.8 -> new bands
 
 
-def test_changed_input_recomputes_everything(client, tmp_path):
+def test_changed_input_recomputes_everything(server, tmp_path):
     data = tmp_path / "docs.jsonl"
     data.write_bytes((FIXTURES / "docs.jsonl").read_bytes())
     out = tmp_path / "out"
-    first = dedup([str(data)], str(out), load_config())
+    first = run(server, out, inputs=data)
     data.write_bytes(data.read_bytes().replace(b"a12", b"b12"))  # same size: the modification time tells
     os.utime(data, ns=(time.time_ns(), time.time_ns() + 10**9))
-    second = dedup([str(data)], str(out), load_config(), resume=True)
+    second = run(server, out, resume=True, inputs=data)
     assert second["reused_stages"] == [] and second["counts"] == first["counts"]
     assert "b12" in (out / "removed.parquet").read_bytes().decode("latin-1")
 
 
-def test_previous_run_needs_resume_or_overwrite(client, tmp_path):
+def test_previous_run_needs_resume_or_overwrite(server, tmp_path):
     out = tmp_path / "out"
-    run(out)
+    run(server, out)
     with pytest.raises(FileExistsError, match="--resume .* or --overwrite"):
-        run(out)
+        dedup([str(FIXTURES / "docs.jsonl")], str(out), load_config())
     with pytest.raises(ValueError, match="not both"):
         dedup([str(FIXTURES / "docs.jsonl")], str(out), load_config(), overwrite=True, resume=True)
 
