@@ -96,6 +96,18 @@ def test_ids_that_fit_int64_stay_integers_and_a_later_big_one_is_named(tmp_path)
     assert good.id.dtype == "int64" and 9007199254740993 in set(good.id.tolist()) and len(good) == 5999
 
 
+def test_an_id_of_more_than_38_digits_is_named(tmp_path):
+    # Integer ids beyond int64 are held exactly as 38-digit decimals; one digit more is named, not rounded.
+    path = tmp_path / "in.jsonl"
+    path.write_text(
+        f'{{"id": {10**37}, "text": "a"}}\n{{"id": {10**38 - 1}, "text": "b"}}\n{{"id": {10**38}, "text": "c"}}\n'
+    )
+    with pytest.raises(ValueError, match=rf"^in.jsonl:3: field 'id': integer {10**38} has more than 38 digits"):
+        read_documents(str(path)).compute()
+    docs = read_documents(str(path), on_error="skip").compute()
+    assert docs[docs._kind.isna()].id.tolist() == [str(10**37), str(10**38 - 1)]
+
+
 def test_assigned_ids_are_put_first_in_the_records(client, tmp_path):
     lines = [
         b'{"text": "a", "score": 0.1234567890123456}',
@@ -177,6 +189,9 @@ _floats = st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(
     [5e-324, 2.2250738585072014e-308, -0.0, 1e308, 0.1]
 )
 _ints = st.integers() | st.sampled_from([2**53 + 1, 2**63, -(2**63) - 1, 2**64, -(2**64)])
+# Ids as the reader holds them exactly: integers of at most 38 digits (a longer one is an error
+# that names it: test_an_id_of_more_than_38_digits_is_named).
+_ids = st.integers(-(10**38) + 1, 10**38 - 1) | st.sampled_from([2**53 + 1, 2**63, -(2**63) - 1, 2**64, -(2**64)])
 _scalars = st.none() | st.booleans() | _ints | _floats | st.text(max_size=8)
 _values = st.recursive(
     _scalars,
@@ -190,7 +205,7 @@ _side = st.dictionaries(st.sampled_from(["score", "meta", "é", "k\u2028", "tags
 def _corpora(draw):
     """(records as (id, text, side fields, key order seed), ensure_ascii per record)."""
     n = draw(st.integers(1, 12))
-    ids = draw(st.lists(_ints, min_size=n, max_size=n, unique=True))
+    ids = draw(st.lists(_ids, min_size=n, max_size=n, unique=True))
     texts = draw(st.lists(st.sampled_from(["a", "b", "", "ünï", "a "]), min_size=n, max_size=n))
     sides = draw(st.lists(_side, min_size=n, max_size=n))
     flags = draw(st.lists(st.tuples(st.booleans(), st.integers(0, 5)), min_size=n, max_size=n))
