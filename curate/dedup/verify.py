@@ -32,13 +32,27 @@ def verify_edges(edges: dd.DataFrame, docs: dd.DataFrame, text_field: str, confi
 
 
 def passed_edges(scored: dd.DataFrame, threshold: float) -> dd.DataFrame:
-    """The rows of ``scored`` (from :func:`score_edges`) whose ``jaccard`` is at least ``threshold``.
+    """The rows of ``scored`` whose ``jaccard`` is at least ``threshold``, filtered within each partition.
 
-    Filtered within each partition. ``scored[scored.jaccard >= threshold]`` would not be: Dask
-    cannot tell that a frame made from two frames (the edges and the texts) and its own column
-    are partitioned alike, so it aligns them by shuffling both on the index, and these indexes
-    repeat across partitions; the rows of one shuffle were then masked by the other's
-    (an IndexError, or the wrong rows, under the synchronous scheduler).
+    Parameters
+    ----------
+    scored : dask.dataframe.DataFrame
+        Columns ``u``, ``v`` (int64), ``jaccard`` (float64), from :func:`score_edges`.
+    threshold : float
+        Jaccard similarity of a duplicate, in ``(0, 1]``.
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+        The same columns and partitions, rows with ``jaccard >= threshold``.
+
+    Notes
+    -----
+    Not ``scored[scored.jaccard >= threshold]``: Dask cannot tell that a frame made from two
+    frames (the edges and the texts) is partitioned like its own column, so it aligns frame
+    and mask by shuffling both on the index. These indexes repeat across partitions, and the
+    rows of one shuffle were masked by the other's (under the synchronous scheduler an
+    IndexError, or other rows kept).
     """
     return scored.map_partitions(_at_least, threshold, meta=scored._meta)
 
