@@ -30,8 +30,30 @@ def start(*args, **popen) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), "COLUMNS": "200"}
     command = [sys.executable, "-m", "curate", *map(str, args)]
     return subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True, **popen
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        start_new_session=True,
+        preexec_fn=_as_a_shell_starts_it,
+        **popen,
     )
+
+
+def _as_a_shell_starts_it():
+    # A shell starts a foreground command with SIGINT at its default action and not blocked,
+    # whatever its own state; a child inherits both from the test process. In two full-suite
+    # runs (never alone) the command went on through a Ctrl-C and finished; an inherited
+    # ignored or blocked SIGINT would do that, and the failure message now shows the state.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def signal_state(pid: int) -> str:
+    """The SigBlk, SigIgn and SigCgt lines of a process's /proc status (for a failure's message)."""
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return " ".join(line.replace("\t", "") for line in lines if line.startswith(("SigBlk", "SigIgn", "SigCgt")))
 
 
 def group_members(pgid: int) -> list[str]:
@@ -66,9 +88,10 @@ def test_ctrl_c_stops_quietly_and_resume_finishes_the_run(client, tmp_path):
     while not list((out / "_stages").glob("*/_marker.json")):  # a stage finished: the next is running
         assert run.poll() is None, run.stdout.read()
         time.sleep(0.02)
+    state = signal_state(run.pid)
     os.killpg(run.pid, signal.SIGINT)  # what Ctrl-C does: the whole foreground group
     printed, _ = run.communicate(timeout=60)
-    assert run.returncode == 130, printed
+    assert run.returncode == 130, f"{state}\n{printed}"
     lines = printed.splitlines()
     assert len(lines) <= 3 and re.fullmatch(
         r"interrupted: .* kept in .*_stages; run the same command with --resume to continue", lines[-1]
