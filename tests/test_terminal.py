@@ -36,22 +36,14 @@ def start(*args, **popen) -> subprocess.Popen:
         text=True,
         env=env,
         start_new_session=True,
-        preexec_fn=_as_a_shell_starts_it,
         **popen,
     )
 
 
-def _as_a_shell_starts_it():
-    # A shell starts a foreground command with SIGINT at its default action and not blocked,
-    # whatever its own state; a child inherits both from the test process. In two full-suite
-    # runs (never alone) the command went on through a Ctrl-C and finished; an inherited
-    # ignored or blocked SIGINT would do that, and the failure message now shows the state.
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def signal_state(pid: int) -> str:
-    """The SigBlk, SigIgn and SigCgt lines of a process's /proc status (for a failure's message)."""
+    """The SigBlk, SigIgn and SigCgt lines of a process's /proc status: in two full-suite runs
+    (never alone) the command went on through a Ctrl-C and finished, and a failure's message
+    shows whether it ignored or blocked SIGINT."""
     lines = Path(f"/proc/{pid}/status").read_text().splitlines()
     return " ".join(line.replace("\t", "") for line in lines if line.startswith(("SigBlk", "SigIgn", "SigCgt")))
 
