@@ -13,6 +13,7 @@ import dask.dataframe as dd
 import numpy as np
 
 from curate.backend import to_host
+from curate.cluster import local_shuffles
 from curate.config import ClusterConfig, FuzzyConfig, IOConfig, RunConfig
 from curate.dedup.exact import ExactDedup
 from curate.dedup.fuzzy import FuzzyDedup
@@ -65,7 +66,9 @@ class Deduplication:
         Parameters
         ----------
         **kwargs
-            Passed to :func:`dask.compute` (e.g. ``scheduler="sync"``).
+            Passed to :func:`dask.compute`. For a local scheduler where a client exists, set it
+            with ``dask.config.set(scheduler=...)`` around :func:`deduplicate` too: Dask fixes
+            the shuffle method (P2P wherever a client exists) when it builds the graph.
 
         Returns
         -------
@@ -89,6 +92,7 @@ class Deduplication:
             raise AccountingError(f"{n['documents']} input documents != {n['kept']} kept + {n['removed']} removed")
 
 
+@local_shuffles()
 def deduplicate(
     docs: dd.DataFrame, *, mode: str = "both", config: RunConfig | FuzzyConfig | None = None, **options
 ) -> Deduplication:

@@ -13,7 +13,7 @@ from multiprocessing import resource_tracker
 import dask
 from dask.system import CPU_COUNT
 from dask.utils import format_bytes, parse_bytes
-from distributed import Client, LocalCluster, WorkerPlugin, progress, wait
+from distributed import Client, LocalCluster, WorkerPlugin, get_client, progress, wait
 from distributed.deploy.utils import nprocesses_nthreads
 from distributed.scheduler import KilledWorker
 from distributed.system import MEMORY_LIMIT
@@ -258,6 +258,35 @@ def worker_settings(config: ClusterConfig, backend: str = "cpu") -> dict:
     if limit is not None:
         settings["distributed.p2p.comm.buffer"] = min(parse_bytes("1 GiB"), limit // 8)
     return settings
+
+
+def current_client() -> Client | None:
+    """The ``distributed.Client`` that Dask computes with here, or None (a local scheduler).
+
+    Dask's own precedence (:func:`dask.base.get_scheduler`): a scheduler set in ``dask.config``
+    (``"sync"``, ``"threads"``, ``"processes"``) wins over the default client, so a run inside
+    ``dask.config.set(scheduler="sync")`` computes in this process even where a client exists,
+    as ``dask.compute`` would.
+    """
+    scheduler = dask.config.get("scheduler", None)
+    if isinstance(scheduler, Client):
+        return scheduler
+    if scheduler is not None and scheduler not in ("dask.distributed", "distributed"):
+        return None
+    try:
+        return get_client()
+    except ValueError:  # no client
+        return None
+
+
+@contextlib.contextmanager
+def local_shuffles():
+    """Disk shuffles meanwhile where Dask computes without a client (:func:`current_client`) and
+    ``dask.config`` names no shuffle method: Dask picks P2P whenever a client exists, even for a
+    local scheduler, and P2P needs the client's workers. Usable as a decorator."""
+    local = current_client() is None and dask.config.get("dataframe.shuffle.method", None) is None
+    with dask.config.set({"dataframe.shuffle.method": "disk"} if local else {}):
+        yield
 
 
 class ClusterError(RuntimeError):

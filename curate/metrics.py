@@ -10,7 +10,7 @@ import platform
 import resource
 from importlib import metadata
 
-from distributed import get_client
+from curate.cluster import current_client
 
 
 def _process_peak() -> tuple[int, int]:
@@ -41,10 +41,8 @@ def take_peaks() -> dict:
     the distinct processes (in-process workers share the client's).
     """
     pid, own = _take_process_peak()
-    try:
-        workers = get_client().run(_take_process_peak)
-    except ValueError:  # no client
-        workers = {}
+    client = current_client()
+    workers = {} if client is None else client.run(_take_process_peak)
     per_process = {pid: own, **dict(workers.values())}
     return {"client": own, "workers": {w: rss for w, (_, rss) in workers.items()}, "total": sum(per_process.values())}
 
@@ -65,10 +63,8 @@ def _worker_spilled(dask_worker) -> int:
 
 def spilled_bytes() -> int:
     """Bytes the workers spilled to their local directory so far (0 without a client or memory limit)."""
-    try:
-        return sum(get_client().run(_worker_spilled).values())
-    except ValueError:  # no client
-        return 0
+    client = current_client()
+    return 0 if client is None else sum(client.run(_worker_spilled).values())
 
 
 def versions() -> dict:

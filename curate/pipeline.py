@@ -25,6 +25,7 @@ from curate import __version__
 from curate.backend import on_host, to_host, to_parquet
 from curate.checkpoints import Checkpoints, StageStore, input_fingerprint, read_stage_frame, remove_stages, stage_key
 from curate.checks import OUTPUTS, PARTIAL, STAGES, check_output
+from curate.cluster import local_shuffles
 from curate.config import RunConfig
 from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy
 from curate.dedup.keys import drop
@@ -49,6 +50,7 @@ logger = logging.getLogger(__name__)
 DUPLICATES_COLUMNS = ["id", "group", "kind", "kept", "jaccard", "source", "position"]
 
 
+@local_shuffles()
 def dedup(
     inputs: list[str],
     out_dir: str,
@@ -59,7 +61,9 @@ def dedup(
     resume: bool = False,
     keep_stages: bool = False,
 ) -> dict:
-    """Deduplicate ``inputs`` into ``out_dir``; needs an active ``distributed.Client``.
+    """Deduplicate ``inputs`` into ``out_dir``, on the ``distributed.Client`` Dask computes with
+    (or the scheduler set in ``dask.config``, which Dask puts first: see
+    :func:`curate.cluster.current_client`).
 
     Parameters
     ----------

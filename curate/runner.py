@@ -11,11 +11,10 @@ import warnings
 from contextlib import contextmanager
 
 import dask
-from distributed import get_client
 
 from curate.backend import on_host
 from curate.checkpoints import StageStore
-from curate.cluster import gather
+from curate.cluster import current_client, gather
 from curate.metrics import max_peaks, take_peaks
 
 
@@ -83,15 +82,13 @@ class Runner:
 
     def __call__(self, stage: str, **collections) -> dict:
         """Compute ``collections`` (Dask collections by name) together as stage ``stage``, on the
-        active client (or :func:`dask.compute` without one); returns ``{name: result}``, partitions
+        client Dask computes with (:func:`curate.cluster.current_client`; else :func:`dask.compute`
+        on the scheduler set in ``dask.config``); returns ``{name: result}``, partitions
         copied to the host (pandas). Raises :class:`curate.cluster.ClusterError` when the cluster
         stalls or its workers keep dying."""
         names = list(collections)
         with self.stats.timed(stage):
-            try:
-                client = get_client()
-            except ValueError:
-                client = None
+            client = current_client()
             with warnings.catch_warnings():
                 # to_parquet(compute=False) is graph-backed, counts are expressions; mixing is fine.
                 warnings.filterwarnings("ignore", "Computing mixed collections", UserWarning)

@@ -4,6 +4,7 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
+import dask
 import pytest
 from dask.dataframe.dask_expr._expr import Expr, MaybeAlignPartitions, OpAlignPartitions
 from distributed import Client, LocalCluster
@@ -36,6 +37,19 @@ def client():
         Client(cluster) as c,
     ):
         yield c
+
+
+@pytest.fixture
+def sync():
+    """Dask's synchronous scheduler for the test, which ``curate.pipeline.dedup`` takes over the
+    session's client (:func:`curate.cluster.current_client`, Dask's precedence), with disk shuffles.
+
+    For tests of what a run writes, not of how a cluster runs it: a run of a few documents costs
+    a third of one on the cluster (no scheduler round trips), and the path that ``curate.deduplicate``
+    takes on one machine is tested too. ``test_pipeline`` checks that both give the same bytes.
+    """
+    with dask.config.set(scheduler="sync"):
+        yield
 
 
 @pytest.fixture

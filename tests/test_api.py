@@ -14,6 +14,7 @@ import dask.dataframe as dd
 import pandas as pd
 import pytest
 from dask.callbacks import Callback
+from distributed import get_task_stream
 
 import curate
 import curate.backend
@@ -162,6 +163,17 @@ def test_no_frames_are_aligned_by_their_index_and_every_shuffle_method_agrees():
         assert found == [] and len(removed) > 0
         results[method] = (kept.id.tolist(), removed.id.tolist(), removed.representative.tolist())
     assert results["disk"] == results["tasks"]
+
+
+def test_a_local_scheduler_set_in_dask_config_beside_a_client(client):
+    # Dask picks P2P shuffles wherever a client exists, even under dask.config's scheduler, and
+    # P2P needs the client's workers ("No worker found"): curate shuffles on disk there.
+    with get_task_stream(client) as tasks, dask.config.set(scheduler="sync"):
+        kept, removed, _ = curate.deduplicate(fixture_frame(), threshold=0.5, width=3).compute()
+    assert tasks.data == [] and len(removed) > 0
+    on_cluster = curate.deduplicate(fixture_frame(), threshold=0.5, width=3).compute()
+    assert kept.id.tolist() == on_cluster[0].id.tolist()
+    pd.testing.assert_frame_equal(removed, on_cluster[1])
 
 
 def test_a_frame_without_ids_keeps_the_same_rows_and_names_removals_by_key():

@@ -290,7 +290,7 @@ def test_one_document_of_50_mb(tmp_path):
         assert docs.id.tolist() == [1, 2] and docs.text.str.len().tolist() == [50_000_000, 1]
 
 
-def test_duplicate_ids_within_and_across_files(client, tmp_path):
+def test_duplicate_ids_within_and_across_files(sync, tmp_path):
     jsonl(
         tmp_path / "in" / "a.jsonl",
         '{"id": 1, "text": "one"}',
@@ -472,7 +472,7 @@ def test_missing_and_unreadable_paths(tmp_path, monkeypatch):
     assert not (tmp_path / "out").exists()
 
 
-def test_output_directory_with_a_previous_run(client, tmp_path):
+def test_output_directory_with_a_previous_run(sync, tmp_path):
     jsonl(tmp_path / "in" / "a.jsonl", '{"id": 1, "text": "a"}', "oops", '{"id": 2, "text": "b"}')
     out, _ = run(tmp_path, [tmp_path / "in"], io={"on_error": "skip"})
     assert len(pd.read_parquet(out / "rejected")) == 1

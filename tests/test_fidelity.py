@@ -43,7 +43,7 @@ def exact(line: bytes):
 # -- 1. kept records are the input's records, unchanged ------------------------------------------
 
 
-def test_floats_and_big_numbers_ride_along_unchanged(client, tmp_path):
+def test_floats_and_big_numbers_ride_along_unchanged(sync, tmp_path):
     # The issue's case: pandas' to_json wrote 0.123456789, 0.0 and 48.8583701235.
     lines = [
         b'{"id": 1, "text": "one", "score": 0.1234567890123456, "tiny": 1.5e-12, "lat": 48.858370123456789}',
@@ -61,7 +61,8 @@ def test_floats_and_big_numbers_ride_along_unchanged(client, tmp_path):
 
 def test_ids_outside_int64_are_exact(client, tmp_path):
     # Read as doubles, 2**64 and -2**63-1 once collided into a false "repeated id" error, and the
-    # output rewrote 5 as 5.0 and 9007199254740993 as 9007199254740992.0.
+    # output rewrote 5 as 5.0 and 9007199254740993 as 9007199254740992.0. On the cluster: the
+    # group tables that carry these ids pass P2P's conversion to Arrow.
     ids = [
         "18446744073709551616",
         "-9223372036854775809",
@@ -108,7 +109,7 @@ def test_an_id_of_more_than_38_digits_is_named(tmp_path):
     assert docs[docs._kind.isna()].id.tolist() == [str(10**37), str(10**38 - 1)]
 
 
-def test_assigned_ids_are_put_first_in_the_records(client, tmp_path):
+def test_assigned_ids_are_put_first_in_the_records(sync, tmp_path):
     lines = [
         b'{"text": "a", "score": 0.1234567890123456}',
         b'  { "text":"b"}',
@@ -129,7 +130,7 @@ def test_assigned_ids_are_put_first_in_the_records(client, tmp_path):
     ]
 
 
-def test_parquet_keeps_its_schema_and_values(client, tmp_path):
+def test_parquet_keeps_its_schema_and_values(sync, tmp_path):
     nan = float("nan")
     table = pa.table(
         {
@@ -158,7 +159,7 @@ def test_parquet_keeps_its_schema_and_values(client, tmp_path):
     assert written.to_pylist().__repr__() == expected.to_pylist().__repr__()  # repr: NaN == NaN, -0.0 != 0.0
 
 
-def test_parquet_to_jsonl_keeps_float_precision(client, tmp_path):
+def test_parquet_to_jsonl_keeps_float_precision(sync, tmp_path):
     pq.write_table(
         pa.table({"id": [1, 2], "text": ["a", "b"], "score": [0.1234567890123456, 1.5e-12], "n": [2**62 + 1, None]}),
         tmp_path / "in.parquet",
@@ -171,7 +172,7 @@ def test_parquet_to_jsonl_keeps_float_precision(client, tmp_path):
     ]
 
 
-def test_jsonl_to_parquet_keeps_values(client, tmp_path):
+def test_jsonl_to_parquet_keeps_values(sync, tmp_path):
     records = [
         {"id": 1, "text": "a", "score": 0.1234567890123456, "tiny": 1.5e-12, "tags": ["x"]},
         {"id": 2, "text": "b", "score": 48.858370123456789},
@@ -216,7 +217,7 @@ def _corpora(draw):
     max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 )
 @given(corpus=_corpora(), split=st.integers(0, 12))
-def test_random_records_come_out_exactly(client, tmp_path_factory, corpus, split):
+def test_random_records_come_out_exactly(sync, tmp_path_factory, corpus, split):
     tmp = tmp_path_factory.mktemp("prop")
     lines = []
     for doc_id, text, side, (ascii_only, order) in corpus:
@@ -242,7 +243,7 @@ def test_random_records_come_out_exactly(client, tmp_path_factory, corpus, split
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
-def test_a_partition_with_nothing_kept_writes_no_file(client, tmp_path, fmt):
+def test_a_partition_with_nothing_kept_writes_no_file(sync, tmp_path, fmt):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.jsonl").write_text('{"id": 1, "text": "x"}\n{"id": 2, "text": "y"}\n')
     (tmp_path / "in" / "b.jsonl").write_text('{"id": 3, "text": "x"}\n')  # all removed
@@ -269,7 +270,7 @@ def test_a_partition_with_nothing_kept_writes_no_file(client, tmp_path, fmt):
 # -- 3. side fields of any type ride along ------------------------------------------------------------
 
 
-def test_side_field_types_that_differ_between_files(client, tmp_path):
+def test_side_field_types_that_differ_between_files(sync, tmp_path):
     (tmp_path / "in").mkdir()
     a = b'{"id": 1, "text": "one", "score": 3}\n'
     b = b'{"id": 2, "text": "two", "score": "high"}\n{"id": 3, "text": "three", "score": [1, {"x": null}]}\n'
@@ -296,7 +297,7 @@ def test_side_field_types_that_differ_between_files(client, tmp_path):
 # -- 4. overlapping inputs --------------------------------------------------------------------------
 
 
-def test_overlapping_inputs_are_read_once(client, tmp_path, monkeypatch, caplog):
+def test_overlapping_inputs_are_read_once(sync, tmp_path, monkeypatch, caplog):
     (tmp_path / "d" / "sub").mkdir(parents=True)
     (tmp_path / "d" / "a.jsonl.gz").write_bytes(gzip.compress(b'{"id": 1, "text": "a"}\n'))
     (tmp_path / "d" / "b.jsonl").write_text('{"id": 2, "text": "b"}\n')

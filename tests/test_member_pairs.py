@@ -102,7 +102,7 @@ def test_member_pairs_of_buckets_where_a_member_failed():
         member_pairs(stars, scored, components, 0.8, 0)
 
 
-def test_pair_behind_a_dissimilar_anchor_is_found(client, tmp_path):
+def test_pair_behind_a_dissimilar_anchor_is_found(sync, tmp_path):
     records = [json.loads(line) for line in (FIXTURES / "anchor_trio.jsonl").read_text().splitlines()]
     a, b, c = (r["text"] for r in records)
     config = load_config()
@@ -121,7 +121,7 @@ def test_pair_behind_a_dissimilar_anchor_is_found(client, tmp_path):
         assert summary["counts"]["fuzzy"]["member_pairs"] == (1 if order[0] == 0 else 0)
 
 
-def test_input_order_changes_no_component_and_no_kept_pair_shares_a_bucket(client, tmp_path):
+def test_input_order_changes_no_component_and_no_kept_pair_shares_a_bucket(sync, tmp_path):
     records = templated_documents(docs=200, pairs=10, seed=1)
     config = load_config()
     texts, ids = [r["text"] for r in records], [r["id"] for r in records]

@@ -32,7 +32,7 @@ def test_output_compression_default_follows_the_input():
     assert output_compression("zstd", "jsonl", "jsonl", ["a.jsonl"]) == "zstd"
 
 
-def test_compressed_input_gives_compressed_output_of_the_same_lines(client, tmp_path):
+def test_compressed_input_gives_compressed_output_of_the_same_lines(sync, tmp_path):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "docs.jsonl.gz").write_bytes(gzip.compress(DOCS.read_bytes()))
     plain = run([DOCS], tmp_path / "plain")
@@ -62,7 +62,7 @@ def test_compressed_input_gives_compressed_output_of_the_same_lines(client, tmp_
     assert (tmp_path / "none" / "deduplicated" / "part.0.jsonl").read_bytes() == lines
 
 
-def test_keep_stages_and_output_compression_on_resume(client, tmp_path):
+def test_keep_stages_and_output_compression_on_resume(sync, tmp_path):
     out = tmp_path / "out"
     first = run([DOCS], out, keep_stages=True)
     stages = sorted(p.parent.name for p in (out / "_stages").glob("*/_marker.json"))
@@ -76,7 +76,7 @@ def test_keep_stages_and_output_compression_on_resume(client, tmp_path):
     assert not (out / "_stages").exists()  # a successful run without keep_stages removes them
 
 
-def test_failed_run_keeps_its_stages(client, tmp_path, monkeypatch):
+def test_failed_run_keeps_its_stages(sync, tmp_path, monkeypatch):
     import curate.pipeline
 
     def broken(*args, **kwargs):
@@ -88,7 +88,7 @@ def test_failed_run_keeps_its_stages(client, tmp_path, monkeypatch):
     assert len(list((tmp_path / "out" / "_stages").glob("*/_marker.json"))) > 5  # for --resume
 
 
-def test_parquet_output_codec(client, tmp_path):
+def test_parquet_output_codec(sync, tmp_path):
     run([DOCS], tmp_path / "snappy", output_format="parquet")
     run([DOCS], tmp_path / "zstd", output_format="parquet", output_compression="zstd")
     for name, codec in [("snappy", "SNAPPY"), ("zstd", "ZSTD")]:

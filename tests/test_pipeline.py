@@ -3,10 +3,12 @@
 import json
 from pathlib import Path
 
+import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pytest
+from distributed import get_task_stream
 
 from curate.config import load_config
 from curate.dedup.keys import in_order
@@ -98,7 +100,7 @@ def test_fixture_end_to_end(fixture_run, fixture_docs):
     assert summary["counts"] == counts
 
 
-def test_keep_longest_and_max_column(client, tmp_path):
+def test_keep_longest_and_max_column(sync, tmp_path):
     longest_out, _ = run(tmp_path / "a", ["tests/data/docs.jsonl"], keep="longest", mode="fuzzy")
     removed = pd.read_parquet(longest_out / "removed.parquet")
     # a4 and a7 are the longer versions, so they are kept and a1's copies / a2 are removed.
@@ -111,19 +113,19 @@ def test_keep_longest_and_max_column(client, tmp_path):
     assert dict(zip(removed.id, removed.representative)) == {"a1": "a12", "a3": "a12", "a8": "a6"}
 
 
-def test_no_verify_keeps_whole_components(client, tmp_path):
+def test_no_verify_keeps_whole_components(sync, tmp_path):
     out, summary = run(tmp_path, ["tests/data/docs.jsonl"], mode="fuzzy", fuzzy={"verify": False})
     assert summary["counts"]["fuzzy"]["verified_edges"] == summary["counts"]["fuzzy"]["candidate_edges"]
     assert set(pd.read_parquet(out / "removed.parquet").id) >= {"a3", "a12"}
 
 
-def test_output_dir_with_previous_run(client, tmp_path):
+def test_output_dir_with_previous_run(sync, tmp_path):
     run(tmp_path, ["tests/data/docs.jsonl"])
     with pytest.raises(FileExistsError, match="overwrite"):
         run(tmp_path, ["tests/data/docs.jsonl"])
 
 
-def test_short_documents_not_collapsed_and_empty_counted(client, tmp_path):
+def test_short_documents_not_collapsed_and_empty_counted(sync, tmp_path):
     from tests.conftest import write_jsonl
 
     words = [f"w{i:03d}x" for i in range(300)]  # distinct, all shorter than the 24-character width
@@ -194,7 +196,7 @@ def test_in_order_ranges_and_repeats(client):
 
 
 @pytest.mark.parametrize("output_format", ["parquet", "jsonl"])
-def test_list_columns_ride_along(client, tmp_path, fixture_docs, output_format):
+def test_list_columns_ride_along(sync, tmp_path, fixture_docs, output_format):
     # Regression: a list column (like Reuters' topics) broke the stage files and the output.
     from tests.conftest import write_jsonl
 
@@ -214,27 +216,27 @@ def test_list_columns_ride_along(client, tmp_path, fixture_docs, output_format):
         assert kept == [d for d in records if d["id"] in {k["id"] for k in kept}] and len(kept) == 7
 
 
-def test_bad_input_leaves_no_output(client, tmp_path):
+def test_bad_input_leaves_no_output(sync, tmp_path):
     with pytest.raises(FileNotFoundError):
         run(tmp_path, [tmp_path / "missing.jsonl"])
     assert not (tmp_path / "out").exists()
 
 
-def test_distributed_components_path_gives_the_same_result(fixture_run, tmp_path):
+def test_distributed_components_path_gives_the_same_result(sync, fixture_run, tmp_path):
     local = fixture_run[0]  # the default: one task solves the fixture's graph
     spread, _ = run(tmp_path / "spread", ["tests/data/docs.jsonl"], fuzzy={"local_components_max_edges": 0})
     assert (local / "removed.parquet").read_bytes() == (spread / "removed.parquet").read_bytes()
     assert len(pd.read_parquet(spread / "removed.parquet")) == 5
 
 
-def test_word_ngrams(client, tmp_path):
+def test_word_ngrams(sync, tmp_path):
     # word 5-grams: J(a1, a4) = 0.836, J(a2, a7) = 0.842 (pure-Python reference)
     out, summary = run(tmp_path, ["tests/data/docs.jsonl"], mode="fuzzy", fuzzy={"ngram": "word", "width": 5})
     removed = pd.read_parquet(out / "removed.parquet")
     assert dict(zip(removed.id, removed.representative)) == {"a3": "a1", "a4": "a1", "a7": "a2", "a12": "a1"}
 
 
-def test_normalisation_finds_case_and_spacing_variants(client, tmp_path, fixture_docs):
+def test_normalisation_finds_case_and_spacing_variants(sync, tmp_path, fixture_docs):
     from tests.conftest import write_jsonl
 
     texts = {d["id"]: d["text"] for d in fixture_docs}
@@ -307,6 +309,26 @@ def test_no_stage_aligns_frames_by_their_index(fixture_run):
     # Index labels repeat across curate's partitions: a realignment pairs rows of other
     # documents (see tests/test_api.py for the verification filter that did).
     assert fixture_run[3] == []
+
+
+def test_a_local_scheduler_set_in_dask_config_runs_the_stages_and_writes_the_same_bytes(client, fixture_run, tmp_path):
+    # Dask's precedence: dask.config's scheduler before the default client. The run computes in
+    # this process (disk shuffles, no P2P: the client's workers are not its) and writes what the
+    # cluster's run wrote.
+    with dask.config.set(scheduler="sync"), get_task_stream(client) as tasks:
+        out, summary = run(tmp_path, ["tests/data/docs.jsonl"])
+    assert tasks.data == [] and summary["peak_rss_bytes"]["workers"] == {}
+    cluster = fixture_run[0]
+    files = sorted(p.relative_to(cluster) for p in cluster.rglob("*") if p.is_file() and "_stages" not in p.parts)
+    assert [str(f) for f in files if f.suffix != ".json"] == [
+        "deduplicated/part.0.jsonl",
+        "duplicates.parquet",
+        "removed.parquet",
+    ]
+    for name in files:
+        if name.suffix != ".json":
+            assert (out / name).read_bytes() == (cluster / name).read_bytes(), name
+    assert summary["counts"] == fixture_run[1]["counts"]
 
 
 def test_summary_lists_input_files_and_stage_peaks(client, fixture_run):

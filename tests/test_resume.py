@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import dask
 import pytest
 from distributed import Client, LocalCluster
 
@@ -221,8 +222,10 @@ def test_killed_worker_mid_stage_gives_identical_output(tmp_path, monkeypatch):
     def news(out):
         return dedup([str(data)], str(out), load_config(None, {"io": {"blocksize": "128KB"}}))
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster):
+    # The reference on the synchronous scheduler, which writes the cluster's bytes (test_pipeline).
+    with dask.config.set(scheduler="sync"):
         reference = news(tmp_path / "reference")
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster):
         monkeypatch.setattr(Runner, "__call__", kill_a_busy_worker)
         survived = news(tmp_path / "killed")
     assert len(killed) == 1 and reference["counts"]["input"]["partitions"] > 4

@@ -25,10 +25,21 @@ from tests.conftest import FIXTURES, shared_corpus
 CLUSTER = ["--n-workers", "2", "--threads-per-worker", "1", "--no-progress"]
 
 
+# A terminal's foreground job starts with SIGINT at its default. A test run started in the
+# background of a shell without job control (`pytest &` in a script) has SIGINT ignored, its
+# children inherit that across exec, and Python then installs no KeyboardInterrupt handler:
+# the command ran through the test's Ctrl-C. So the command is started through this, not
+# through preexec_fn (unsafe in a process with threads, as the test's Dask client has).
+AS_A_TERMINAL_STARTS_IT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
+
+
 def start(*args, **popen) -> subprocess.Popen:
     """``curate ARGS`` in its own session (process group), as a terminal runs a command."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), "COLUMNS": "200"}
-    command = [sys.executable, "-m", "curate", *map(str, args)]
+    command = [sys.executable, "-c", AS_A_TERMINAL_STARTS_IT, "-m", "curate", *map(str, args)]
     return subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
@@ -41,9 +52,8 @@ def start(*args, **popen) -> subprocess.Popen:
 
 
 def signal_state(pid: int) -> str:
-    """The SigBlk, SigIgn and SigCgt lines of a process's /proc status: in two full-suite runs
-    (never alone) the command went on through a Ctrl-C and finished, and a failure's message
-    shows whether it ignored or blocked SIGINT."""
+    """The SigBlk, SigIgn and SigCgt lines of a process's /proc status, for a failure's message:
+    whether the command blocked, ignored or caught SIGINT when the test sent it."""
     lines = Path(f"/proc/{pid}/status").read_text().splitlines()
     return " ".join(line.replace("\t", "") for line in lines if line.startswith(("SigBlk", "SigIgn", "SigCgt")))
 
@@ -68,6 +78,12 @@ def outputs(out: Path) -> dict[str, bytes]:
     return files
 
 
+def published(out: Path) -> list[str]:
+    """The stages finished in ``out/_stages``: each has its marker, written in ``<stage>.tmp/``
+    just before that folder is renamed (a Ctrl-C in between leaves it there, unfinished)."""
+    return sorted(p.parent.name for p in (out / "_stages").glob("*/_marker.json") if p.parent.suffix != ".tmp")
+
+
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process groups from /proc")
 def test_ctrl_c_stops_quietly_and_resume_finishes_the_run(client, tmp_path):
     shard = shared_corpus("enron_spam") / "part-00000.jsonl.gz"
@@ -77,7 +93,7 @@ def test_ctrl_c_stops_quietly_and_resume_finishes_the_run(client, tmp_path):
     args = [tmp_path / "in", "--blocksize", "512KB", *CLUSTER]  # a few partitions
     out = tmp_path / "out"
     run = start("dedup", *args, "-o", out)
-    while not list((out / "_stages").glob("*/_marker.json")):  # a stage finished: the next is running
+    while not published(out):  # a stage finished: the next is running
         assert run.poll() is None, run.stdout.read()
         time.sleep(0.02)
     state = signal_state(run.pid)
@@ -93,7 +109,7 @@ def test_ctrl_c_stops_quietly_and_resume_finishes_the_run(client, tmp_path):
             break
         time.sleep(0.1)
     assert group_members(run.pid) == []
-    finished = sorted(p.parent.name for p in (out / "_stages").glob("*/_marker.json"))
+    finished = published(out)
     assert finished and not (out / "summary.json").exists()
 
     # the same run resumed, on the session's cluster (the stages do not depend on the cluster)
