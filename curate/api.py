@@ -13,7 +13,7 @@ import dask.dataframe as dd
 import numpy as np
 
 from curate.backend import to_host
-from curate.cluster import local_shuffles
+from curate.cluster import current_client, local_shuffles, shuffles_need_workers
 from curate.config import ClusterConfig, FuzzyConfig, IOConfig, RunConfig
 from curate.dedup.exact import ExactDedup
 from curate.dedup.fuzzy import FuzzyDedup
@@ -59,6 +59,7 @@ class Deduplication:
     config: RunConfig
     counts: dict = field(default_factory=dict)
     _lazy_counts: dict = field(default_factory=dict, repr=False)
+    _needs_workers: bool = field(default=False, repr=False)  # built with P2P shuffles (shuffles_need_workers)
 
     def compute(self, **kwargs):
         """Compute the three tables and the counts in one pass (each stage runs once).
@@ -78,7 +79,19 @@ class Deduplication:
         ------
         AccountingError
             If input documents != kept + removed.
+        ValueError
+            If the frames were built for a client (P2P shuffles) and ``kwargs`` or ``dask.config``
+            now name a local scheduler.
         """
+        scheduler = kwargs.get("scheduler")
+        with dask.config.set({} if scheduler is None else {"scheduler": scheduler}):
+            local = current_client() is None
+        if local and self._needs_workers:
+            raise ValueError(
+                "this result was built for the distributed client (P2P shuffles, which run only on its "
+                "workers); to compute it on a local scheduler, build it there too: "
+                "with dask.config.set(scheduler=...): curate.deduplicate(...).compute()"
+            )
         kept, removed, duplicates, counts = dask.compute(
             self.kept, self.removed, self.duplicates, self._lazy_counts, **kwargs
         )
@@ -181,7 +194,7 @@ def deduplicate(
         "exact_removed": (removed.kind == "exact").sum(),
         "fuzzy_removed": (removed.kind == "fuzzy").sum(),
     }
-    return Deduplication(kept, removed, duplicates, run, _lazy_counts=counts)
+    return Deduplication(kept, removed, duplicates, run, _lazy_counts=counts, _needs_workers=shuffles_need_workers())
 
 
 def _config(mode: str, config, options: dict) -> RunConfig:

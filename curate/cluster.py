@@ -279,12 +279,23 @@ def current_client() -> Client | None:
         return None
 
 
+def shuffles_need_workers() -> bool:
+    """True where a graph built now gets P2P shuffles, which run only on a client's workers: a
+    client computes (:func:`current_client`) and ``dask.config`` names no other shuffle method."""
+    return current_client() is not None and dask.config.get("dataframe.shuffle.method", None) in (None, "p2p")
+
+
 @contextlib.contextmanager
 def local_shuffles():
-    """Disk shuffles meanwhile where Dask computes without a client (:func:`current_client`) and
-    ``dask.config`` names no shuffle method: Dask picks P2P whenever a client exists, even for a
-    local scheduler, and P2P needs the client's workers. Usable as a decorator."""
-    local = current_client() is None and dask.config.get("dataframe.shuffle.method", None) is None
+    """Disk shuffles meanwhile where a client exists but Dask computes without it (a scheduler
+    set in ``dask.config``, see :func:`current_client`) and ``dask.config`` names no shuffle
+    method: Dask picks P2P whenever a client exists, and P2P needs the client's workers. Without
+    any client nothing changes (Dask picks the method when it computes). Usable as a decorator."""
+    try:
+        beside = get_client() is not None and current_client() is None
+    except ValueError:  # no client at all
+        beside = False
+    local = beside and dask.config.get("dataframe.shuffle.method", None) is None
     with dask.config.set({"dataframe.shuffle.method": "disk"} if local else {}):
         yield
 

@@ -178,6 +178,9 @@ def test_a_local_scheduler_set_in_dask_config_beside_a_client(client):
         expected = curate.deduplicate(fixture_frame(), threshold=0.5, width=3).compute()
     assert kept.id.tolist() == expected[0].id.tolist()
     pd.testing.assert_frame_equal(removed, expected[1])
+    # Built for the client, computed elsewhere: Dask's P2P error said nothing of the cause.
+    with pytest.raises(ValueError, match=r"build it there too"):
+        curate.deduplicate(fixture_frame(), threshold=0.5, width=3).compute(scheduler="sync")
 
 
 def test_a_frame_without_ids_keeps_the_same_rows_and_names_removals_by_key():
