@@ -273,6 +273,10 @@ def current_client() -> Client | None:
         return scheduler
     if scheduler is not None and scheduler not in ("dask.distributed", "distributed"):
         return None
+    return _default_client()
+
+
+def _default_client() -> Client | None:
     try:
         return get_client()
     except ValueError:  # no client
@@ -291,10 +295,7 @@ def local_shuffles():
     set in ``dask.config``, see :func:`current_client`) and ``dask.config`` names no shuffle
     method: Dask picks P2P whenever a client exists, and P2P needs the client's workers. Without
     any client nothing changes (Dask picks the method when it computes). Usable as a decorator."""
-    try:
-        beside = get_client() is not None and current_client() is None
-    except ValueError:  # no client at all
-        beside = False
+    beside = _default_client() is not None and current_client() is None
     local = beside and dask.config.get("dataframe.shuffle.method", None) is None
     with dask.config.set({"dataframe.shuffle.method": "disk"} if local else {}):
         yield
