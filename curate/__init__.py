@@ -17,6 +17,7 @@ _API = {
     "deduplicate": "curate.api",
     "Deduplication": "curate.api",
     "add_doc_keys": "curate.dedup.keys",
+    "one_task_per_gpu": "curate.cluster",
     "read_documents": "curate.io",
 }
 
@@ -27,4 +28,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'curate' has no attribute {name!r}")
 
 
-__all__ = ["Deduplication", "__version__", "add_doc_keys", "deduplicate", "read_documents"]
+__all__ = ["Deduplication", "__version__", "add_doc_keys", "deduplicate", "one_task_per_gpu", "read_documents"]

@@ -13,7 +13,7 @@ import dask.dataframe as dd
 import numpy as np
 
 from curate.backend import to_host
-from curate.cluster import current_client, local_shuffles, shuffles_need_workers
+from curate.cluster import current_client, local_shuffles, one_task_per_gpu, shuffles_need_workers
 from curate.config import ClusterConfig, FuzzyConfig, IOConfig, RunConfig
 from curate.dedup.exact import ExactDedup
 from curate.dedup.fuzzy import FuzzyDedup
@@ -92,9 +92,10 @@ class Deduplication:
                 "workers); to compute it on a local scheduler, build it there too: "
                 "with dask.config.set(scheduler=...): curate.deduplicate(...).compute()"
             )
-        kept, removed, duplicates, counts = dask.compute(
-            self.kept, self.removed, self.duplicates, self._lazy_counts, **kwargs
-        )
+        with one_task_per_gpu():
+            kept, removed, duplicates, counts = dask.compute(
+                self.kept, self.removed, self.duplicates, self._lazy_counts, **kwargs
+            )
         self.counts = {name: int(value) for name, value in counts.items()}
         self._check()
         return kept, removed, duplicates

@@ -37,7 +37,8 @@ BACKENDS = {
     "gpu": {"dataframe.backend": "cudf", "array.backend": "cupy", "dataframe.shuffle.method": "tasks"},
 }
 GPU_PACKAGES = ("cudf", "dask_cudf", "dask_cuda", "cupy")
-GPU_INSTALL_HINT = "pip install 'curate[gpu-cu13]' (CUDA 13) or 'curate[gpu-cu12]' (CUDA 12)"
+# From curate's checkout: "curate" on PyPI is another project.
+GPU_INSTALL_HINT = "in curate's checkout, pip install '.[gpu-cu13]' (CUDA 13) or '.[gpu-cu12]' (CUDA 12)"
 
 text_buffers = Dispatch("text_buffers")
 md5_hex = Dispatch("md5_hex")
@@ -158,6 +159,21 @@ def from_arrow(table: pa.Table, frame_backend: str):
 def to_host_pandas(frame):
     """The frame itself: pandas already lives in host memory."""
     return frame
+
+
+HOST_STEP = "host-"
+
+
+def host_step(func) -> str:
+    """Key prefix of a step that computes on the host whatever the backend: ``host-<name>``
+    from ``func``'s name (``_split`` -> ``host-split``), for ``map_partitions(..., token=...)``.
+
+    Such a step may start by copying its partition from the device (:func:`to_host`) but then
+    runs pandas and numpy code only, so its tasks need no GPU: on workers that declare one,
+    :func:`curate.cluster.task_resources` lets them run on any of the worker's threads while
+    the other tasks take the GPU one at a time.
+    """
+    return HOST_STEP + func.__name__.strip("_").replace("_", "-")
 
 
 def on_host(collection):

@@ -18,7 +18,7 @@ from distributed.deploy.utils import nprocesses_nthreads
 from distributed.scheduler import KilledWorker
 from distributed.system import MEMORY_LIMIT
 
-from curate.backend import GPU_INSTALL_HINT
+from curate.backend import GPU_INSTALL_HINT, HOST_STEP
 from curate.config import ClusterConfig, GPUConfig, is_fraction
 
 logger = logging.getLogger(__name__)
@@ -301,6 +301,46 @@ def local_shuffles():
         yield
 
 
+GPU = "GPU"
+
+
+def task_resources(key) -> dict[str, int]:
+    """The worker resources a task needs where workers declare ``GPU`` (see :func:`one_task_per_gpu`):
+    none for a host step (key ``host-…``, :func:`curate.backend.host_step`), one GPU for any other task.
+
+    Every task that is not named a host step holds the GPU, Dask's own (shuffles, concatenations,
+    conversions) included: they may run on cudf partitions. Dask names a task fused from a chain
+    of partition-wise steps after the chain's steps, first step first: a chain that starts with
+    a host step is one too (the steps after it work on its output), one where a host step
+    follows another step holds the GPU.
+    """
+    name = key[0] if isinstance(key, tuple) else key
+    return {} if str(name).startswith(HOST_STEP) else {GPU: 1}
+
+
+@contextlib.contextmanager
+def one_task_per_gpu():
+    """Meanwhile, where the client Dask computes with has workers that declare a ``GPU``
+    resource (the embedded ``LocalCUDACluster``; ``dask cuda worker --resources GPU=1``), every
+    task it runs needs :func:`task_resources`: one GPU task at a time per worker, while host steps
+    run on the worker's other threads. This is the Dask GPU page's advice (worker resources,
+    ``dask.annotate``) for workers with more threads than GPUs. Elsewhere nothing changes.
+    Usable as a decorator.
+
+    The annotation is read when a graph is submitted (``Client.compute``/``persist``), so it
+    covers the stages' graphs although Dask DataFrame ignores annotations while it builds one
+    (and says so once: that warning is silenced here).
+    """
+    client = current_client()
+    workers = client.scheduler_info(n_workers=-1)["workers"].values() if client is not None else ()
+    if not any(GPU in (worker.get("resources") or {}) for worker in workers):
+        yield
+        return
+    with warnings.catch_warnings(), dask.annotate(resources=task_resources):
+        warnings.filterwarnings("ignore", "Dask annotations .* detected", UserWarning)
+        yield
+
+
 class ClusterError(RuntimeError):
     """The cluster cannot finish the run: workers keep dying, or nothing progresses."""
 
@@ -395,19 +435,25 @@ def _watch(client: Client, futures, stall_timeout: float, hint: str) -> None:
             raise ClusterError(f"no progress for {stall_timeout:.0f} s: {why}; {hint}")
 
 
-def local_cuda_cluster_options(config: ClusterConfig) -> dict:
-    """Keyword arguments for ``dask_cuda.LocalCUDACluster`` (dask-cuda 26.x) from ``config``.
+def local_cuda_cluster_options(config: ClusterConfig, gpus: int) -> dict:
+    """Keyword arguments for ``dask_cuda.LocalCUDACluster`` (dask-cuda 26.x) from ``config``,
+    for a cluster of ``gpus`` workers (one per GPU).
 
     Sizes are passed as dask-cuda reads them: a string with a ``.`` is a fraction of device
     memory, anything else bytes. With cuDF spilling on, ``device_memory_limit`` also becomes
     each worker's ``CUDF_SPILL_DEVICE_LIMIT``: dask-cuda's own spilling ignores cuDF buffers
     when cuDF spills them, so without it the limit would not bound the tables.
+
+    Each worker declares one ``GPU`` resource and has the node's cores shared among the
+    workers as threads (unless ``threads_per_worker`` is given): the run then takes the GPU
+    one task at a time while its host steps use the other threads (:func:`one_task_per_gpu`).
     """
     gpu: GPUConfig = config.gpu
     options = {
         "CUDA_VISIBLE_DEVICES": gpu.devices,
         "n_workers": config.n_workers,
-        "threads_per_worker": config.threads_per_worker or 1,
+        "threads_per_worker": config.threads_per_worker or max(1, CPU_COUNT // gpus),
+        "resources": {GPU: 1},
         "memory_limit": config.memory_limit,
         "local_directory": config.local_directory,
         "protocol": gpu.protocol,
@@ -438,6 +484,7 @@ def local_cuda_cluster(config: ClusterConfig, silence_logs: int = logging.WARNIN
     """
     try:
         from dask_cuda import LocalCUDACluster
+        from dask_cuda.utils import get_n_gpus  # CUDA_VISIBLE_DEVICES' count, else the node's
     except ImportError as err:
         raise ValueError(f"backend 'gpu' needs dask-cuda ({err}): {GPU_INSTALL_HINT}") from None
     if config.gpu.protocol == "ucx":
@@ -445,7 +492,8 @@ def local_cuda_cluster(config: ClusterConfig, silence_logs: int = logging.WARNIN
             import distributed_ucxx  # noqa: F401  (registers the ucx:// transport)
         except ImportError:
             raise ValueError(f"protocol 'ucx' needs distributed-ucxx: {GPU_INSTALL_HINT}") from None
-    options = local_cuda_cluster_options(config)
+    gpus = config.n_workers or (len(config.gpu.devices.split(",")) if config.gpu.devices else get_n_gpus())
+    options = local_cuda_cluster_options(config, gpus)
     logger.info("starting LocalCUDACluster(%s)", options)
     return LocalCUDACluster(**options, silence_logs=silence_logs)
 

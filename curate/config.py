@@ -387,7 +387,7 @@ class ClusterConfig(_Section):
         None,
         ge=1,
         description="Threads in each worker process.",
-        json_schema_extra=_shown("chosen by Dask for the machine (1 per GPU worker)"),
+        json_schema_extra=_shown("chosen by Dask for the machine (GPU: the cores shared among the GPUs)"),
     )
     memory_limit: str | None = Field(
         "auto",

@@ -22,10 +22,10 @@ import pandas as pd
 from dask.utils import parse_bytes
 
 from curate import __version__
-from curate.backend import on_host, to_host, to_parquet
+from curate.backend import host_step, on_host, to_host, to_parquet
 from curate.checkpoints import Checkpoints, StageStore, input_fingerprint, read_stage_frame, remove_stages, stage_key
 from curate.checks import OUTPUTS, PARTIAL, STAGES, check_output
-from curate.cluster import local_shuffles
+from curate.cluster import local_shuffles, one_task_per_gpu
 from curate.config import RunConfig
 from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy
 from curate.dedup.keys import drop
@@ -51,6 +51,7 @@ DUPLICATES_COLUMNS = ["id", "group", "kind", "kept", "jaccard", "source", "posit
 
 
 @local_shuffles()
+@one_task_per_gpu()
 def dedup(
     inputs: list[str],
     out_dir: str,
@@ -365,9 +366,8 @@ def with_location(duplicates: dd.DataFrame, names: tuple[str, ...]) -> dd.DataFr
         source = pd.Series(np.asarray(names)[part[DOC].to_numpy() >> POSITION_BITS], index=part.index, dtype="str")
         return part.assign(source=source, position=part[DOC] & ((1 << POSITION_BITS) - 1))
 
-    return duplicates.map_partitions(
-        locate, meta=to_host(duplicates._meta).assign(source=pd.Series(dtype="str"), position=pd.Series(dtype="int64"))
-    )
+    meta = to_host(duplicates._meta).assign(source=pd.Series(dtype="str"), position=pd.Series(dtype="int64"))
+    return duplicates.map_partitions(locate, meta=meta, token=host_step(locate))
 
 
 def removal_counts(removed: dd.DataFrame) -> dict:

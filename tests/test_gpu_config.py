@@ -1,13 +1,22 @@
 """GPU configuration and backend selection: checked without a GPU."""
 
+import dask
+import dask.dataframe as dd
+import pandas as pd
 import pytest
 from click.testing import CliRunner
+from dask.system import CPU_COUNT
+from distributed import Client, LocalCluster, SchedulerPlugin
 from pydantic import ValidationError
 
+import curate
 import curate.backend
+from curate.backend import host_step
 from curate.cli import main
-from curate.cluster import local_cuda_cluster_options
+from curate.cluster import local_cuda_cluster_options, one_task_per_gpu, task_resources
 from curate.config import load_config
+from curate.dedup.representatives import _split
+from curate.pipeline import dedup
 from tests.conftest import FIXTURES
 
 
@@ -18,14 +27,17 @@ def gpu(**options):
 def test_defaults_follow_rapids_best_practice():
     cluster = gpu()
     assert cluster.gpu.use_async and cluster.gpu.enable_cudf_spill and cluster.gpu.protocol == "tcp"
-    assert local_cuda_cluster_options(cluster) == {
-        "threads_per_worker": 1,
+    assert local_cuda_cluster_options(cluster, gpus=1) == {
+        "threads_per_worker": CPU_COUNT,  # GPU tasks take the one GPU in turn; host steps use the rest
+        "resources": {"GPU": 1},
         "memory_limit": "auto",
         "protocol": "tcp",
         "rmm_async": True,
         "enable_cudf_spill": True,
         "dashboard_address": None,
     }
+    given = load_config(None, {"cluster": {"threads_per_worker": 3}}).cluster
+    assert local_cuda_cluster_options(given, gpus=1)["threads_per_worker"] == 3
 
 
 def test_options_reach_local_cuda_cluster_as_dask_cuda_reads_them():
@@ -44,12 +56,16 @@ def test_options_reach_local_cuda_cluster_as_dask_cuda_reads_them():
             }
         },
     ).cluster
-    options = local_cuda_cluster_options(cluster)
+    options = local_cuda_cluster_options(cluster, gpus=2)
+    assert options["threads_per_worker"] == max(1, CPU_COUNT // 2) and options["resources"] == {"GPU": 1}
     assert options["CUDA_VISIBLE_DEVICES"] == "0,1" and options["n_workers"] == 2 and options["protocol"] == "ucx"
     assert options["rmm_release_threshold"] == "30GB" and options["local_directory"] == "/scratch"
     # cuDF spilling hides cuDF buffers from dask-cuda's limit, so the limit also goes to cuDF.
     assert options["device_memory_limit"] == "20GB" and options["env"] == {"CUDF_SPILL_DEVICE_LIMIT": "20000000000"}
-    no_spill = local_cuda_cluster_options(gpu(enable_cudf_spill=False, device_memory_limit=0.5, rmm_pool_size="40GB"))
+    no_spill = local_cuda_cluster_options(
+        gpu(enable_cudf_spill=False, device_memory_limit=0.5, rmm_pool_size="40GB"), gpus=CPU_COUNT + 1
+    )
+    assert no_spill["threads_per_worker"] == 1  # more GPUs than cores: still one thread each
     assert no_spill["device_memory_limit"] == 0.5 and "env" not in no_spill  # a fraction, as dask-cuda takes it
     assert no_spill["rmm_async"] is False and no_spill["rmm_pool_size"] == "40GB"
 
@@ -111,7 +127,10 @@ def test_backend_gpu_without_packages_says_how_to_install(tmp_path, monkeypatch)
         ],
     )
     assert result.exit_code == 1
-    assert "backend 'gpu' needs cudf, dask_cuda, not installed: pip install 'curate[gpu-cu13]'" in result.output
+    assert (
+        "backend 'gpu' needs cudf, dask_cuda, not installed: in curate's checkout, pip install '.[gpu-cu13]'"
+        in result.output
+    )
     assert not (tmp_path / "o").exists()
 
 
@@ -141,7 +160,7 @@ def test_backend_gpu_on_this_machine(tmp_path):
         ],
     )
     assert result.exit_code == 1 and "backend 'gpu'" in result.output
-    assert "curate[gpu-cu13]" in result.output or "no usable CUDA device" in result.output
+    assert "pip install '.[gpu-cu13]'" in result.output or "no usable CUDA device" in result.output
 
 
 def test_auto_runs_on_cpu_here_and_the_summary_names_it(tmp_path, monkeypatch):
@@ -177,5 +196,70 @@ def test_local_cuda_cluster_without_dask_cuda_says_how_to_install(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_dask_cuda)
     from curate.cluster import local_cuda_cluster
 
-    with pytest.raises(ValueError, match=r"needs dask-cuda .*curate\[gpu-cu13\]"):
+    with pytest.raises(ValueError, match=r"needs dask-cuda .*pip install '\.\[gpu-cu13\]'"):
         local_cuda_cluster(gpu())
+
+
+def test_task_resources_free_host_steps_only():
+    assert task_resources((host_step(_split) + "-3f2a", 0)) == {} and host_step(_split) == "host-split"
+    assert task_resources(("host-write-part-9c1e", 4)) == {}
+    for key in [("minhash-3f2a", 0), ("shuffle-split-3f2a", 2), "finalize-3f2a", ("to_host-3f2a", 1)]:
+        assert task_resources(key) == {"GPU": 1}, key
+
+
+@pytest.fixture(scope="module")
+def gpu_workers():
+    """A cluster whose one worker declares a GPU resource and has two threads, as the embedded
+    LocalCUDACluster's workers do (without a GPU here), recording each task's resource
+    restrictions as it starts; task shuffles, as on the GPU backend."""
+    restrictions = {}
+
+    class Record(SchedulerPlugin):
+        def transition(self, key, start, finish, *args, **kwargs):
+            if finish == "processing":
+                restrictions[key] = cluster.scheduler.tasks[key].resource_restrictions
+
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=2, resources={"GPU": 1}, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+        dask.config.set({"dataframe.shuffle.method": "tasks"}),
+    ):
+        cluster.scheduler.add_plugin(Record())
+        yield client, restrictions
+
+
+def test_gpu_workers_take_the_gpu_one_task_at_a_time_and_host_steps_run_beside(gpu_workers, tmp_path):
+    client, restrictions = gpu_workers
+    config = load_config(None, {"fuzzy": {"local_components_max_edges": 0}})  # the distributed path too
+    restrictions.clear()
+    dedup([str(FIXTURES / "docs.jsonl")], str(tmp_path / "gpu"), config)
+    names = {key[0] if isinstance(key, tuple) else key for key in restrictions}
+    host = {name.rsplit("-", 1)[0] for name in names if name.startswith("host-")}
+    # Host steps that Dask fuses into a later task (the large-/small-star steps) hold the GPU.
+    assert {"host-exact-groups", "host-split", "host-member-pairs", "host-write-part", "host-min-label"} <= host
+    for key, needs in restrictions.items():
+        name = key[0] if isinstance(key, tuple) else key
+        assert needs == ({} if name.startswith("host-") else {"GPU": 1}), key
+    # The same bytes as without GPU resources.
+    with dask.config.set(scheduler="sync"):
+        dedup([str(FIXTURES / "docs.jsonl")], str(tmp_path / "sync"), config)
+    for name in ["removed.parquet", "duplicates.parquet", "deduplicated/part.0.jsonl"]:
+        assert (tmp_path / "gpu" / name).read_bytes() == (tmp_path / "sync" / name).read_bytes(), name
+
+
+def test_the_api_takes_the_gpu_one_task_at_a_time(gpu_workers, fixture_docs):
+    client, restrictions = gpu_workers
+    docs = dd.from_pandas(pd.DataFrame(fixture_docs), npartitions=2)
+    restrictions.clear()
+    result = curate.deduplicate(docs, threshold=0.8)
+    kept, removed, _ = result.compute()
+    assert restrictions and all(
+        needs == ({} if str(key[0] if isinstance(key, tuple) else key).startswith("host-") else {"GPU": 1})
+        for key, needs in restrictions.items()
+    )
+    assert len(kept) + len(removed) == len(fixture_docs) and len(removed) == result.counts["removed"] > 0
+
+
+def test_workers_without_a_gpu_resource_get_no_restrictions(client):
+    with client.as_current(), one_task_per_gpu():
+        assert "resources" not in dask.get_annotations()

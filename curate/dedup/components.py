@@ -9,7 +9,7 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 
-from curate.backend import label_components, to_host
+from curate.backend import host_step, label_components, to_host
 from curate.kernels.components import components_local
 
 __all__ = ["connected_components", "components_local", "components_distributed"]
@@ -122,7 +122,7 @@ def _small_star(df: pd.DataFrame) -> pd.DataFrame:
 
 def _half_step(frame: dd.DataFrame, star, nparts: int) -> dd.DataFrame:
     # Shuffling on u puts every edge of a node in one partition, as the paper's reducer needs.
-    return frame.shuffle("u", npartitions=nparts).map_partitions(star, meta=_EDGE_META)
+    return frame.shuffle("u", npartitions=nparts).map_partitions(star, meta=_EDGE_META, token=host_step(star))
 
 
 def _fingerprint(df: pd.DataFrame) -> pd.DataFrame:
@@ -132,7 +132,7 @@ def _fingerprint(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _fingerprint_of(frame: dd.DataFrame) -> tuple[int, int]:
-    (parts,) = dask.compute(frame.map_partitions(_fingerprint, meta=_FP_META))
+    (parts,) = dask.compute(frame.map_partitions(_fingerprint, meta=_FP_META, token=host_step(_fingerprint)))
     return int(parts["n"].sum()), int(parts["h"].to_numpy().sum(dtype=np.uint64))
 
 
@@ -185,13 +185,15 @@ def components_distributed(edges: dd.DataFrame) -> dd.DataFrame:
     """
     _check_edges(edges)
     nparts = edges.npartitions
-    start = edges[["u", "v"]].astype("int64").map_partitions(_orient, meta=_EDGE_META).persist()
+    start = (
+        edges[["u", "v"]].astype("int64").map_partitions(_orient, meta=_EDGE_META, token=host_step(_orient)).persist()
+    )
     state = start[start["u"] != start["v"]]
     fp = _fingerprint_of(state)
     rounds = 0
     while True:
         rounds += 1
-        both_ways = state.map_partitions(_both_directions, meta=_EDGE_META)
+        both_ways = state.map_partitions(_both_directions, meta=_EDGE_META, token=host_step(_both_directions))
         state = _half_step(_half_step(both_ways, _large_star, nparts), _small_star, nparts).persist()
         new_fp = _fingerprint_of(state)
         # A round depends only on the edge set, so an unchanged set is a fixed point.
@@ -201,7 +203,9 @@ def components_distributed(edges: dd.DataFrame) -> dd.DataFrame:
     _log.info("large/small-star converged after %d rounds", rounds)
     # Every node offers (x, x) and non-roots also (x, min); the smaller wins, so
     # roots and nodes seen only in self-loops get labelled too.
-    selves = start.map_partitions(_self_labels, meta=_OUT_META)
+    selves = start.map_partitions(_self_labels, meta=_OUT_META, token=host_step(_self_labels))
     labels = state.rename(columns={"u": "node", "v": "component"})
     both = dd.concat([labels, selves])
-    return both.shuffle("node", npartitions=nparts).map_partitions(_min_label, meta=_OUT_META)
+    return both.shuffle("node", npartitions=nparts).map_partitions(
+        _min_label, meta=_OUT_META, token=host_step(_min_label)
+    )

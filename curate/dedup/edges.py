@@ -12,7 +12,7 @@ import dask
 import dask.dataframe as dd
 import numpy as np
 
-from curate.backend import to_host
+from curate.backend import host_step, to_host
 from curate.dedup.minhash import BUCKET
 from curate.dedup.verify import JACCARD
 from curate.schema import DOC
@@ -139,7 +139,9 @@ def member_pairs(
     """
     if max_pairs < 1:
         raise ValueError(f"max_pairs must be >= 1, got {max_pairs}")
-    pairs = _bucket_rows(stars, scored, components).map_partitions(_member_pairs, threshold, max_pairs, meta=_EDGE_META)
+    pairs = _bucket_rows(stars, scored, components).map_partitions(
+        _member_pairs, threshold, max_pairs, meta=_EDGE_META, token=host_step(_member_pairs)
+    )
     # Each pair once, and none already compared: old pairs sort before an equal new one.
     both = dd.concat([pairs.assign(**{_OLD: False}), scored[["u", "v"]].assign(**{_OLD: True})]).shuffle("u")
     return both.map_partitions(_new_pairs, meta=_EDGE_META)
@@ -154,7 +156,7 @@ def buckets_over_cap(
     """
     return (
         _bucket_rows(stars, scored, components)
-        .map_partitions(_over_cap, threshold, max_pairs, meta=(None, "int64"))
+        .map_partitions(_over_cap, threshold, max_pairs, meta=(None, "int64"), token=host_step(_over_cap))
         .sum()
     )
 

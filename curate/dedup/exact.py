@@ -3,7 +3,7 @@
 import dask.dataframe as dd
 import pandas as pd
 
-from curate.backend import md5_hex, sha256_hex, text_buffers, to_host
+from curate.backend import host_step, md5_hex, sha256_hex, text_buffers, to_host
 from curate.dedup.groups import group_frame, group_meta
 from curate.dedup.keep import LENGTH, KeepPolicy
 from curate.dedup.stages import Stage, build_now
@@ -89,7 +89,9 @@ class ExactDedup:
             are small next to the corpus.
         """
         meta = to_host(group_meta(candidates[self.id_field]._meta))
-        return candidates.map_partitions(_exact_groups, self.id_field, self.keep, meta=meta)
+        return candidates.map_partitions(
+            _exact_groups, self.id_field, self.keep, meta=meta, token=host_step(_exact_groups)
+        )
 
     def run(self, docs: dd.DataFrame, stage: Stage = build_now, candidates: dd.DataFrame | None = None) -> dd.DataFrame:
         """Duplicate groups of ``docs`` through ``stage`` (see :mod:`curate.dedup.stages`).

@@ -11,7 +11,7 @@ verification, the whole component is one group (NeMo Curator's behaviour).
 import dask.dataframe as dd
 import numpy as np
 
-from curate.backend import greedy_representatives, to_host
+from curate.backend import greedy_representatives, host_step, to_host
 from curate.config import FuzzyConfig
 from curate.dedup.groups import group_frame, group_meta
 from curate.dedup.keep import KeepPolicy
@@ -56,7 +56,13 @@ def component_groups(
     members = select(docs[list(dict.fromkeys(cols))], components.rename(columns={"node": DOC}), (COMPONENT,))
     # Components hold candidate documents only, so they are split on the host whatever the backend.
     return members.shuffle(COMPONENT).map_partitions(
-        _split, text_field, id_field, keep, config, meta=to_host(group_meta(docs[id_field]._meta))
+        _split,
+        text_field,
+        id_field,
+        keep,
+        config,
+        meta=to_host(group_meta(docs[id_field]._meta)),
+        token=host_step(_split),
     )
 
 

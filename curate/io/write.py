@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import zstandard
 from fsspec.core import url_to_fs
 
-from curate.backend import to_arrow, to_host
+from curate.backend import host_step, to_arrow, to_host
 from curate.io.files import common_compression
 from curate.io.records import json_text, python_rows
 from curate.schema import DOC
@@ -87,7 +87,11 @@ def write_documents(
     fs.makedirs(root, exist_ok=True)
     docs = docs.drop(columns=[DOC]) if DOC in docs.columns else docs
     schema = schema or _frame_schema(to_host(docs._meta))
-    return docs.map_partitions(_write_part, fs, root, fmt, schema, compression, meta=(None, "int64")).sum()
+    # Arrow conversion, encoding and compression run on the host (to_arrow copies a cudf partition there).
+    write = docs.map_partitions(
+        _write_part, fs, root, fmt, schema, compression, meta=(None, "int64"), token=host_step(_write_part)
+    )
+    return write.sum()
 
 
 def _frame_schema(meta: pd.DataFrame) -> pa.Schema:
