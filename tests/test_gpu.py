@@ -200,6 +200,19 @@ def test_partitions_with_either_kind_of_index_keep_their_columns():
     assert result["_doc"].tolist() == sorted([*range(50, 100), *range(0, 50, 2)])
 
 
+def test_the_embedded_cluster_gives_each_gpu_worker_its_gpu_and_the_cores():
+    from dask.system import CPU_COUNT
+    from dask_cuda.utils import get_n_gpus
+
+    from curate.cluster import connect
+    from curate.config import load_config
+
+    with connect(load_config().cluster, "gpu") as client:
+        workers = list(client.scheduler_info(n_workers=-1)["workers"].values())
+    assert len(workers) == get_n_gpus()
+    assert all(w["resources"] == {"GPU": 1} and w["nthreads"] == max(1, CPU_COUNT // len(workers)) for w in workers)
+
+
 def dedup(inputs, out: Path, *flags) -> bytes:
     result = CliRunner().invoke(main, ["dedup", *map(str, inputs), "-o", str(out), "--no-progress", *flags])
     assert result.exit_code == 0, result.output
