@@ -92,7 +92,7 @@ class Deduplication:
                 "workers); to compute it on a local scheduler, build it there too: "
                 "with dask.config.set(scheduler=...): curate.deduplicate(...).compute()"
             )
-        with one_task_per_gpu():
+        with one_task_per_gpu(self.kept):
             kept, removed, duplicates, counts = dask.compute(
                 self.kept, self.removed, self.duplicates, self._lazy_counts, **kwargs
             )

@@ -161,6 +161,11 @@ def to_host_pandas(frame):
     return frame
 
 
+def on_device(frame) -> bool:
+    """Whether ``frame`` (a partition, series or meta) lives in device memory: :func:`to_host` copies it."""
+    return to_host(frame) is not frame
+
+
 HOST_STEP = "host-"
 
 

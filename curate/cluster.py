@@ -18,7 +18,7 @@ from distributed.deploy.utils import nprocesses_nthreads
 from distributed.scheduler import KilledWorker
 from distributed.system import MEMORY_LIMIT
 
-from curate.backend import GPU_INSTALL_HINT, HOST_STEP
+from curate.backend import GPU_INSTALL_HINT, HOST_STEP, on_device
 from curate.config import ClusterConfig, GPUConfig, is_fraction
 
 logger = logging.getLogger(__name__)
@@ -319,19 +319,27 @@ def task_resources(key) -> dict[str, int]:
 
 
 @contextlib.contextmanager
-def one_task_per_gpu():
-    """Meanwhile, where the client Dask computes with has workers that declare a ``GPU``
-    resource (the embedded ``LocalCUDACluster``; ``dask cuda worker --resources GPU=1``), every
-    task it runs needs :func:`task_resources`: one GPU task at a time per worker, while host steps
-    run on the worker's other threads. This is the Dask GPU page's advice (worker resources,
-    ``dask.annotate``) for workers with more threads than GPUs. Elsewhere nothing changes.
-    Usable as a decorator.
+def one_task_per_gpu(frame=None):
+    """Meanwhile, where the run's partitions are cudf and the client Dask computes with has
+    workers that declare a ``GPU`` resource (the embedded ``LocalCUDACluster``;
+    ``dask cuda worker --resources GPU=1``), every task it runs needs :func:`task_resources`:
+    one GPU task at a time per worker, while host steps run on the worker's other threads. This
+    is the Dask GPU page's advice (worker resources, ``dask.annotate``) for workers with more
+    threads than GPUs. Elsewhere nothing changes: a run of pandas partitions on such workers
+    keeps all their threads. Usable as a decorator.
+
+    Parameters
+    ----------
+    frame : dask.dataframe.DataFrame, optional
+        The collection to be computed: its partition type says whether the run is on the
+        device. Default: ``dask.config``'s ``dataframe.backend`` (``cudf``), as
+        :func:`curate.pipeline.dedup` reads its input.
 
     The annotation is read when a graph is submitted (``Client.compute``/``persist``), so it
     covers the stages' graphs although Dask DataFrame ignores annotations while it builds one
     (and says so once: that warning is silenced here).
     """
-    client = current_client()
+    client = current_client() if _runs_on_device(frame) else None
     workers = client.scheduler_info(n_workers=-1)["workers"].values() if client is not None else ()
     if not any(GPU in (worker.get("resources") or {}) for worker in workers):
         yield
@@ -339,6 +347,10 @@ def one_task_per_gpu():
     with warnings.catch_warnings(), dask.annotate(resources=task_resources):
         warnings.filterwarnings("ignore", "Dask annotations .* detected", UserWarning)
         yield
+
+
+def _runs_on_device(frame) -> bool:
+    return dask.config.get("dataframe.backend") == "cudf" if frame is None else on_device(frame._meta)
 
 
 class ClusterError(RuntimeError):

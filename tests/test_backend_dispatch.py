@@ -167,3 +167,9 @@ def test_cudf_types_reach_their_implementations():
             on_gpu, f"{op}_{'cupy' if op == 'band_buckets' else 'cudf'}"
         )
     assert backend.parquet_engine(cudf.DataFrame()) is CudfEngine
+
+
+def test_device_frames_are_the_ones_to_host_copies(monkeypatch):
+    # curate.cluster.one_task_per_gpu restricts tasks only for frames on the device.
+    monkeypatch.setitem(backend.to_host._lookup, _DeviceFrame, pd.DataFrame)
+    assert backend.on_device(_DeviceFrame({"a": [1]})) and not backend.on_device(pd.DataFrame({"a": [1]}))

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 import curate
 import curate.backend
+import curate.cluster
 from curate.backend import host_step
 from curate.cli import main
 from curate.cluster import local_cuda_cluster_options, one_task_per_gpu, task_resources
@@ -228,18 +229,26 @@ def gpu_workers():
         yield client, restrictions
 
 
-def test_gpu_workers_take_the_gpu_one_task_at_a_time_and_host_steps_run_beside(gpu_workers, tmp_path):
+@pytest.fixture
+def as_if_on_device(monkeypatch):
+    """The run's partitions count as cudf ones (they are pandas here: no GPU)."""
+    monkeypatch.setattr(curate.cluster, "_runs_on_device", lambda frame: True)
+
+
+def key_name(key) -> str:
+    return key[0] if isinstance(key, tuple) else key
+
+
+def test_gpu_workers_take_the_gpu_one_task_at_a_time_and_host_steps_run_beside(gpu_workers, as_if_on_device, tmp_path):
     client, restrictions = gpu_workers
     config = load_config(None, {"fuzzy": {"local_components_max_edges": 0}})  # the distributed path too
     restrictions.clear()
     dedup([str(FIXTURES / "docs.jsonl")], str(tmp_path / "gpu"), config)
-    names = {key[0] if isinstance(key, tuple) else key for key in restrictions}
-    host = {name.rsplit("-", 1)[0] for name in names if name.startswith("host-")}
-    # Host steps that Dask fuses into a later task (the large-/small-star steps) hold the GPU.
+    host = {key_name(key).rsplit("-", 1)[0] for key in restrictions if key_name(key).startswith("host-")}
+    # Host steps that follow another step in a fused task (the large-/small-star steps) hold the GPU.
     assert {"host-exact-groups", "host-split", "host-member-pairs", "host-write-part", "host-min-label"} <= host
     for key, needs in restrictions.items():
-        name = key[0] if isinstance(key, tuple) else key
-        assert needs == ({} if name.startswith("host-") else {"GPU": 1}), key
+        assert needs == ({} if key_name(key).startswith("host-") else {"GPU": 1}), key
     # The same bytes as without GPU resources.
     with dask.config.set(scheduler="sync"):
         dedup([str(FIXTURES / "docs.jsonl")], str(tmp_path / "sync"), config)
@@ -247,19 +256,29 @@ def test_gpu_workers_take_the_gpu_one_task_at_a_time_and_host_steps_run_beside(g
         assert (tmp_path / "gpu" / name).read_bytes() == (tmp_path / "sync" / name).read_bytes(), name
 
 
-def test_the_api_takes_the_gpu_one_task_at_a_time(gpu_workers, fixture_docs):
+def test_the_api_takes_the_gpu_one_task_at_a_time(gpu_workers, as_if_on_device, fixture_docs):
     client, restrictions = gpu_workers
     docs = dd.from_pandas(pd.DataFrame(fixture_docs), npartitions=2)
     restrictions.clear()
     result = curate.deduplicate(docs, threshold=0.8)
     kept, removed, _ = result.compute()
     assert restrictions and all(
-        needs == ({} if str(key[0] if isinstance(key, tuple) else key).startswith("host-") else {"GPU": 1})
-        for key, needs in restrictions.items()
+        needs == ({} if key_name(key).startswith("host-") else {"GPU": 1}) for key, needs in restrictions.items()
     )
     assert len(kept) + len(removed) == len(fixture_docs) and len(removed) == result.counts["removed"] > 0
 
 
-def test_workers_without_a_gpu_resource_get_no_restrictions(client):
+def test_pandas_partitions_keep_every_thread_of_gpu_workers(gpu_workers, tmp_path):
+    # A CPU run on GPU workers: restricting its tasks would leave all threads but one idle.
+    client, restrictions = gpu_workers
+    restrictions.clear()
+    dedup([str(FIXTURES / "docs.jsonl")], str(tmp_path / "cpu"), load_config())
+    assert restrictions and set(map(bool, restrictions.values())) == {False}
+    docs = dd.from_pandas(pd.DataFrame({"text": ["a b c", "a b c"]}), npartitions=1)
+    with one_task_per_gpu(docs):
+        assert "resources" not in dask.get_annotations()
+
+
+def test_workers_without_a_gpu_resource_get_no_restrictions(client, as_if_on_device):
     with client.as_current(), one_task_per_gpu():
         assert "resources" not in dask.get_annotations()
