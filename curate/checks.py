@@ -182,9 +182,12 @@ def check_output(
         )
     held = [name for name in (*OUTPUTS, *PARTIAL, *(() if resume else (STAGES,))) if (out / name).exists()]
     if held and not (overwrite or resume):
-        raise FileExistsError(
-            f"{out} already holds {held}; pass --resume to reuse its finished stages or --overwrite to replace them"
-        )
+        if STAGES in held:
+            raise FileExistsError(
+                f"{out} already holds {held}; pass --resume to reuse its finished stages or --overwrite to replace them"
+            )
+        # A finished run without its stages: --resume would recompute everything.
+        raise FileExistsError(f"{out} already holds {held}, a finished run; pass --overwrite to replace it")
 
 
 def _check_folder(out: Path) -> None:

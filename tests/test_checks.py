@@ -119,6 +119,12 @@ def test_output_folder_problems_name_the_fix(tmp_path):
     (tmp_path / "run" / "summary.json").write_text("{}")
     with pytest.raises(FileExistsError, match=r"already holds \['summary.json', '_stages'\]"):
         check_output(tmp_path / "run")
+    (tmp_path / "run" / "_stages").rmdir()  # a finished run: no stages to resume from
+    with pytest.raises(
+        FileExistsError, match=r"already holds \['summary.json'\], a finished run; pass --overwrite"
+    ) as held:
+        check_output(tmp_path / "run")
+    assert "--resume" not in str(held.value)
 
 
 def test_output_and_inputs_kept_apart(tmp_path):
