@@ -347,3 +347,23 @@ def test_inspect_sides_meet_again_after_a_change():
     )
     rows = [line for line in out.getvalue().splitlines() if "MARKER" in line]
     assert len(rows) == 1 and rows[0].count("MARKER") == 2, out.getvalue()
+
+
+def test_inspect_headline_breaks_between_phrases():
+    from io import StringIO
+
+    from rich.console import Console
+
+    from curate.review.diff import word_diff
+    from curate.review.inspect import Pair
+    from curate.review.terminal import print_pair
+
+    text = "alpha beta gamma delta " * 40
+    out = StringIO()
+    pair = Pair("rwebster-16008", "akjv-16008", "fuzzy", 0.8125, "akjv-16008", 2, word_diff(text + "x", text + "y"))
+    print_pair(Console(file=out, width=80, color_system=None), pair)
+    head = [line.rstrip() for line in out.getvalue().splitlines()[:2]]
+    assert head == [
+        "fuzzy: removed rwebster-16008 · kept akjv-16008 · Jaccard 0.812",
+        "fuzzy group of 2 · 1 of 161 words differ (1 of 161 in the kept)",
+    ], head

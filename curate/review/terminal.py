@@ -11,7 +11,9 @@ from curate.review.inspect import Pair, diff_blocks, trailing_space
 def print_pair(console: Console, pair: Pair) -> None:
     """A removed document beside its representative: common text plain, differing words in colour
     (or, without colour, marked ``[-removed's-]`` and ``{+kept's+}`` as in ``git diff --word-diff``)."""
-    title = f"[bold]{pair.kind}[/]: " + pair.headline(lambda doc: f"[bold]{escape(str(doc))}[/]")
+    title = _packed(
+        f"[bold]{pair.kind}[/]: " + pair.headline(lambda doc: f"[bold]{escape(str(doc))}[/]"), console.width
+    )
     if pair.diff is None:
         console.print(title)
         console.print(f"  text unavailable: {escape(pair.unavailable)}")
@@ -43,6 +45,19 @@ def print_pair(console: Console, pair: Pair) -> None:
                     right.append(b, style="bold green").append(b_space)
         table.add_row(left, right)
     console.print(table)
+
+
+def _packed(markup: str, width: int) -> str:
+    """``markup``'s `` · ``-separated phrases on lines of at most ``width`` cells where each fits:
+    a line breaks between phrases, not inside one ("fuzzy group of" / "2")."""
+    lines: list[str] = []
+    for phrase in markup.split(" · "):
+        joined = f"{lines[-1]} · {phrase}" if lines else phrase
+        if lines and Text.from_markup(joined).cell_len > width:
+            lines.append(phrase)
+        else:
+            lines[-1:] = [joined]
+    return "\n".join(lines)
 
 
 def _drifted(console: Console, left: Text, right: Text, common: str, width: int) -> bool:
