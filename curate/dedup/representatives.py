@@ -55,14 +55,9 @@ def component_groups(
     # The members' rows are selected where they lie: each text moves once, to its component's partition.
     members = select(docs[list(dict.fromkeys(cols))], components.rename(columns={"node": DOC}), (COMPONENT,))
     # Components hold candidate documents only, so they are split on the host whatever the backend.
+    meta = to_host(group_meta(docs[id_field]._meta))
     return members.shuffle(COMPONENT).map_partitions(
-        _split,
-        text_field,
-        id_field,
-        keep,
-        config,
-        meta=to_host(group_meta(docs[id_field]._meta)),
-        token=host_step(_split),
+        _split, text_field, id_field, keep, config, meta=meta, token=host_step(_split)
     )
 
 
