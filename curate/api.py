@@ -69,7 +69,8 @@ class Deduplication:
         **kwargs
             Passed to :func:`dask.compute`. For a local scheduler where a client exists, set it
             with ``dask.config.set(scheduler=...)`` around :func:`deduplicate` too: Dask fixes
-            the shuffle method (P2P wherever a client exists) when it builds the graph.
+            the shuffle method (P2P wherever a client exists) when it builds the graph. A result
+            built where no client was computes on either.
 
         Returns
         -------
@@ -85,17 +86,18 @@ class Deduplication:
         """
         scheduler = kwargs.get("scheduler")
         with dask.config.set({} if scheduler is None else {"scheduler": scheduler}):
-            local = current_client() is None
-        if local and self._needs_workers:
-            raise ValueError(
-                "this result was built for the distributed client (P2P shuffles, which run only on its "
-                "workers); to compute it on a local scheduler, build it there too: "
-                "with dask.config.set(scheduler=...): curate.deduplicate(...).compute()"
-            )
-        with one_task_per_gpu(self.kept):
-            kept, removed, duplicates, counts = dask.compute(
-                self.kept, self.removed, self.duplicates, self._lazy_counts, **kwargs
-            )
+            if current_client() is None and self._needs_workers:
+                raise ValueError(
+                    "this result was built for the distributed client (P2P shuffles, which run only on its "
+                    "workers); to compute it on a local scheduler, build it there too: "
+                    "with dask.config.set(scheduler=...): curate.deduplicate(...).compute()"
+                )
+            # A result built where no client was picks its shuffles now: beside a client that
+            # does not compute it, disk ones (local_shuffles), not P2P.
+            with local_shuffles(), one_task_per_gpu(self.kept):
+                kept, removed, duplicates, counts = dask.compute(
+                    self.kept, self.removed, self.duplicates, self._lazy_counts, **kwargs
+                )
         self.counts = {name: int(value) for name, value in counts.items()}
         self._check()
         return kept, removed, duplicates

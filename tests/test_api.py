@@ -183,6 +183,26 @@ def test_a_local_scheduler_set_in_dask_config_beside_a_client(client):
         curate.deduplicate(fixture_frame(), threshold=0.5, width=3).compute(scheduler="sync")
 
 
+def test_a_result_built_before_any_client_computes_on_a_local_scheduler_beside_one():
+    # Built where no client was, Dask picks the shuffle method when it computes: P2P, now that a
+    # client exists, which failed on the local scheduler ("P2P ... failed during transfer phase").
+    code = f"""
+import json, logging, dask.dataframe as dd, pandas as pd, curate
+from distributed import Client
+logging.getLogger("distributed.shuffle").setLevel(logging.ERROR)
+docs = dd.from_pandas(pd.read_json({str(FIXTURES / "docs.jsonl")!r}, lines=True, dtype=False), npartitions=2)
+result = curate.deduplicate(docs, threshold=0.8)
+with Client(processes=False, n_workers=1, dashboard_address=None):
+    kept, removed, _ = result.compute(scheduler="sync")
+print(json.dumps(sorted(removed["id"])))
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    with dask.config.set(scheduler="sync"):
+        _, expected, _ = curate.deduplicate(fixture_frame(), threshold=0.8).compute()
+    assert json.loads(run.stdout.splitlines()[-1]) == sorted(expected["id"]) != []
+
+
 def test_a_frame_without_ids_keeps_the_same_rows_and_names_removals_by_key():
     # Exact dedup took the id column and the key column both as `_doc`, and failed on every frame without ids.
     docs = fixture_frame()
