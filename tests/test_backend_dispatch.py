@@ -10,6 +10,7 @@ from pathlib import Path
 
 import dask
 import dask.dataframe as dd
+import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
@@ -155,17 +156,13 @@ def test_cudf_types_reach_their_implementations():
 
     import curate.backend_cudf as on_gpu
 
+    # Each op on the device kind of what its pandas implementation takes (label_components: a frame).
+    device = {pd.Series: cudf.Series, pd.DataFrame: cudf.DataFrame, pd.Index: cudf.Index, np.ndarray: cupy.ndarray}
     for op in _dispatches():
-        kind = (
-            cupy.ndarray
-            if op == "band_buckets"
-            else cudf.DataFrame
-            if op in ("to_arrow", "parquet_engine")
-            else cudf.Series
-        )
-        assert backend.__dict__[op].dispatch(kind) is getattr(
-            on_gpu, f"{op}_{'cupy' if op == 'band_buckets' else 'cudf'}"
-        )
+        dispatch = backend.__dict__[op]
+        for kind in (k for k in list(dispatch._lookup) if k in device):
+            implementation = dispatch.dispatch(device[kind])
+            assert implementation is getattr(on_gpu, f"{op}_{'cupy' if kind is np.ndarray else 'cudf'}"), (op, kind)
     assert backend.parquet_engine(cudf.DataFrame()) is CudfEngine
 
 

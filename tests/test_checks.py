@@ -186,7 +186,7 @@ def curate(*args, cwd=None) -> tuple[int, list[str], set[str]]:
     "case, fix",
     [("no such input", "no such file or folder"), ("empty folder", "the folder holds no JSONL"),
      ("busy output", "choose another -o"), ("missing text field", "--text-field names the field that holds the text"),
-     ("previous run", "pass --resume to reuse its finished stages or --overwrite"), ("bad value", "fuzzy.threshold"),
+     ("previous run", "a finished run; pass --overwrite to replace it"), ("bad value", "fuzzy.threshold"),
      ("config file", "see `curate config list`")],
 )  # fmt: skip
 def test_user_errors_stop_before_dask(case, fix, tmp_path, held_elsewhere):
