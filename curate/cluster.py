@@ -310,9 +310,10 @@ def task_resources(key) -> dict[str, int]:
 
     Every task that is not named a host step holds the GPU, Dask's own (shuffles, concatenations,
     conversions) included: they may run on cudf partitions. Dask names a task fused from a chain
-    of partition-wise steps after the chain's steps, first step first: a chain that starts with
-    a host step is one too (the steps after it work on its output), one where a host step
-    follows another step holds the GPU.
+    of partition-wise steps after the chain's steps, first step first (``host-getitem-…``): a
+    host step that follows another step in one task holds the GPU; one followed by others would
+    take them along, which no graph of curate's does (``tests/test_gpu_config.py`` checks that
+    every ``host-`` task is a single host step).
     """
     name = key[0] if isinstance(key, tuple) else key
     return {} if str(name).startswith(HOST_STEP) else {GPU: 1}

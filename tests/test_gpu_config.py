@@ -201,6 +201,16 @@ def test_local_cuda_cluster_without_dask_cuda_says_how_to_install(monkeypatch):
         local_cuda_cluster(gpu())
 
 
+# Every step curate runs as a host step (map_partitions(..., token=host_step(f))).
+HOST_STEPS = {
+    f"host-{name}"
+    for name in [
+        "both-directions", "exact-groups", "fingerprint", "large-star", "locate", "member-pairs", "min-label",
+        "orient", "over-cap", "self-labels", "small-star", "split", "write-part",
+    ]
+}  # fmt: skip
+
+
 def test_task_resources_free_host_steps_only():
     assert task_resources((host_step(_split) + "-3f2a", 0)) == {} and host_step(_split) == "host-split"
     assert task_resources(("host-write-part-9c1e", 4)) == {}
@@ -247,6 +257,9 @@ def test_gpu_workers_take_the_gpu_one_task_at_a_time_and_host_steps_run_beside(g
     host = {key_name(key).rsplit("-", 1)[0] for key in restrictions if key_name(key).startswith("host-")}
     # Host steps that follow another step in a fused task (the large-/small-star steps) hold the GPU.
     assert {"host-exact-groups", "host-split", "host-member-pairs", "host-write-part", "host-min-label"} <= host
+    # Dask names a fused task after its steps, first first: a host step followed by device work
+    # in one task would be named host-… too. None is: every host-named task is one host step.
+    assert host <= HOST_STEPS, host - HOST_STEPS
     for key, needs in restrictions.items():
         assert needs == ({} if key_name(key).startswith("host-") else {"GPU": 1}), key
     # The same bytes as without GPU resources.
@@ -265,6 +278,8 @@ def test_the_api_takes_the_gpu_one_task_at_a_time(gpu_workers, as_if_on_device, 
     assert restrictions and all(
         needs == ({} if key_name(key).startswith("host-") else {"GPU": 1}) for key, needs in restrictions.items()
     )
+    host = {key_name(key).rsplit("-", 1)[0] for key in restrictions if key_name(key).startswith("host-")}
+    assert {"host-exact-groups", "host-split"} <= host <= HOST_STEPS, host
     assert len(kept) + len(removed) == len(fixture_docs) and len(removed) == result.counts["removed"] > 0
 
 
