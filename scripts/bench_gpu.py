@@ -9,8 +9,8 @@ plus N edited copies of them (every copy replaces about 1% of the words of each 
 copies are near duplicates). On the GPU, the gutenberg run once more with one thread per
 worker (``--threads-per-worker 1``: the layout before host steps ran beside the GPU task).
 Figures are text bytes (UTF-8) per second of wall time; the end-to-end figure is divided by
-the number of workers. ``--backend cpu`` runs the same
-measurements on the CPU path (used to check the script without a GPU).
+the number of workers. ``--backend cpu`` runs the same measurements on the CPU path (used to
+check the script without a GPU).
 """
 
 import argparse
