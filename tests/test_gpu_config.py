@@ -283,15 +283,14 @@ def test_the_api_takes_the_gpu_one_task_at_a_time(gpu_workers, as_if_on_device, 
     assert len(kept) + len(removed) == len(fixture_docs) and len(removed) == result.counts["removed"] > 0
 
 
-def test_pandas_partitions_keep_every_thread_of_gpu_workers(gpu_workers, tmp_path):
+def test_pandas_partitions_keep_every_thread_of_gpu_workers(gpu_workers):
     # A CPU run on GPU workers: restricting its tasks would leave all threads but one idle.
-    client, restrictions = gpu_workers
-    restrictions.clear()
-    dedup([str(FIXTURES / "docs.jsonl")], str(tmp_path / "cpu"), load_config())
-    assert restrictions and set(map(bool, restrictions.values())) == {False}
+    client, _ = gpu_workers
     docs = dd.from_pandas(pd.DataFrame({"text": ["a b c", "a b c"]}), npartitions=1)
-    with one_task_per_gpu(docs):
-        assert "resources" not in dask.get_annotations()
+    with client.as_current():
+        for context in (one_task_per_gpu(), one_task_per_gpu(docs)):  # dataframe.backend; the frame's partitions
+            with context:
+                assert "resources" not in dask.get_annotations()
 
 
 def test_workers_without_a_gpu_resource_get_no_restrictions(client, as_if_on_device):
