@@ -4,6 +4,7 @@ import asyncio
 import contextlib
 import importlib.util
 import logging
+import os
 import signal
 import threading
 import time
@@ -12,7 +13,7 @@ from multiprocessing import resource_tracker
 
 import dask
 from dask.system import CPU_COUNT
-from dask.utils import format_bytes, parse_bytes
+from dask.utils import format_bytes, parse_bytes, parse_timedelta
 from distributed import Client, LocalCluster, WorkerPlugin, get_client, progress, wait
 from distributed.deploy.utils import nprocesses_nthreads
 from distributed.scheduler import KilledWorker
@@ -65,7 +66,8 @@ def connect(config: ClusterConfig, backend: str = "cpu", *, quiet: bool = True):
     Raises
     ------
     OSError
-        If the scheduler cannot be reached.
+        If the scheduler cannot be reached, or its scheduler file does not appear within Dask's
+        connect timeout (``distributed.comm.timeouts.connect``, 30 s by default).
     ValueError
         If backend ``gpu`` lacks dask-cuda (or distributed-ucxx for ``protocol: ucx``).
     """
@@ -75,6 +77,8 @@ def connect(config: ClusterConfig, backend: str = "cpu", *, quiet: bool = True):
     # cluster holds it before taking a free port: harmless.
     warnings.filterwarnings("ignore", "Port 8787 is already in use", UserWarning)
     if config.scheduler_file or config.scheduler_address:
+        if config.scheduler_file:
+            _wait_for(config.scheduler_file)
         client = Client(address=config.scheduler_address, scheduler_file=config.scheduler_file)
         logger.info(
             "joined the scheduler at %s: %s; dashboard %s",
@@ -110,6 +114,20 @@ def connect(config: ClusterConfig, backend: str = "cpu", *, quiet: bool = True):
                 _close(client, cluster)
         raise
     _close(client, cluster)
+
+
+def _wait_for(scheduler_file: str) -> None:
+    """Wait up to Dask's connect timeout (``distributed.comm.timeouts.connect``) for a scheduler
+    file that a starting scheduler has yet to write; distributed's ``Client`` waits for ever."""
+    timeout = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"))
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(scheduler_file):
+        if time.monotonic() > deadline:
+            raise OSError(
+                f"no scheduler file {scheduler_file} after {timeout:.0f} s: start the scheduler with "
+                f"`dask scheduler --scheduler-file {scheduler_file}` (it writes the file), or name its file"
+            )
+        time.sleep(0.1)
 
 
 class QuietWarnings(WorkerPlugin):

@@ -107,6 +107,21 @@ def cli_cluster(tmp_path: Path, n_workers: int = 2):
             _stop(proc)
 
 
+def test_a_scheduler_file_that_never_appears_stops_the_run_naming_it(tmp_path):
+    # distributed's Client waits for ever for the file (a user's typo hung silently for 11 min).
+    missing = tmp_path / "no-such-scheduler.json"
+    command = [sys.executable, "-m", "curate", "dedup", str(FIXTURES / "docs.jsonl"), "-o", str(tmp_path / "o")]
+    env = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "1s"}
+    run = subprocess.run(
+        [*command, "--scheduler-file", str(missing)], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert run.returncode == 1, run.stderr
+    assert (
+        f"no scheduler file {missing} after 1 s: start the scheduler with `dask scheduler --scheduler-file"
+        in run.stderr
+    )
+
+
 def test_scheduler_file_run_matches_embedded_cluster(tmp_path):
     data = corpus_slice(tmp_path)
     common = ["dedup", str(data), "--output-format", "parquet", "--no-progress"]
