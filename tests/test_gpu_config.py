@@ -249,12 +249,17 @@ def key_name(key) -> str:
     return key[0] if isinstance(key, tuple) else key
 
 
+def host_names(restrictions: dict) -> set[str]:
+    """The host steps' names (keys without their token) among the recorded tasks."""
+    return {key_name(key).rsplit("-", 1)[0] for key in restrictions if key_name(key).startswith("host-")}
+
+
 def test_gpu_workers_take_the_gpu_one_task_at_a_time_and_host_steps_run_beside(gpu_workers, as_if_on_device, tmp_path):
     client, restrictions = gpu_workers
     config = load_config(None, {"fuzzy": {"local_components_max_edges": 0}})  # the distributed path too
     restrictions.clear()
     dedup([str(FIXTURES / "docs.jsonl")], str(tmp_path / "gpu"), config)
-    host = {key_name(key).rsplit("-", 1)[0] for key in restrictions if key_name(key).startswith("host-")}
+    host = host_names(restrictions)
     # Host steps that follow another step in a fused task (the large-/small-star steps) hold the GPU.
     assert {"host-exact-groups", "host-split", "host-member-pairs", "host-write-part", "host-min-label"} <= host
     # Dask names a fused task after its steps, first first: a host step followed by device work
@@ -278,7 +283,7 @@ def test_the_api_takes_the_gpu_one_task_at_a_time(gpu_workers, as_if_on_device, 
     assert restrictions and all(
         needs == ({} if key_name(key).startswith("host-") else {"GPU": 1}) for key, needs in restrictions.items()
     )
-    host = {key_name(key).rsplit("-", 1)[0] for key in restrictions if key_name(key).startswith("host-")}
+    host = host_names(restrictions)
     assert {"host-exact-groups", "host-split"} <= host <= HOST_STEPS, host
     assert len(kept) + len(removed) == len(fixture_docs) and len(removed) == result.counts["removed"] > 0
 
