@@ -158,7 +158,8 @@ def check_output(
         If another process holds ``out_dir`` (see :func:`hold_output`).
     FileExistsError
         If ``out_dir`` holds a previous run's outputs or finished stages and neither
-        ``overwrite`` nor ``resume`` is set.
+        ``overwrite`` nor ``resume`` is set, or a finished run's outputs without stages (nothing
+        to resume) and ``overwrite`` is not set.
     """
     out = Path(out_dir)
     if overwrite and resume:
@@ -180,14 +181,18 @@ def check_output(
         raise ValueError(
             f"input file {inside} is inside the output folder {out}, where a run writes and deletes; choose another -o"
         )
-    held = [name for name in (*OUTPUTS, *PARTIAL, *(() if resume else (STAGES,))) if (out / name).exists()]
-    if held and not (overwrite or resume):
-        if STAGES in held:
-            raise FileExistsError(
-                f"{out} already holds {held}; pass --resume to reuse its finished stages or --overwrite to replace them"
-            )
-        # A finished run without its stages: --resume would recompute everything.
-        raise FileExistsError(f"{out} already holds {held}, a finished run; pass --overwrite to replace it")
+    held = [name for name in (*OUTPUTS, *PARTIAL, STAGES) if (out / name).exists()]
+    if not held or overwrite or (resume and STAGES in held):
+        return
+    if STAGES in held:
+        raise FileExistsError(
+            f"{out} already holds {held}; pass --resume to reuse its finished stages or --overwrite to replace them"
+        )
+    # A finished run without its stages: --resume would recompute everything and replace its outputs.
+    why = " and no finished stages to reuse (a run that succeeds removes them; --keep-stages keeps them)"
+    raise FileExistsError(
+        f"{out} already holds {held}, a finished run{why if resume else ''}; pass --overwrite to replace it"
+    )
 
 
 def _check_folder(out: Path) -> None:

@@ -92,8 +92,9 @@ def dedup(
     Raises
     ------
     FileExistsError
-        If ``out_dir`` holds a previous run's outputs and neither ``overwrite`` nor ``resume`` is set
-        (this and the other output folder problems: :func:`curate.checks.check_output`).
+        If ``out_dir`` holds a previous run's outputs and neither ``overwrite`` nor ``resume`` is set,
+        or a finished run's outputs without stages and ``overwrite`` is not set (this and the other
+        output folder problems: :func:`curate.checks.check_output`).
     AccountingError
         If input records != kept + removed + rejected, or a representative is not kept.
     ValueError

@@ -125,6 +125,14 @@ def test_output_folder_problems_name_the_fix(tmp_path):
     ) as held:
         check_output(tmp_path / "run")
     assert "--resume" not in str(held.value)
+    # --resume has nothing to reuse there: it would recompute the run and replace its outputs.
+    with pytest.raises(
+        FileExistsError,
+        match=r"already holds \['summary.json'\], a finished run and no finished stages to reuse .*; pass --overwrite",
+    ):
+        check_output(tmp_path / "run", resume=True)
+    check_output(tmp_path / "run", overwrite=True)
+    check_output(tmp_path / "empty", resume=True)  # nothing there yet: a job script may always pass --resume
 
 
 def test_output_and_inputs_kept_apart(tmp_path):
