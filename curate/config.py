@@ -459,6 +459,15 @@ class RunConfig(_Section):
         parse_keep(value)
         return value
 
+    @model_validator(mode="after")
+    def _keep_column_is_not_the_text(self):
+        if parse_keep(self.keep)[1] == self.io.text_field:
+            raise ValueError(
+                f"keep={self.keep!r} ranks documents by their text field; "
+                "keep=longest ranks them by its length, or name another column"
+            )
+        return self
+
 
 def load_config(path: str | Path | None = None, overrides: dict | None = None) -> RunConfig:
     """Defaults, updated by a YAML file, updated by ``overrides`` (nested dict, None values ignored).
