@@ -3,6 +3,7 @@
 import dask
 import dask.dataframe as dd
 import pandas as pd
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 from dask.system import CPU_COUNT
@@ -12,6 +13,7 @@ from pydantic import ValidationError
 import curate
 import curate.backend
 import curate.cluster
+import curate.io.read
 from curate.backend import host_step
 from curate.cli import main
 from curate.cluster import local_cuda_cluster_options, one_task_per_gpu, task_resources
@@ -301,3 +303,28 @@ def test_pandas_partitions_keep_every_thread_of_gpu_workers(gpu_workers):
 def test_workers_without_a_gpu_resource_get_no_restrictions(client, as_if_on_device):
     with client.as_current(), one_task_per_gpu():
         assert "resources" not in dask.get_annotations()
+
+
+def test_a_skip_mode_read_for_the_device_leaves_the_records_bytes_on_the_host(tmp_path, monkeypatch):
+    # cudf has no binary type (rapidsai/cudf#23492), so `--on-error skip --backend gpu` failed at
+    # its first read: each bad record's line (_record, binary) went to cudf.DataFrame.from_arrow.
+    tables = []
+
+    def from_arrow(table, frame_backend):  # cudf's conversion, as far as types go
+        assert frame_backend == "cudf"
+        tables.append(table)
+        if any(pa.types.is_binary(t) or pa.types.is_large_binary(t) for t in table.schema.types):
+            raise TypeError("cudf cannot hold binary columns")
+        return table.to_pandas()
+
+    monkeypatch.setattr(curate.io.read, "from_arrow", from_arrow)
+    path = tmp_path / "in.jsonl"
+    path.write_text('{"id": "a", "text": "x"}\n{"id": "b", "text": 5}\n{"id": "a", "text": "y"}\n')
+    with dask.config.set({"dataframe.backend": "cudf"}):
+        docs = curate.read_documents(str(path), on_error="skip")
+    with dask.config.set(scheduler="sync"):  # (pandas partitions here: dask_cudf's dispatch is not installed)
+        result = curate.deduplicate(docs)  # the later "a" is marked on partitions without _record
+        kept, _, _ = result.compute()
+        rejected = result.rejected.compute()
+    assert len(tables) > 1 and "_record" not in docs.columns
+    assert kept.id.tolist() == ["a"] and rejected._kind.tolist() == ["wrong-type", "duplicate-id"]

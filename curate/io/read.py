@@ -209,8 +209,9 @@ def split_rejected(docs: dd.DataFrame, records: bool = False) -> tuple[dd.DataFr
     if "_kind" not in docs.columns:
         return docs, None
     bad = docs["_kind"].notnull()
-    dropped = [c for c in REJECT_COLUMNS if not (records and c == "_record")]
-    return docs[~bad].drop(columns=dropped), docs[bad][[DOC, *REJECT_COLUMNS]]
+    present = [c for c in REJECT_COLUMNS if c in docs.columns]  # a device read has no _record (_frame)
+    dropped = [c for c in present if not (records and c == "_record")]
+    return docs[~bad].drop(columns=dropped), docs[bad][[DOC, *present]]
 
 
 def _load_partition(src: Source, reader: "_Reader", frame_backend: str):
@@ -220,7 +221,9 @@ def _load_partition(src: Source, reader: "_Reader", frame_backend: str):
 def _frame(table: pa.Table, keys: tuple[str, ...], frame_backend: str):
     # Indexed by _doc, so that the frame's divisions say which keys each partition holds.
     if frame_backend != "pandas":
-        frame = from_arrow(table, frame_backend)
+        # cudf has no binary type (rapidsai/cudf#23492): a skip-mode read's _record (each bad
+        # line as read) stays behind; OUT/rejected/ takes it from the final read, on the host.
+        frame = from_arrow(table.drop_columns([c for c in ["_record"] if c in table.column_names]), frame_backend)
         frame.index = frame[DOC].values
         return frame
     # Every value stays Arrow-typed but strings (pandas' own str dtype, Arrow-backed too): as
