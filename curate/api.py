@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import dask
 import dask.dataframe as dd
 import numpy as np
+import pandas as pd
 
 from curate.backend import to_host
 from curate.cluster import current_client, local_shuffles, one_task_per_gpu, shuffles_need_workers
@@ -20,8 +21,10 @@ from curate.dedup.fuzzy import FuzzyDedup
 from curate.dedup.keep import KeepPolicy
 from curate.dedup.keys import add_doc_keys, align, doc_divisions, drop, fixed_partitions, row_keys, with_doc_keys
 from curate.dedup.resolve import AccountingError, empty_groups, resolve
+from curate.io.read import split_rejected
+from curate.io.rejected import later_occurrences, mark_listed
 from curate.io.write import count_rows
-from curate.schema import DOC
+from curate.schema import DOC, POSITION_BITS
 
 # Options of the call: the config's field names that concern documents already in a frame.
 _TOP = ("keep",)
@@ -46,17 +49,23 @@ class Deduplication:
         representative id), ``kind``, ``kept`` (bool), ``jaccard``, as ``duplicates.parquet``
         (which also locates each document in the input files).
     counts : dict
-        Filled by :meth:`compute` (ints): ``documents``, ``kept``, ``removed``,
+        Filled by :meth:`compute` (ints): ``documents`` (rows of ``docs``), ``kept``, ``removed``,
         ``exact_removed``, ``fuzzy_removed``, ``candidate_edges``, ``verified_edges``,
-        ``member_pairs``, ``buckets_over_cap``. Empty before.
+        ``member_pairs``, ``buckets_over_cap``, and ``rejected`` for a skip-mode read. Empty before.
     config : RunConfig
         The configuration the call resolved.
+    rejected : dask.dataframe.DataFrame or None
+        For a frame read with ``read_documents(..., on_error="skip")``: one row per rejected
+        record (unreadable, or an id's later occurrence), ``_doc`` and ``_line``, ``_kind``,
+        ``_field``, ``_reason``, ``_record`` (bytes: the line as read, or the row as JSON); not
+        computed by :meth:`compute`. None for other frames.
     """
 
     kept: dd.DataFrame
     removed: dd.DataFrame
     duplicates: dd.DataFrame
     config: RunConfig
+    rejected: dd.DataFrame | None = None
     counts: dict = field(default_factory=dict)
     _lazy_counts: dict = field(default_factory=dict, repr=False)
     _needs_workers: bool = field(default=False, repr=False)  # built with P2P shuffles (shuffles_need_workers)
@@ -104,8 +113,11 @@ class Deduplication:
 
     def _check(self) -> None:
         n = self.counts
-        if n["documents"] != n["kept"] + n["removed"]:
-            raise AccountingError(f"{n['documents']} input documents != {n['kept']} kept + {n['removed']} removed")
+        rejected = n.get("rejected", 0)
+        if n["documents"] != n["kept"] + n["removed"] + rejected:
+            raise AccountingError(
+                f"{n['documents']} input documents != {n['kept']} kept + {n['removed']} removed + {rejected} rejected"
+            )
 
 
 @local_shuffles()
@@ -127,7 +139,9 @@ def deduplicate(
         (``text_field``, default ``text``; strings, null read as empty) and, optionally, an id
         column (``id_field``, default ``id``; without one, ids are curate's keys ``_doc``). A
         frame from :func:`curate.io.read_documents` (or :func:`curate.add_doc_keys`) keeps its
-        ``_doc`` keys; any other is keyed here (partition << 40 | row).
+        ``_doc`` keys; any other is keyed here (partition << 40 | row). A skip-mode read
+        (``read_documents(..., on_error="skip")``) has its rejected records left out and listed
+        in ``rejected``, as ``curate dedup --on-error skip`` does.
     mode : {"exact", "fuzzy", "both"}, default="both"
     config : RunConfig or FuzzyConfig, optional
         A whole configuration (e.g. from :func:`curate.config.load_config`) or its fuzzy part;
@@ -148,8 +162,10 @@ def deduplicate(
         On an option that is not a configuration field, or one that configures reading files
         or the cluster (``blocksize``, ``memory_limit``, ...), naming it.
     ValueError
-        On an invalid value (naming the field), or a column the options name that ``docs``
-        lacks (``text_field='body': no such column ...``).
+        On an invalid value (naming the field), a column the options name that ``docs`` lacks
+        (``text_field='body': no such column ...``), a text column that does not hold strings,
+        or a ``_doc`` column that is not curate's key. When computed: on a repeated or null id
+        (naming it), except in a skip-mode read, where later occurrences are rejected.
 
     Notes
     -----
@@ -176,6 +192,9 @@ def deduplicate(
     exact = ExactDedup(text_field=io.text_field, id_field=id_field, keep=keep)
     fuzzy = FuzzyDedup(run.fuzzy, text_field=io.text_field, id_field=id_field, keep=keep)
     counts = {"documents": count_rows(keyed)}
+    keyed, rejected, ids_checked = _checked_ids(keyed, id_field, own_keys)
+    if rejected is not None:
+        counts["rejected"] = count_rows(rejected)
     exact_groups = fuzzy_groups = empty_groups(keyed, id_field)
     left = keyed
     if run.mode in ("exact", "both"):
@@ -188,6 +207,8 @@ def deduplicate(
         counts["member_pairs"] = count_rows(found["member_pairs"]) if "member_pairs" in found else 0
         counts["buckets_over_cap"] = found["buckets_over_cap"]
     removed, duplicates = resolve(exact_groups, fuzzy_groups, divisions)
+    if ids_checked is not None:  # every table (and kept, made from removed) waits for the check
+        removed, duplicates = _after(removed, ids_checked), _after(duplicates, ids_checked)
     if id_field == DOC:  # no id column: the keys are the ids
         removed, duplicates = removed.assign(id=removed[DOC]), duplicates.assign(id=duplicates[DOC])
     kept = _drop_positions(docs, removed, divisions) if own_keys else drop(keyed, removed)
@@ -197,7 +218,69 @@ def deduplicate(
         "exact_removed": (removed.kind == "exact").sum(),
         "fuzzy_removed": (removed.kind == "fuzzy").sum(),
     }
-    return Deduplication(kept, removed, duplicates, run, _lazy_counts=counts, _needs_workers=shuffles_need_workers())
+    return Deduplication(
+        kept, removed, duplicates, run, rejected, _lazy_counts=counts, _needs_workers=shuffles_need_workers()
+    )
+
+
+def _checked_ids(keyed: dd.DataFrame, id_field: str, own_keys: bool):
+    """The documents, rejected records and id check of a keyed frame, as ``curate dedup`` has them.
+
+    Ids must be unique and set. A skip-mode read (:func:`curate.io.read_documents` with
+    ``on_error="skip"``) has its unreadable records as rows: they and every occurrence of an id
+    after its first are rejected, not deduplicated. Any other frame's repeated or null ids are
+    an error: the returned check (a lazy int) raises it, naming the ids, when it is computed.
+
+    Returns
+    -------
+    documents : dask.dataframe.DataFrame
+    rejected : dask.dataframe.DataFrame or None
+        ``_doc`` and :data:`curate.schema.REJECT_COLUMNS` of the rejected records (skip mode).
+    check : dask Scalar or None
+    """
+    skip = "_kind" in keyed.columns and not own_keys
+    if id_field == DOC:  # curate's keys: unique
+        return (*split_rejected(keyed), None) if skip else (keyed, None, None)
+    if not skip:
+        later = later_occurrences(keyed, id_field)
+        return keyed, None, later.map_partitions(_refuse_ids, id_field, own_keys, meta=(None, "int64")).sum()
+    # Marking waits for every id, so the read's partitions are held (or spilled) until then;
+    # curate dedup reads twice instead.
+    later = align(later_occurrences(keyed[keyed["_kind"].isna()], id_field), doc_divisions(keyed))
+    marked = dd.map_partitions(_mark_later, keyed, later, id_field, meta=keyed._meta, align_dataframes=False)
+    return (*split_rejected(marked), None)
+
+
+def _mark_later(part, later, id_field: str):
+    reasons = [f"duplicate id {value!r}: first at _doc {first}" for value, first in zip(later[id_field], later._first)]
+    return mark_listed(part, pd.DataFrame({DOC: later[DOC].to_numpy(), "reason": reasons}), id_field)
+
+
+def _refuse_ids(later, id_field: str, own_keys: bool) -> int:
+    """Raise ValueError for a partition of :func:`curate.io.rejected.later_occurrences` that holds any row."""
+    if not len(later):
+        return 0
+    null = later[id_field].isna()
+    if null.any():
+        doc = int(later[DOC][null].iloc[0])
+        where = (
+            f"row {doc & ((1 << POSITION_BITS) - 1)} of partition {doc >> POSITION_BITS}" if own_keys else f"_doc {doc}"
+        )
+        raise ValueError(f"id_field={id_field!r}: {int(null.sum())} null id(s), e.g. at {where}; ids must be set")
+    shown = ", ".join(repr(value) for value in later[id_field].drop_duplicates().head(5))
+    raise ValueError(
+        f"id_field={id_field!r}: ids appear more than once, e.g. {shown}; ids must be unique "
+        "(in a frame without an id column, curate's keys _doc name the documents)"
+    )
+
+
+def _after(frame: dd.DataFrame, check) -> dd.DataFrame:
+    """``frame`` unchanged, each partition computed after ``check`` (which raises on bad input)."""
+    return frame.map_partitions(_unchanged, check, meta=frame._meta)
+
+
+def _unchanged(part, _check):
+    return part
 
 
 def _config(mode: str, config, options: dict) -> RunConfig:
@@ -235,6 +318,14 @@ def _check_columns(docs: dd.DataFrame, io, keep: KeepPolicy, id_given: bool) -> 
     columns = list(docs.columns)
     if io.text_field not in columns:
         raise ValueError(f"text_field={io.text_field!r}: no such column in docs (columns: {columns})")
+    dtype = docs._meta[io.text_field].dtype
+    if not pd.api.types.is_string_dtype(dtype):
+        raise ValueError(f"text_field={io.text_field!r}: the column holds {dtype}, not strings")
+    if DOC in columns and docs._meta[DOC].dtype != np.int64:
+        raise ValueError(
+            f"docs has a column {DOC!r} of {docs._meta[DOC].dtype}: that name is curate's int64 key "
+            "(made by read_documents or add_doc_keys); rename the column"
+        )
     if id_given and io.id_field not in columns:
         raise ValueError(f"id_field={io.id_field!r}: no such column in docs (columns: {columns})")
     if keep.column and keep.column not in columns:

@@ -250,6 +250,63 @@ def test_options_and_columns_are_checked_at_the_call():
         curate.deduplicate(docs, threshold=1.5)
 
 
+def test_a_skip_mode_read_rejects_what_the_cli_rejects(tmp_path):
+    # Its unreadable records and an id's later occurrence were deduplicated as documents (null
+    # text: exact copies of the empty one), kept, or named as representatives.
+    text = "The quick brown fox jumps over the lazy dog near the river bank every single morning at dawn. " * 3
+    lines = [
+        {"id": "a", "text": text},
+        {"id": "b", "text": text},
+        '{"id": "c", "text": "broken json',
+        {"id": "d", "text": 5},
+        {"id": "e"},
+        {"id": "a", "text": "repeated id a " * 10},
+        {"id": "f", "text": text + "!"},
+        {"id": "g", "text": None},
+        {"id": "h", "text": ""},
+    ]
+    path = tmp_path / "in" / "bad.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
+    with dask.config.set(scheduler="sync"):
+        dedup([str(path)], str(tmp_path / "out"), load_config(None, {"io": {"on_error": "skip"}}))
+        result = curate.deduplicate(read_documents(str(path), on_error="skip"))
+        kept, removed, _ = result.compute()
+        rejected = result.rejected.compute()
+    cli_removed = pd.read_parquet(tmp_path / "out" / "removed.parquet")
+    cli_rejected = pd.read_parquet(tmp_path / "out" / "rejected")
+    columns = ["id", "kind", "representative"]
+    assert removed[columns].values.tolist() == cli_removed[columns].values.tolist() == [
+        ["b", "exact", "a"], ["f", "fuzzy", "a"], ["h", "exact", "g"]
+    ]  # fmt: skip
+    assert kept.id.tolist() == ["a", "g"] and "_kind" not in kept.columns
+    assert rejected._kind.tolist() == cli_rejected.kind.tolist() == [
+        "invalid-json", "wrong-type", "missing-field", "duplicate-id"
+    ]  # fmt: skip
+    assert rejected._line.tolist() == cli_rejected.line.tolist() == [3, 4, 5, 6]
+    assert rejected._record.tolist() == cli_rejected.record.tolist()
+    assert rejected._reason.iloc[-1] == "duplicate id 'a': first at _doc 0"
+    assert result.counts["documents"] == 9 and result.counts["rejected"] == 4 and result.counts["kept"] == 2
+
+
+def test_bad_ids_and_columns_are_errors():
+    text = ["the quick brown fox jumps over the lazy dog near the river bank " * 3] * 3 + ["another text"]
+    frame = pd.DataFrame({"id": ["a", "b", "c", "d"], "text": text, "n": [1, 2, 3, 4]})
+    with dask.config.set(scheduler="sync"):
+        # Repeated and null ids made removed rows name themselves, or nothing, as representative.
+        with pytest.raises(ValueError, match=r"id_field='id': ids appear more than once, e.g. 'a'; ids must be unique"):
+            curate.deduplicate(dd.from_pandas(frame.assign(id=["a", "a", "b", "c"]), npartitions=2)).compute()
+        with pytest.raises(ValueError, match=r"id_field='id': 1 null id\(s\), e.g. at row 0 of partition 1"):
+            curate.deduplicate(dd.from_pandas(frame.assign(id=["a", "b", None, "c"]), npartitions=2)).compute()
+    docs = dd.from_pandas(frame, npartitions=2)
+    with pytest.raises(ValueError, match=r"text_field='n': the column holds int64, not strings"):
+        curate.deduplicate(docs, text_field="n")  # failed on the workers
+    with pytest.raises(ValueError, match=r"keep='max:text' ranks documents by their text field"):
+        curate.deduplicate(docs, keep="max:text")  # a KeyError on the workers
+    with pytest.raises(ValueError, match=r"docs has a column '_doc' of .*: that name is curate's int64 key"):
+        curate.deduplicate(docs.assign(_doc=docs.id))  # a merge error deep in exact dedup
+
+
 def test_readme_example_runs(tmp_path):
     readme = (ROOT / "README.md").read_text()
     section = readme[readme.index("## Python API") :]

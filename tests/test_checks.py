@@ -195,7 +195,7 @@ def curate(*args, cwd=None) -> tuple[int, list[str], set[str]]:
     [("no such input", "no such file or folder"), ("empty folder", "the folder holds no JSONL"),
      ("busy output", "choose another -o"), ("missing text field", "--text-field names the field that holds the text"),
      ("previous run", "a finished run; pass --overwrite to replace it"), ("bad value", "fuzzy.threshold"),
-     ("config file", "see `curate config list`")],
+     ("config file", "see `curate config list`"), ("keep the text", "ranks documents by their text field")],
 )  # fmt: skip
 def test_user_errors_stop_before_dask(case, fix, tmp_path, held_elsewhere):
     (tmp_path / "empty").mkdir()
@@ -208,6 +208,7 @@ def test_user_errors_stop_before_dask(case, fix, tmp_path, held_elsewhere):
         "previous run": [DOCS, "-o", tmp_path / "done"],
         "bad value": [DOCS, "-o", tmp_path / "x", "--threshold", "1.5"],
         "config file": [DOCS, "-o", tmp_path / "x", "--config", "no-such-config"],
+        "keep the text": [DOCS, "-o", tmp_path / "x", "--keep", "max:text"],  # was a KeyError on the workers
     }[case]
     status, stderr, imported = curate("dedup", *args)
     assert status != 0 and len(stderr) <= 2 and fix in " ".join(stderr), stderr

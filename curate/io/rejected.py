@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curate.backend import on_host, to_arrow
+from curate.backend import on_host, to_arrow, to_host
 from curate.io.lookup import locate
 from curate.io.read import arrow_typed
 from curate.io.records import json_text, python_rows
@@ -96,18 +96,61 @@ def _mark(part: pd.DataFrame, path: str, id_field: str) -> pd.DataFrame:
         return part
     doc = part[DOC].to_numpy()
     listed = pq.read_table(path, filters=[(DOC, ">=", int(doc.min())), (DOC, "<=", int(doc.max()))]).to_pandas()
+    return mark_listed(part, listed, id_field)
+
+
+def later_occurrences(docs: dd.DataFrame, id_field: str) -> dd.DataFrame:
+    """Every occurrence of an id after its first (in ``_doc`` order), and every null id.
+
+    One shuffle of the keys and ids, not the texts: the rows of an id meet in one partition.
+
+    Parameters
+    ----------
+    docs : dask.dataframe.DataFrame
+        A document frame (``_doc`` and ``id_field``; pandas or cudf partitions).
+    id_field : str
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+        Pandas partitions: ``_doc`` (int64), ``id_field`` and ``_first`` (int64: the ``_doc`` of
+        the id's first occurrence; -1 for a null id). Empty when every id is unique and set.
+    """
+    pairs = docs[[DOC, id_field]]
+    meta = to_host(pairs._meta).assign(_first=pd.Series(dtype="int64"))
+    return pairs.shuffle(id_field).map_partitions(_later, id_field, meta=meta)
+
+
+def _later(part, id_field: str) -> pd.DataFrame:
+    part = to_host(part).sort_values(DOC, kind="stable")
+    ids = part[id_field]
+    later = ids.isna() | ids.duplicated()
+    first = part[~later].set_index(id_field)[DOC]
+    found = part[later]
+    return found.assign(_first=found[id_field].map(first).fillna(-1).to_numpy(np.int64))
+
+
+def mark_listed(part: pd.DataFrame, listed: pd.DataFrame, id_field: str) -> pd.DataFrame:
+    """A partition of a skip-mode read with the rows ``listed`` names marked rejected as repeated ids.
+
+    ``listed`` holds ``_doc`` (int64) and ``reason`` (str); each marked row gets ``_kind`` =
+    "duplicate-id", ``_field`` = ``id_field``, its reason, and ``_record`` (the row as a JSON
+    object where the read kept no line)."""
+    doc = part[DOC].to_numpy()
     hit = np.isin(doc, listed[DOC].to_numpy())
     if not hit.any():
         return part
     part = part.copy()
+    part.loc[hit, "_kind"] = "duplicate-id"
+    part.loc[hit, "_field"] = id_field
+    part.loc[hit, "_reason"] = listed.set_index(DOC)["reason"].reindex(doc[hit]).to_numpy()
+    if "_record" not in part.columns:  # a device read leaves it behind (curate.io.read._frame)
+        return part
     # The record: its line as read where the read kept it (records=True), else the row as JSON.
     record = part["_record"].to_numpy(dtype=object)
     missing = hit & part["_record"].isna().to_numpy()
     fields = [c for c in part.columns if c != DOC and c not in REJECT_COLUMNS]
     record[missing] = [json_text(row).encode() for row in python_rows(to_arrow(part.loc[missing, fields]))]
-    part.loc[hit, "_kind"] = "duplicate-id"
-    part.loc[hit, "_field"] = id_field
-    part.loc[hit, "_reason"] = listed.set_index(DOC)["reason"].reindex(doc[hit]).to_numpy()
     part["_record"] = pd.array(record, dtype=pd.ArrowDtype(pa.binary()))
     return part
 
