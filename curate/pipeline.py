@@ -101,7 +101,7 @@ def dedup(
         On bad input (see :func:`curate.io.read_documents`) or duplicate ids, unless
         ``config.io.on_error`` is "skip": then such records are listed in ``out_dir/rejected/``.
     """
-    out = Path(out_dir)
+    out = Path(out_dir).absolute()  # workers of a joined cluster have working folders of their own
     stats = Stats()
     started = time.perf_counter()
     io, keep = config.io, KeepPolicy.parse(config.keep)

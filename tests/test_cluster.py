@@ -122,7 +122,7 @@ def test_a_scheduler_file_that_never_appears_stops_the_run_naming_it(tmp_path):
     )
 
 
-def test_scheduler_file_run_matches_embedded_cluster(tmp_path):
+def test_scheduler_file_run_matches_embedded_cluster(tmp_path, monkeypatch):
     data = corpus_slice(tmp_path)
     common = ["dedup", str(data), "--output-format", "parquet", "--no-progress"]
     embedded = CliRunner().invoke(
@@ -139,12 +139,15 @@ def test_scheduler_file_run_matches_embedded_cluster(tmp_path):
     )
     assert embedded.exit_code == 0, embedded.output
     with cli_cluster(tmp_path) as scheduler_file:
+        # -o relative to a folder that is not the workers' (the repository): the workers wrote
+        # and read the stages under their own working folder.
+        monkeypatch.chdir(tmp_path)
         joined = CliRunner().invoke(
             main,
             [
                 *common,
                 "-o",
-                str(tmp_path / "joined"),
+                "joined",
                 "--scheduler-file",
                 str(scheduler_file),
             ],
