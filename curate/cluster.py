@@ -3,20 +3,24 @@
 import asyncio
 import contextlib
 import importlib.util
+import json
 import logging
 import os
 import signal
 import threading
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from multiprocessing import resource_tracker
 
 import dask
 from dask.system import CPU_COUNT
 from dask.utils import format_bytes, parse_bytes, parse_timedelta
 from distributed import Client, LocalCluster, WorkerPlugin, get_client, progress, wait
+from distributed.core import rpc
 from distributed.deploy.utils import nprocesses_nthreads
 from distributed.scheduler import KilledWorker
+from distributed.security import Security
 from distributed.system import MEMORY_LIMIT
 
 from curate.backend import GPU_INSTALL_HINT, HOST_STEP, on_device
@@ -79,6 +83,7 @@ def connect(config: ClusterConfig, backend: str = "cpu", *, quiet: bool = True):
     if config.scheduler_file or config.scheduler_address:
         if config.scheduler_file:
             _wait_for(config.scheduler_file)
+        _answering(config.scheduler_address or _address_in(config.scheduler_file))
         client = Client(address=config.scheduler_address, scheduler_file=config.scheduler_file)
         logger.info(
             "joined the scheduler at %s: %s; dashboard %s",
@@ -128,6 +133,38 @@ def _wait_for(scheduler_file: str) -> None:
                 f"`dask scheduler --scheduler-file {scheduler_file}` (it writes the file), or name its file"
             )
         time.sleep(0.1)
+
+
+def _address_in(scheduler_file: str) -> str:
+    with open(scheduler_file) as f:
+        return json.load(f)["address"]
+
+
+def _answering(address: str) -> None:
+    """Raise OSError unless a Dask scheduler answers at ``address`` within Dask's connect timeout.
+
+    distributed's ``Client`` waits for ever, whatever its timeout, on a port where something
+    else listens, such as the scheduler's dashboard (a user's mix-up: 12 silent minutes).
+    """
+    timeout = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"))
+
+    async def identity() -> dict:
+        scheduler = rpc(address, connection_args=Security().get_connection_args("client"))
+        try:
+            return await asyncio.wait_for(scheduler.identity(), timeout)
+        finally:
+            await scheduler.close_rpc()
+
+    try:  # in a thread of its own: the caller may be running an event loop
+        with ThreadPoolExecutor(1) as thread:
+            reply = thread.submit(asyncio.run, identity()).result()
+    except OSError as err:  # TimeoutError among them; a malformed address raises ValueError, naming it
+        reply = {"error": str(err) or "no answer"}
+    if reply.get("type") != "Scheduler":
+        raise OSError(
+            f"no Dask scheduler answered at {address} within {timeout:.0f} s ({reply.get('error', reply)}): "
+            "give the address of the `Scheduler at:` line of its log (not the dashboard's port), or its --scheduler-file"
+        )
 
 
 class QuietWarnings(WorkerPlugin):

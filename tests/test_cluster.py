@@ -5,6 +5,7 @@ import gzip
 import itertools
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -120,6 +121,20 @@ def test_a_scheduler_file_that_never_appears_stops_the_run_naming_it(tmp_path):
         f"no scheduler file {missing} after 1 s: start the scheduler with `dask scheduler --scheduler-file"
         in run.stderr
     )
+
+
+def test_an_address_where_no_scheduler_answers_stops_the_run_naming_it(tmp_path):
+    # A port that accepts connections and never answers (a user gave the dashboard's): the
+    # Client waited for ever, whatever its timeout (12 silent minutes, then a Ctrl-C).
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+        command = [sys.executable, "-m", "curate", "dedup", str(FIXTURES / "docs.jsonl"), "-o", str(tmp_path / "o")]
+        env = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "1s"}
+        run = subprocess.run(
+            [*command, "--scheduler-address", address], capture_output=True, text=True, env=env, timeout=60
+        )
+    assert run.returncode == 1, run.stderr
+    assert f"no Dask scheduler answered at {address} within 1 s (no answer): give the address of the" in run.stderr
 
 
 def test_scheduler_file_run_matches_embedded_cluster(tmp_path, monkeypatch):
