@@ -91,6 +91,12 @@ def connect(config: ClusterConfig, backend: str = "cpu", *, quiet: bool = True):
             _workers(client),
             _dashboard(client),
         )
+        if not client.scheduler_info(n_workers=-1)["workers"]:  # a job script may start them later
+            logger.warning(
+                "the scheduler at %s has no worker yet; waiting for one (start them with "
+                "`dask worker` or `dask cuda worker` and the scheduler's address or file)",
+                client.scheduler.address,
+            )
         try:
             yield client
         finally:
@@ -499,6 +505,11 @@ def _watch(client: Client, futures, stall_timeout: float, hint: str) -> None:
                 for address, w in workers.items()
                 if w["paused"]
             ]
+            if not workers:  # nothing to do with memory: the hint would mislead
+                raise ClusterError(
+                    f"no progress for {stall_timeout:.0f} s: no worker is connected to the scheduler; "
+                    "start workers (`dask worker` or `dask cuda worker` with its address or file)"
+                )
             why = f"worker(s) paused at their memory limit: {', '.join(paused)}" if paused else "no worker is computing"
             raise ClusterError(f"no progress for {stall_timeout:.0f} s: {why}; {hint}")
 

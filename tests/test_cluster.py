@@ -100,8 +100,9 @@ def cli_cluster(tmp_path: Path, n_workers: int = 2):
                 str(tmp_path / f"worker-{i}"),
             ]
             procs.append(_start([str(DASK), *args], tmp_path / f"worker-{i}.log"))
-        with Client(scheduler_file=str(scheduler_file), timeout=60) as client:
-            client.wait_for_workers(n_workers, timeout=120)
+        if n_workers:
+            with Client(scheduler_file=str(scheduler_file), timeout=60) as client:
+                client.wait_for_workers(n_workers, timeout=120)
         yield scheduler_file
     finally:
         for proc in reversed(procs):
@@ -135,6 +136,22 @@ def test_an_address_where_no_scheduler_answers_stops_the_run_naming_it(tmp_path)
         )
     assert run.returncode == 1, run.stderr
     assert f"no Dask scheduler answered at {address} within 1 s (no answer): give the address of the" in run.stderr
+
+
+def test_a_scheduler_without_workers_is_named_not_memory(tmp_path):
+    # The stall message blamed memory ("raise the workers' memory limit") and said nothing until then.
+    command = [sys.executable, "-m", "curate", "dedup", str(FIXTURES / "docs.jsonl"), "-o", str(tmp_path / "o")]
+    with cli_cluster(tmp_path, n_workers=0) as scheduler_file:
+        run = subprocess.run(
+            [*command, "--scheduler-file", str(scheduler_file), "--stall-timeout", "3", "--no-progress"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert run.returncode == 1, run.stderr
+    assert "has no worker yet; waiting for one" in run.stderr
+    assert "no progress for 3 s: no worker is connected to the scheduler; start workers" in run.stderr
+    assert "memory" not in run.stderr
 
 
 def test_scheduler_file_run_matches_embedded_cluster(tmp_path, monkeypatch):
