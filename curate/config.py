@@ -425,8 +425,18 @@ class ClusterConfig(_Section):
     def _one_scheduler(self):
         if self.scheduler_address and self.scheduler_file:
             raise ValueError("give scheduler_address or scheduler_file, not both")
+        if not (self.scheduler_address or self.scheduler_file):
+            return self
+        # Set for a joined cluster, these would be ignored without a word.
+        embedded = ("n_workers", "threads_per_worker", "memory_limit", "local_directory", "dashboard_address")
+        changed = [k for k in embedded if getattr(self, k) != ClusterConfig.model_fields[k].default]
+        if changed:
+            raise ValueError(
+                f"{changed[0]} configures the embedded cluster; a joined cluster takes it on its "
+                "`dask worker` / `dask cuda worker` command line (see docs/multi-node.md)"
+            )
         changed = [k for k, v in self.gpu if v != getattr(GPUConfig(), k)]
-        if (self.scheduler_address or self.scheduler_file) and changed:
+        if changed:
             raise ValueError(
                 f"gpu.{changed[0]} configures the embedded GPU cluster; "
                 "a joined cluster takes it on its `dask cuda worker` command line (see docs/multi-node.md)"

@@ -129,8 +129,11 @@ def dedup(
             f"keep policy {keep} names column {keep.column!r}, not in the input ({list(everything.columns)})"
         )
     _prepare_output(out, overwrite, resume, inputs, paths)  # only once the input is known to be readable
+    cluster = config.cluster
+    joined = cluster.scheduler_address or cluster.scheduler_file
+    limit = "`dask worker --memory-limit`" if joined else f"--memory-limit, now {cluster.memory_limit}"
     hint = (
-        f"raise the workers' memory limit (--memory-limit, now {config.cluster.memory_limit}) or lower the partition size "
+        f"raise the workers' memory limit ({limit}) or lower the partition size "
         f"(--blocksize, now {_megabytes(io.blocksize)}); finished stages are kept for --resume"
     )
     run = Runner(stats, show_progress, StageStore(out / "_stages", resume), config.cluster.stall_timeout, hint)

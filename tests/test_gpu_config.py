@@ -106,6 +106,11 @@ def test_gpu_options_are_refused_when_joining_a_cluster():
             {"cluster": {"scheduler_file": "s.json", "gpu": {"rmm_pool_size": "4GB"}}},
         )
     assert load_config(None, {"cluster": {"scheduler_file": "s.json", "gpu": {"protocol": "tcp"}}})  # the default
+    # The embedded cluster's own options were ignored without a word when joining.
+    for option, value in [("memory_limit", "1GB"), ("n_workers", 4), ("local_directory", "/tmp/x")]:
+        with pytest.raises(ValidationError, match=f"{option} configures the embedded cluster; a joined cluster"):
+            load_config(None, {"cluster": {"scheduler_address": "tcp://h:8786", option: value}})
+    assert load_config(None, {"cluster": {"scheduler_address": "tcp://h:8786", "memory_limit": "auto"}})
 
 
 def test_yaml_gpu_section(tmp_path):
