@@ -91,12 +91,7 @@ def connect(config: ClusterConfig, backend: str = "cpu", *, quiet: bool = True):
             _workers(client),
             _dashboard(client),
         )
-        if not client.scheduler_info(n_workers=-1)["workers"]:  # a job script may start them later
-            logger.warning(
-                "the scheduler at %s has no worker yet; waiting for one (start them with "
-                "`dask worker` or `dask cuda worker` and the scheduler's address or file)",
-                client.scheduler.address,
-            )
+        check_workers(client)
         try:
             yield client
         finally:
@@ -139,6 +134,29 @@ def _wait_for(scheduler_file: str) -> None:
                 f"`dask scheduler --scheduler-file {scheduler_file}` (it writes the file), or name its file"
             )
         time.sleep(0.1)
+
+
+def check_workers(client: Client) -> None:
+    """Warn (log) about a joined cluster's workers: none yet (a job script may start them
+    later), or some without ``ARROW_DEFAULT_MEMORY_POOL=system`` in their environment, which
+    the embedded cluster sets: pyarrow's default pool keeps what each stage freed, so their
+    memory only grows from stage to stage (docs/multi-node.md)."""
+    pools = client.run(os.environ.get, "ARROW_DEFAULT_MEMORY_POOL")
+    if not pools:
+        logger.warning(
+            "the scheduler at %s has no worker yet; waiting for one (start them with "
+            "`dask worker` or `dask cuda worker` and the scheduler's address or file)",
+            client.scheduler.address,
+        )
+    lacking = sorted(worker for worker, pool in pools.items() if pool != "system")
+    if lacking:
+        logger.warning(
+            "%d of %d workers (%s) lack ARROW_DEFAULT_MEMORY_POOL=system in their environment: their memory "
+            "will only grow from stage to stage (docs/multi-node.md)",
+            len(lacking),
+            len(pools),
+            lacking[0] + (", ..." if len(lacking) > 1 else ""),
+        )
 
 
 def _address_in(scheduler_file: str) -> str:

@@ -3,6 +3,7 @@
 import contextlib
 import gzip
 import itertools
+import logging
 import os
 import signal
 import socket
@@ -13,9 +14,10 @@ from pathlib import Path
 
 import pandas as pd
 from click.testing import CliRunner
-from distributed import Client
+from distributed import Client, LocalCluster
 
 from curate.cli import main
+from curate.cluster import check_workers
 from tests.conftest import FIXTURES, SHARED
 
 REPO = Path(__file__).resolve().parents[1]
@@ -152,6 +154,19 @@ def test_a_scheduler_without_workers_is_named_not_memory(tmp_path):
     assert "has no worker yet; waiting for one" in run.stderr
     assert "no progress for 3 s: no worker is connected to the scheduler; start workers" in run.stderr
     assert "memory" not in run.stderr
+
+
+def test_workers_without_the_system_arrow_pool_are_named(monkeypatch, caplog):
+    # The docs ask joined workers for ARROW_DEFAULT_MEMORY_POOL=system; nothing checked it.
+    monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster, Client(cluster) as client:
+        with caplog.at_level(logging.WARNING, logger="curate.cluster"):
+            check_workers(client)
+            assert "1 of 1 workers (inproc://" in caplog.text and "lack ARROW_DEFAULT_MEMORY_POOL=system" in caplog.text
+            caplog.clear()
+            monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "system")  # the in-process worker's environment too
+            check_workers(client)
+            assert caplog.text == ""
 
 
 def test_scheduler_file_run_matches_embedded_cluster(tmp_path, monkeypatch):
