@@ -35,6 +35,7 @@ from curate.io.files import expand_paths, source_names
 from curate.io.read import split_rejected
 from curate.io.rejected import (
     REJECTED_SCHEMA,
+    later_occurrences,
     mark_repeated_ids,
     reject_repeated_ids,
     rejected_rows,
@@ -237,18 +238,18 @@ def _read(everything, inputs, key: str, config: RunConfig, keep: KeepPolicy, run
     def compute(path: Path) -> dict:
         nonlocal everything
         docs, rejected = split_rejected(everything)
-        ids = docs[io.id_field].value_counts(split_out=docs.npartitions)
         todo = {
             "docs": count_rows(docs),
             "empty": (docs[io.text_field].str.len() == 0).sum(),
-            "repeated_ids": ids[ids > 1],
+            "repeated_ids": later_occurrences(docs, io.id_field)[io.id_field],
         }
         if rejected is not None:
             todo["rejected"] = rejected["_kind"].value_counts()
         if exact:  # (key, digest) of the documents whose digest is shared: no text is shuffled
             todo["candidates"] = to_parquet(dedup_exact.candidates(docs), path)
         done = run("read+exact", **todo)
-        done["repeated_ids"] = to_host(done["repeated_ids"])  # ids seen twice: bad input, not every id
+        # Occurrences of each id seen more than once: bad input, not every id.
+        done["repeated_ids"] = done["repeated_ids"].value_counts() + 1
         if len(done["repeated_ids"]):
             if rejected is None:
                 raise repeated_ids_error(docs, done["repeated_ids"], io.id_field, inputs)
