@@ -170,6 +170,8 @@ def _answering(address: str) -> None:
     distributed's ``Client`` waits for ever, whatever its timeout, on a port where something
     else listens, such as the scheduler's dashboard (a user's mix-up: 12 silent minutes).
     """
+    if "://" in address and address.split("://")[0] not in ("tcp", "tls"):
+        return  # UCX and the others: left to the Client, which sets their transport up
     timeout = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"))
 
     async def identity() -> dict:

@@ -372,9 +372,11 @@ class ClusterConfig(_Section):
     stops with an error naming the limits to change (0: wait for ever); see
     :func:`curate.cluster.gather`.
 
-    ``gpu`` settings configure the embedded GPU cluster only; a cluster that is joined
-    (``scheduler_file`` / ``scheduler_address``) has them set on its ``dask cuda worker`` command
-    lines (see docs/multi-node.md).
+    ``n_workers``, ``threads_per_worker``, ``memory_limit``, ``local_directory``,
+    ``dashboard_address`` and the ``gpu`` settings configure the embedded cluster only: with
+    ``scheduler_file`` / ``scheduler_address`` they are refused (ValueError), since a joined
+    cluster has them set on its ``dask worker`` / ``dask cuda worker`` command lines (see
+    docs/multi-node.md).
     """
 
     n_workers: int | None = Field(
