@@ -209,7 +209,8 @@ _held: set[str] = set()  # output folders this process holds
 
 @contextlib.contextmanager
 def hold_output(out_dir: str | os.PathLike):
-    """Create ``out_dir`` and hold it for this process during the ``with`` block.
+    """Create ``out_dir`` and hold it for this process during the ``with`` block; a folder it
+    created and that is still empty at the end is removed.
 
     An exclusive ``flock`` on the folder itself, so two runs never write into one folder, and
     a run that dies (even by ``kill -9``) lets go of it. Re-entrant within a process. Where the
@@ -224,6 +225,7 @@ def hold_output(out_dir: str | os.PathLike):
     """
     out = Path(out_dir)
     _check_folder(out)
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     key = os.path.realpath(out)
     try:
@@ -248,5 +250,8 @@ def hold_output(out_dir: str | os.PathLike):
             yield
         finally:
             _held.discard(key)
+            if created:  # a run that wrote nothing (it could not reach its cluster) leaves no folder
+                with contextlib.suppress(OSError):
+                    out.rmdir()  # only if empty
     finally:
         os.close(fd)  # and with it the lock

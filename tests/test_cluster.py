@@ -138,6 +138,7 @@ def test_an_address_where_no_scheduler_answers_stops_the_run_naming_it(tmp_path)
         )
     assert run.returncode == 1, run.stderr
     assert f"no Dask scheduler answered at {address} within 1 s (no answer): give the address of the" in run.stderr
+    assert not (tmp_path / "o").exists()  # an empty output folder was left behind
 
 
 def test_a_scheduler_without_workers_is_named_not_memory(tmp_path):
