@@ -12,6 +12,7 @@ import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
+from pydantic import ValidationError
 
 from curate.backend import to_host
 from curate.cluster import current_client, local_shuffles, one_task_per_gpu, shuffles_need_workers
@@ -308,8 +309,12 @@ def _config(mode: str, config, options: dict) -> RunConfig:
             )
     try:
         return RunConfig.model_validate(data)
-    except ValueError as err:  # pydantic's ValidationError names the field
-        raise ValueError(f"deduplicate(): {err}") from None
+    except ValidationError as err:  # one line naming each field, as the CLI's message
+        problems = (
+            ": ".join(filter(None, [".".join(map(str, e["loc"])), e["msg"].removeprefix("Value error, ")]))
+            for e in err.errors()
+        )
+        raise ValueError(f"deduplicate(): {'; '.join(problems)}") from None
 
 
 def _check_columns(docs: dd.DataFrame, io, keep: KeepPolicy, id_given: bool) -> None:

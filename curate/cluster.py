@@ -141,7 +141,7 @@ def check_workers(client: Client) -> None:
     later), or some without ``ARROW_DEFAULT_MEMORY_POOL=system`` in their environment, which
     the embedded cluster sets: pyarrow's default pool keeps what each stage freed, so their
     memory only grows from stage to stage (docs/multi-node.md)."""
-    pools = client.run(os.environ.get, "ARROW_DEFAULT_MEMORY_POOL")
+    pools = client.run(_arrow_pool)
     if not pools:
         logger.warning(
             "the scheduler at %s has no worker yet; waiting for one (start them with "
@@ -157,6 +157,12 @@ def check_workers(client: Client) -> None:
             len(pools),
             lacking[0] + (", ..." if len(lacking) > 1 else ""),
         )
+
+
+def _arrow_pool() -> str | None:
+    # A function of this module, imported on the worker: os.environ.get itself would be
+    # pickled with the client's environment and read that.
+    return os.environ.get("ARROW_DEFAULT_MEMORY_POOL")
 
 
 def _address_in(scheduler_file: str) -> str:

@@ -434,8 +434,8 @@ class ClusterConfig(_Section):
         changed = [k for k in embedded if getattr(self, k) != ClusterConfig.model_fields[k].default]
         if changed:
             raise ValueError(
-                f"{changed[0]} configures the embedded cluster; a joined cluster takes it on its "
-                "`dask worker` / `dask cuda worker` command line (see docs/multi-node.md)"
+                f"{changed[0]} (--{changed[0].replace('_', '-')}) configures the embedded cluster; a joined "
+                "cluster takes it on its `dask worker` / `dask cuda worker` command line (see docs/multi-node.md)"
             )
         changed = [k for k, v in self.gpu if v != getattr(GPUConfig(), k)]
         if changed:

@@ -301,8 +301,10 @@ def test_bad_ids_and_columns_are_errors():
     docs = dd.from_pandas(frame, npartitions=2)
     with pytest.raises(ValueError, match=r"text_field='n': the column holds int64, not strings"):
         curate.deduplicate(docs, text_field="n")  # failed on the workers
-    with pytest.raises(ValueError, match=r"keep='max:text' ranks documents by their text field"):
-        curate.deduplicate(docs, keep="max:text")  # a KeyError on the workers
+    with pytest.raises(
+        ValueError, match=r"^deduplicate\(\): keep='max:text' ranks documents by their text field[^\n]*$"
+    ):
+        curate.deduplicate(docs, keep="max:text")  # a KeyError on the workers; then pydantic's many lines
     with pytest.raises(ValueError, match=r"docs has a column '_doc' of .*: that name is curate's int64 key"):
         curate.deduplicate(docs.assign(_doc=docs.id))  # a merge error deep in exact dedup
 

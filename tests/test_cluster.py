@@ -158,16 +158,23 @@ def test_a_scheduler_without_workers_is_named_not_memory(tmp_path):
 
 
 def test_workers_without_the_system_arrow_pool_are_named(monkeypatch, caplog):
-    # The docs ask joined workers for ARROW_DEFAULT_MEMORY_POOL=system; nothing checked it.
-    monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
-    with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster, Client(cluster) as client:
-        with caplog.at_level(logging.WARNING, logger="curate.cluster"):
-            check_workers(client)
-            assert "1 of 1 workers (inproc://" in caplog.text and "lack ARROW_DEFAULT_MEMORY_POOL=system" in caplog.text
-            caplog.clear()
-            monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "system")  # the in-process worker's environment too
-            check_workers(client)
-            assert caplog.text == ""
+    # The docs ask joined workers for ARROW_DEFAULT_MEMORY_POOL=system: nothing checked it, then
+    # the check read the client's environment (os.environ.get travelled pickled with it).
+    def warnings_with(client_pool: str | None, worker_pool: str) -> str:
+        if client_pool is None:
+            monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
+        else:
+            monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", client_pool)
+        env = {"ARROW_DEFAULT_MEMORY_POOL": worker_pool}
+        with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None, env=env) as cluster:
+            with Client(cluster) as client, caplog.at_level(logging.WARNING, logger="curate.cluster"):
+                caplog.clear()
+                check_workers(client)
+                return caplog.text
+
+    text = warnings_with("system", "mimalloc")
+    assert "1 of 1 workers (tcp://" in text and "lack ARROW_DEFAULT_MEMORY_POOL=system" in text
+    assert warnings_with(None, "system") == ""
 
 
 def test_scheduler_file_run_matches_embedded_cluster(tmp_path, monkeypatch):

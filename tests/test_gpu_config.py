@@ -108,7 +108,8 @@ def test_gpu_options_are_refused_when_joining_a_cluster():
     assert load_config(None, {"cluster": {"scheduler_file": "s.json", "gpu": {"protocol": "tcp"}}})  # the default
     # The embedded cluster's own options were ignored without a word when joining.
     for option, value in [("memory_limit", "1GB"), ("n_workers", 4), ("local_directory", "/tmp/x")]:
-        with pytest.raises(ValidationError, match=f"{option} configures the embedded cluster; a joined cluster"):
+        flag = "--" + option.replace("_", "-")  # the message names the flag, as the README promises
+        with pytest.raises(ValidationError, match=f"{option} \\({flag}\\) configures the embedded cluster; a joined"):
             load_config(None, {"cluster": {"scheduler_address": "tcp://h:8786", option: value}})
     assert load_config(None, {"cluster": {"scheduler_address": "tcp://h:8786", "memory_limit": "auto"}})
 
