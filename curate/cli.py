@@ -122,6 +122,7 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
         click.echo(newline + _interrupted(Path(out_dir), overwrite), err=True)
         raise click.exceptions.Exit(130) from None
     print_summary(summary, out_dir)
+    _warn_if_mostly_rejected(summary["counts"], out_dir)
     if with_report:
         from curate.review.report import write_report
 
@@ -456,6 +457,19 @@ def print_params(request: dict, choices: list[dict]) -> None:
         curve.add_row(f"{point['similarity']:.2f}", *(f"{p:.4f}" if p == 0 or p >= 1e-3 else f"{p:.1e}" for p in cells))
     console.print(figures)
     console.print(curve)
+
+
+def _warn_if_mostly_rejected(counts: dict, out_dir: str) -> None:
+    """One line when ``--on-error skip`` rejected half the records or more: more likely a wrong
+    field or format than bad data (an --id-field that few records have rejected all but one)."""
+    rejected, total = counts["output"].get("rejected", 0), counts["input"]["documents"]
+    if rejected and 2 * rejected >= total:
+        kinds = ", ".join(f"{kind} {n:,}" for kind, n in sorted(counts["rejected"].items(), key=lambda kv: -kv[1]))
+        click.echo(
+            f"warning: {rejected:,} of {total:,} records were rejected ({kinds}); check --text-field and "
+            f"--id-field, and each record's reason in {out_dir}/rejected/",
+            err=True,
+        )
 
 
 def print_summary(summary: dict, out_dir: str) -> None:

@@ -511,6 +511,8 @@ def test_cli_skip_end_to_end(tmp_path, joined):
     )
     assert result.exit_code == 0, result.output
     assert "records rejected" in result.output
+    # More than half rejected is more likely a wrong field than bad data: a warning says so.
+    assert "warning: 7 of 13 records were rejected (duplicate-id 1, invalid-json 1, " in result.output
     counts = json.loads((out / "summary.json").read_text())["counts"]
     assert counts["output"] == {"kept": 5, "removed": 1, "rejected": 7}
     assert counts["input"]["documents"] == 13 == sum(counts["output"].values())
