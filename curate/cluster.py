@@ -81,9 +81,10 @@ def connect(config: ClusterConfig, backend: str = "cpu", *, quiet: bool = True):
     # cluster holds it before taking a free port: harmless.
     warnings.filterwarnings("ignore", "Port 8787 is already in use", UserWarning)
     if config.scheduler_file or config.scheduler_address:
+        timeout = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"))
         if config.scheduler_file:
-            _wait_for(config.scheduler_file)
-        _answering(config.scheduler_address or _address_in(config.scheduler_file))
+            _wait_for(config.scheduler_file, timeout)
+        _answering(config.scheduler_address or _address_in(config.scheduler_file), timeout)
         client = Client(address=config.scheduler_address, scheduler_file=config.scheduler_file)
         logger.info(
             "joined the scheduler at %s: %s; dashboard %s",
@@ -122,10 +123,9 @@ def connect(config: ClusterConfig, backend: str = "cpu", *, quiet: bool = True):
     _close(client, cluster)
 
 
-def _wait_for(scheduler_file: str) -> None:
-    """Wait up to Dask's connect timeout (``distributed.comm.timeouts.connect``) for a scheduler
-    file that a starting scheduler has yet to write; distributed's ``Client`` waits for ever."""
-    timeout = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"))
+def _wait_for(scheduler_file: str, timeout: float) -> None:
+    """Wait up to ``timeout`` seconds (Dask's connect timeout) for a scheduler file that a
+    starting scheduler has yet to write; distributed's ``Client`` waits for ever."""
     deadline = time.monotonic() + timeout
     while not os.path.exists(scheduler_file):
         if time.monotonic() > deadline:
@@ -170,15 +170,15 @@ def _address_in(scheduler_file: str) -> str:
         return json.load(f)["address"]
 
 
-def _answering(address: str) -> None:
-    """Raise OSError unless a Dask scheduler answers at ``address`` within Dask's connect timeout.
+def _answering(address: str, timeout: float) -> None:
+    """Raise OSError unless a Dask scheduler answers at ``address`` within ``timeout`` seconds
+    (Dask's connect timeout).
 
     distributed's ``Client`` waits for ever, whatever its timeout, on a port where something
     else listens, such as the scheduler's dashboard (a user's mix-up: 12 silent minutes).
     """
     if "://" in address and address.split("://")[0] not in ("tcp", "tls"):
         return  # UCX and the others: left to the Client, which sets their transport up
-    timeout = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"))
 
     async def identity() -> dict:
         scheduler = rpc(address, connection_args=Security().get_connection_args("client"))

@@ -111,14 +111,18 @@ def cli_cluster(tmp_path: Path, n_workers: int = 2):
             _stop(proc)
 
 
+def dedup_joining(tmp_path: Path, *flags: str, connect_timeout: str = "30s") -> subprocess.CompletedProcess:
+    """``curate dedup`` of the fixture into ``tmp_path/o`` in a new interpreter, joining a cluster
+    by ``flags``, with Dask's connect timeout set."""
+    command = [sys.executable, "-m", "curate", "dedup", str(FIXTURES / "docs.jsonl"), "-o", str(tmp_path / "o")]
+    env = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": connect_timeout}
+    return subprocess.run([*command, *flags], capture_output=True, text=True, env=env, timeout=120)
+
+
 def test_a_scheduler_file_that_never_appears_stops_the_run_naming_it(tmp_path):
     # distributed's Client waits for ever for the file (a user's typo hung silently for 11 min).
     missing = tmp_path / "no-such-scheduler.json"
-    command = [sys.executable, "-m", "curate", "dedup", str(FIXTURES / "docs.jsonl"), "-o", str(tmp_path / "o")]
-    env = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "1s"}
-    run = subprocess.run(
-        [*command, "--scheduler-file", str(missing)], capture_output=True, text=True, env=env, timeout=60
-    )
+    run = dedup_joining(tmp_path, "--scheduler-file", str(missing), connect_timeout="1s")
     assert run.returncode == 1, run.stderr
     assert (
         f"no scheduler file {missing} after 1 s: start the scheduler with `dask scheduler --scheduler-file"
@@ -131,11 +135,7 @@ def test_an_address_where_no_scheduler_answers_stops_the_run_naming_it(tmp_path)
     # Client waited for ever, whatever its timeout (12 silent minutes, then a Ctrl-C).
     with socket.create_server(("127.0.0.1", 0)) as server:
         address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
-        command = [sys.executable, "-m", "curate", "dedup", str(FIXTURES / "docs.jsonl"), "-o", str(tmp_path / "o")]
-        env = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "1s"}
-        run = subprocess.run(
-            [*command, "--scheduler-address", address], capture_output=True, text=True, env=env, timeout=60
-        )
+        run = dedup_joining(tmp_path, "--scheduler-address", address, connect_timeout="1s")
     assert run.returncode == 1, run.stderr
     assert f"no Dask scheduler answered at {address} within 1 s (no answer): give the address of the" in run.stderr
     assert not (tmp_path / "o").exists()  # an empty output folder was left behind
@@ -143,14 +143,8 @@ def test_an_address_where_no_scheduler_answers_stops_the_run_naming_it(tmp_path)
 
 def test_a_scheduler_without_workers_is_named_not_memory(tmp_path):
     # The stall message blamed memory ("raise the workers' memory limit") and said nothing until then.
-    command = [sys.executable, "-m", "curate", "dedup", str(FIXTURES / "docs.jsonl"), "-o", str(tmp_path / "o")]
     with cli_cluster(tmp_path, n_workers=0) as scheduler_file:
-        run = subprocess.run(
-            [*command, "--scheduler-file", str(scheduler_file), "--stall-timeout", "3", "--no-progress"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        run = dedup_joining(tmp_path, "--scheduler-file", str(scheduler_file), "--stall-timeout", "3", "--no-progress")
     assert run.returncode == 1, run.stderr
     assert "has no worker yet; waiting for one" in run.stderr
     assert "no progress for 3 s: no worker is connected to the scheduler; start workers" in run.stderr
