@@ -2,6 +2,7 @@
 
 import dask
 import dask.dataframe as dd
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
@@ -19,6 +20,7 @@ from curate.cli import main
 from curate.cluster import local_cuda_cluster_options, one_task_per_gpu, task_resources
 from curate.config import load_config
 from curate.dedup.representatives import _split
+from curate.io.rejected import mark_listed
 from curate.pipeline import dedup
 from tests.conftest import FIXTURES
 
@@ -334,3 +336,48 @@ def test_a_skip_mode_read_for_the_device_leaves_the_records_bytes_on_the_host(tm
         rejected = result.rejected.compute()
     assert len(tables) > 1 and "_record" not in docs.columns
     assert kept.id.tolist() == ["a"] and rejected._kind.tolist() == ["wrong-type", "duplicate-id"]
+
+
+class _CudfLikeFrame(pd.DataFrame):
+    """A pandas frame whose ``.loc[rows, column] = values`` fails for host strings as cudf's does:
+    cudf hands the values to ``cupy.asarray``, which has no object dtype."""
+
+    @property
+    def _constructor(self):
+        return _CudfLikeFrame
+
+    @property
+    def loc(self):
+        frame = self
+
+        class Loc:
+            def __getitem__(self, key):
+                return pd.DataFrame.loc.__get__(frame)[key]
+
+            def __setitem__(self, key, value):
+                if isinstance(value, np.ndarray) and value.dtype == object:
+                    raise TypeError("Unsupported dtype object")  # cupy.asarray's error
+                pd.DataFrame.loc.__get__(frame)[key] = value
+
+        return Loc()
+
+
+def test_repeated_ids_are_marked_on_device_partitions_without_host_string_arrays():
+    # `--on-error skip --backend gpu` with a repeated id: the mark set each reason with
+    # part.loc[hit, "_reason"] = <numpy object array>, which cudf cannot take (read in cudf 26.10's
+    # _DataFrameLocIndexer._setitem_tuple_arg; no device here to run it).
+    part = _CudfLikeFrame(
+        {
+            "_doc": [1, 2, 3, 4],
+            "id": ["a", "b", "a", "b"],
+            "_kind": pd.array([None, None, None, "wrong-type"], dtype="str"),
+            "_field": pd.array([None, None, None, "text"], dtype="str"),
+            "_reason": pd.array([None, None, None, "not a string"], dtype="str"),
+        }
+    )
+    listed = pd.DataFrame({"_doc": [3], "reason": ["duplicate id 'a': first at in.jsonl:1"]})
+    marked = mark_listed(part, listed, "id")
+    assert marked._kind.fillna("-").tolist() == ["-", "-", "duplicate-id", "wrong-type"]
+    assert marked._field.fillna("-").tolist() == ["-", "-", "id", "text"]
+    assert marked._reason.fillna("-").tolist() == ["-", "-", "duplicate id 'a': first at in.jsonl:1", "not a string"]
+    assert (marked.dtypes == part.dtypes).all()

@@ -140,10 +140,15 @@ def mark_listed(part: pd.DataFrame, listed: pd.DataFrame, id_field: str) -> pd.D
     hit = np.isin(doc, listed[DOC].to_numpy())
     if not hit.any():
         return part
-    part = part.copy()
-    part.loc[hit, "_kind"] = "duplicate-id"
-    part.loc[hit, "_field"] = id_field
-    part.loc[hit, "_reason"] = listed.set_index(DOC)["reason"].reindex(doc[hit]).to_numpy()
+    reasons = np.full(len(doc), None, dtype=object)
+    reasons[hit] = listed.set_index(DOC)["reason"].reindex(doc[hit]).to_numpy()
+    # Series.where, not .loc[rows, column] = values: cudf sends such values through
+    # cupy.asarray, which has no object (string) dtype; where takes host values on both.
+    part = part.assign(
+        _kind=part["_kind"].where(~hit, "duplicate-id"),
+        _field=part["_field"].where(~hit, id_field),
+        _reason=part["_reason"].where(~hit, reasons),
+    )
     if "_record" not in part.columns:  # a device read leaves it behind (curate.io.read._frame)
         return part
     # The record: its line as read where the read kept it (records=True), else the row as JSON.
