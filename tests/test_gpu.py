@@ -213,10 +213,26 @@ def test_the_embedded_cluster_gives_each_gpu_worker_its_gpu_and_the_cores():
     assert all(w["resources"] == {"GPU": 1} and w["nthreads"] == max(1, CPU_COUNT // len(workers)) for w in workers)
 
 
-def dedup(inputs, out: Path, *flags) -> bytes:
+def dedup(inputs, out: Path, *flags) -> dict[str, bytes]:
+    """Every output file of a run by its path in OUT, but summary.json (times, backend)."""
     result = CliRunner().invoke(main, ["dedup", *map(str, inputs), "-o", str(out), "--no-progress", *flags])
     assert result.exit_code == 0, result.output
-    return (out / "removed.parquet").read_bytes()
+    files = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    assert {"removed.parquet", "duplicates.parquet"} <= files.keys()
+    return {name: data for name, data in files.items() if name != "summary.json"}
+
+
+def test_skip_mode_run_with_bad_records_and_repeated_ids_matches_cpu(tmp_path):
+    # `--on-error skip --backend gpu` had not run on a device: each bad line's bytes stay on the
+    # host (cudf has no binary type) and repeated ids are marked on cudf partitions.
+    lines = (FIXTURES / "docs.jsonl").read_text().splitlines()
+    again = json.dumps({**json.loads(lines[0]), "text": "the same id, another text"})
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_text("\n".join([*lines[:6], '{"id": "n1", "text": 5}', "not json"]) + "\n")
+    (tmp_path / "in" / "b.jsonl").write_text("\n".join([again, *lines[6:]]) + "\n")
+    cpu = dedup([tmp_path / "in"], tmp_path / "cpu", "--backend", "cpu", "--on-error", "skip")
+    assert sum(name.startswith("rejected/") for name in cpu) == 1
+    assert dedup([tmp_path / "in"], tmp_path / "gpu", "--backend", "gpu", "--on-error", "skip") == cpu
 
 
 def gutenberg_slice(n_shards: int) -> list[Path]:
