@@ -267,15 +267,10 @@ def test_spilling_cluster_with_device_limit_below_the_data(tmp_path):
         "2",
         "--threads-per-worker",
         "1",
-    )
-    flags = [
-        "--rmm-async",
-        "--enable-cudf-spill",
-        "--device-memory-limit",
-        "32MB",
         "--blocksize",
-        "16MB",
-    ]
+        "16MB",  # the same partitions, so that deduplicated/part.N are the same files
+    )
+    flags = ["--rmm-async", "--enable-cudf-spill", "--device-memory-limit", "32MB", "--blocksize", "16MB"]
     assert dedup(inputs, tmp_path / "gpu", "--backend", "gpu", *flags) == cpu
 
 
