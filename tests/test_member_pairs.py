@@ -153,3 +153,20 @@ def test_input_order_changes_no_component_and_no_kept_pair_shares_a_bucket(sync,
         ]
         assert kept_pairs == []
         assert summary["counts"]["fuzzy"]["member_pairs"] > 0 and summary["counts"]["fuzzy"]["buckets_over_cap"] == 0
+
+
+@pytest.mark.parametrize("base", [0, 2**60])  # _doc keys of input file 2**20 on: past 2**53
+def test_members_of_different_components_are_compared_whatever_their_keys(base):
+    # Bucket 1: anchor 0; members 1, 2 and 5 fail against it. 1 is in a component with 3, 2 with
+    # 4, 5 in none. The left merge that gives each member its component made the labels float64
+    # (5's is missing: NaN), which cannot tell 2**60 + 1 from 2**60 + 2: "already connected".
+    buckets = {1: [base, base + 1, base + 2, base + 5], 2: [base + 1, base + 3], 3: [base + 2, base + 4]}
+    similarity = {(0, 1): 0.5, (0, 2): 0.5, (0, 5): 0.5, (1, 3): 0.9, (2, 4): 0.9}
+    scored = pd.DataFrame([(base + u, base + v, j) for (u, v), j in similarity.items()], columns=["u", "v", "jaccard"])
+    passed = scored[scored.jaccard >= 0.8]
+    node, component = components_local(passed.u.to_numpy(), passed.v.to_numpy())
+    assert len(set(component)) == 2
+    components = dd.from_pandas(pd.DataFrame({"node": node, "component": component}), npartitions=1)
+    stars, scored = dd.from_pandas(star_rows(buckets), npartitions=1), dd.from_pandas(scored, npartitions=1)
+    expected = [(base + 1, base + 2), (base + 1, base + 5), (base + 2, base + 5)]
+    assert pairs_of(member_pairs(stars, scored, components, 0.8, 100)) == expected

@@ -19,6 +19,7 @@ from curate.schema import DOC
 
 MEMBERS = "_members"  # documents in a star row's bucket, anchor included
 _FAILED = "_failed"
+_HALF = 1 << 32  # a label is _high * _HALF + _low
 _COMPONENT = "_component"
 _OLD = "_old"
 _EDGE_META = {"u": "int64", "v": "int64"}  # a description: Dask builds it in the partitions' backend
@@ -166,11 +167,13 @@ def _bucket_rows(stars, scored, components):
     # u brings each bucket together with its members' similarity to the anchor and component
     # (-1: in none). Star rows are the ones without a similarity.
     # connected_components answers in host partitions: into the run's backend, as Dask's readers create
-    labels = components.to_backend(dask.config.get("dataframe.backend")).rename(
-        columns={"node": "v", "component": _COMPONENT}
-    )
-    edges = scored[["u", "v", JACCARD]].merge(labels, on="v", how="left")
-    edges = edges.assign(**{_COMPONENT: edges[_COMPONENT].fillna(-1).astype("int64"), BUCKET: np.uint64(0)})
+    labels = components.to_backend(dask.config.get("dataframe.backend"))
+    # A left merge makes an int column with unmatched rows float64 (pandas, and cudf to match
+    # it), which rounds labels (_doc keys) past 2**53 and joins components: halves stay exact.
+    labels = labels.assign(_high=labels.component // _HALF, _low=labels.component % _HALF).rename(columns={"node": "v"})
+    edges = scored[["u", "v", JACCARD]].merge(labels[["v", "_high", "_low"]], on="v", how="left")
+    component = edges._high.fillna(-1).astype("int64") * _HALF + edges._low.fillna(_HALF - 1).astype("int64")
+    edges = edges.assign(**{_COMPONENT: component, BUCKET: np.uint64(0)})  # -1: in none
     rows = stars_with_member_pairs(stars)[[BUCKET, "u", "v"]].assign(**{JACCARD: np.nan, _COMPONENT: np.int64(-1)})
     return dd.concat([rows, edges[[BUCKET, "u", "v", JACCARD, _COMPONENT]]]).shuffle("u")
 
