@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
-from curate.backend import to_host
+from curate.backend import on_host, to_host
 from curate.cluster import current_client, local_shuffles, one_task_per_gpu, shuffles_need_workers
 from curate.config import ClusterConfig, FuzzyConfig, IOConfig, RunConfig
 from curate.dedup.exact import ExactDedup
@@ -196,7 +196,9 @@ def deduplicate(
     keyed, rejected, ids_checked = _checked_ids(keyed, id_field, own_keys)
     if rejected is not None:
         counts["rejected"] = count_rows(rejected)
-    exact_groups = fuzzy_groups = empty_groups(keyed, id_field)
+    # Host tables, as the host steps that make the groups here give them (curate dedup reads
+    # its group tables back in the run's backend).
+    exact_groups = fuzzy_groups = empty_groups(on_host(keyed), id_field)
     left = keyed
     if run.mode in ("exact", "both"):
         exact_groups = exact.run(keyed)

@@ -166,6 +166,12 @@ def on_device(frame) -> bool:
     return to_host(frame) is not frame
 
 
+def backend_of(frame) -> str:
+    """The ``dataframe.backend`` of ``frame``'s kind (a partition, series or meta): "cudf" or "pandas",
+    for :meth:`dask.dataframe.DataFrame.to_backend`."""
+    return "cudf" if on_device(frame) else "pandas"
+
+
 HOST_STEP = "host-"
 
 

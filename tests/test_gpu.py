@@ -9,12 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+import curate
 from curate import backend
 from curate.cli import main
 from curate.kernels.digests import CHUNK_BYTES
@@ -233,6 +235,35 @@ def test_skip_mode_run_with_bad_records_and_repeated_ids_matches_cpu(tmp_path):
     cpu = dedup([tmp_path / "in"], tmp_path / "cpu", "--backend", "cpu", "--on-error", "skip")
     assert sum(name.startswith("rejected/") for name in cpu) == 1
     assert dedup([tmp_path / "in"], tmp_path / "gpu", "--backend", "gpu", "--on-error", "skip") == cpu
+
+
+@pytest.mark.parametrize("mode", ["exact", "fuzzy", "both"])
+@pytest.mark.parametrize("source", ["frame", "read_documents"])
+def test_api_on_cudf_partitions_matches_pandas(mode, source):
+    # curate.deduplicate on device frames had not run: keying a frame without _doc
+    # (rename_axis), joining the host step's components to cudf documents, and mode exact or
+    # fuzzy's empty group table of the other kind each failed as the graph was built (read in
+    # the RAPIDS 26.10 source).
+    import cudf
+
+    frame = pd.read_json(FIXTURES / "docs.jsonl", lines=True, dtype=False)
+    results = []
+    for name in ("cpu", "gpu"):
+        with backend.use_backend(name), dask.config.set(scheduler="sync"):
+            if source == "read_documents":
+                docs = curate.read_documents(str(FIXTURES / "docs.jsonl"))
+            else:
+                docs = dd.from_pandas(frame if name == "cpu" else cudf.from_pandas(frame), npartitions=2)
+            kept, removed, duplicates = curate.deduplicate(docs, mode=mode, id_field="id").compute()
+        kept, removed, duplicates = (
+            backend.to_host(table).reset_index(drop=True) for table in (kept, removed, duplicates)
+        )
+        results.append((kept[["id", "text"]], removed, duplicates.sort_values(["kind", "id"], ignore_index=True)))
+    (cpu_kept, cpu_removed, cpu_duplicates), (gpu_kept, gpu_removed, gpu_duplicates) = results
+    assert len(cpu_removed) > 0
+    pd.testing.assert_frame_equal(gpu_kept, cpu_kept, check_dtype=False)
+    pd.testing.assert_frame_equal(gpu_removed, cpu_removed, check_dtype=False)
+    pd.testing.assert_frame_equal(gpu_duplicates, cpu_duplicates, check_dtype=False)
 
 
 def gutenberg_slice(n_shards: int) -> list[Path]:

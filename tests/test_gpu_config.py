@@ -7,7 +7,9 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner
+from dask.dataframe.dask_expr._expr import RenameAxis
 from dask.system import CPU_COUNT
+from dask.utils import no_default
 from distributed import Client, LocalCluster, SchedulerPlugin
 from pydantic import ValidationError
 
@@ -381,3 +383,22 @@ def test_repeated_ids_are_marked_on_device_partitions_without_host_string_arrays
     assert marked._field.fillna("-").tolist() == ["-", "-", "id", "text"]
     assert marked._reason.fillna("-").tolist() == ["-", "-", "duplicate id 'a': first at in.jsonl:1", "not a string"]
     assert (marked.dtypes == part.dtypes).all()
+
+
+def test_document_frames_are_keyed_as_dask_cudf_renames_an_index(monkeypatch, fixture_docs):
+    # dask_cudf's rename_axis (RenameAxisCudf, 26.10: read, no device here) takes index= only:
+    # rename_axis(None) raised NotImplementedError as the graph was built, so add_doc_keys and
+    # deduplicate failed at the call on any cudf frame without _doc.
+    def operation(df, index=no_default, **kwargs):  # RenameAxisCudf.operation
+        if index is no_default:
+            raise NotImplementedError("Only `index` is supported for the cudf backend")
+        df.index.name = index
+        return df
+
+    monkeypatch.setattr(RenameAxis, "operation", staticmethod(operation))
+    docs = dd.from_pandas(pd.DataFrame(fixture_docs)[["id", "text"]], npartitions=2)
+    with dask.config.set(scheduler="sync"):
+        kept, removed, _ = curate.deduplicate(docs, id_field="id").compute()
+        keyed = curate.add_doc_keys(docs).compute()
+    assert len(kept) + len(removed) == len(fixture_docs) and len(removed) > 0
+    assert keyed.index.name is None and keyed._doc.is_monotonic_increasing

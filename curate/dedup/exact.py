@@ -1,6 +1,7 @@
 """Exact dedup: two digests and the length of each text, computed where it lies; one shuffle of those."""
 
 import dask.dataframe as dd
+import numpy as np
 import pandas as pd
 
 from curate.backend import host_step, md5_hex, sha256_hex, text_buffers, to_host
@@ -119,7 +120,8 @@ class ExactDedup:
 def _fingerprints(part, kept: list[str], text_field: str):
     text = part[text_field]
     offsets, _ = text_buffers(text)
-    return part[kept].assign(**{MD5: md5_hex(text), SHA256: sha256_hex(text), LENGTH: offsets[1:] - offsets[:-1]})
+    length = (offsets[1:] - offsets[:-1]).astype(np.int64)  # cudf's offsets are int32
+    return part[kept].assign(**{MD5: md5_hex(text), SHA256: sha256_hex(text), LENGTH: length})
 
 
 def _shared(part):

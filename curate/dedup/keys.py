@@ -16,7 +16,7 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 
-from curate.backend import to_host
+from curate.backend import backend_of, to_host
 from curate.schema import DOC, POSITION_BITS  # a key is (file or partition) << 40 | position
 
 _TARGET = "_target_partition"  # align()'s own column: the partition a key row goes to
@@ -77,7 +77,8 @@ def keyed(frame: dd.DataFrame, divisions: tuple[int, ...]) -> dd.DataFrame:
     """A document frame from ``frame``, whose partition ``i`` holds (in order) the ``_doc`` keys
     in ``[divisions[i], divisions[i + 1])``: indexed by ``_doc``, with those divisions. Nothing is
     checked or computed (e.g. a document frame written to Parquet and read back)."""
-    return frame.set_index(DOC, drop=False, sorted=True, divisions=divisions).rename_axis(None)
+    # rename_axis(index=None), not rename_axis(None): dask_cudf's takes index= only.
+    return frame.set_index(DOC, drop=False, sorted=True, divisions=divisions).rename_axis(index=None)
 
 
 def row_keys(part, partition_info) -> np.ndarray:
@@ -168,6 +169,8 @@ def select(
         Same partitions and order as ``docs``, rows left out, ``columns`` added; indexed by
         ``_doc`` when ``columns`` are added.
     """
+    if columns:  # joined to docs' rows, so of their kind (the API's components come from a host step)
+        keys = keys.to_backend(backend_of(docs._meta))
     aligned = align(keys[[DOC, *columns]], doc_divisions(docs))
     meta = _semi(docs._meta, aligned._meta, list(columns), repeats)
     return dd.map_partitions(_semi, docs, aligned, list(columns), repeats, meta=meta, align_dataframes=False)
