@@ -166,8 +166,9 @@ def select(
     Returns
     -------
     dask.dataframe.DataFrame
-        Same partitions and order as ``docs``, rows left out, ``columns`` added; indexed by
-        ``_doc`` when ``columns`` are added.
+        Same partitions as ``docs``, rows left out. Without ``columns``, in ``docs``' order; with
+        them, added and indexed by ``_doc``, in ``docs``' order on pandas but any order on cudf
+        (its merge does not keep row order): callers shuffle or sort the rows after.
     """
     if columns:  # joined to docs' rows, so of their kind (the API's components come from a host step)
         keys = keys.to_backend(backend_of(docs._meta))
@@ -206,7 +207,7 @@ def _semi(part, aligned, columns, repeats):
     if not columns:
         return part[_member(part, aligned)]
     extra = aligned[[DOC, *columns]].drop_duplicates(None if repeats else DOC)
-    joined = part.merge(extra, on=DOC, how="inner")  # keeps part's order; the index is rebuilt
+    joined = part.merge(extra, on=DOC, how="inner")  # (see select for the order); the index is rebuilt
     joined.index = joined[DOC].values
     return joined
 
