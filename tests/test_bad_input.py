@@ -122,6 +122,22 @@ def test_valid_json_that_is_not_an_object(tmp_path):
     ]
 
 
+@pytest.mark.parametrize("at", [0, 3, 6])  # the file's first line, a middle one, the last
+def test_a_null_line_among_records(tmp_path, at):
+    # pyarrow was given blocks holding a line `null` among objects: where it began the block (a
+    # file's first line, or a block of a split file) the process crashed (a segfault, no
+    # message); elsewhere it became a row of nulls, and the field check raised a TypeError.
+    lines = doc_lines(6)
+    lines.insert(at, "null")
+    path = jsonl(tmp_path / "x.jsonl", *lines)
+    reason = "expected a JSON object, got null"
+    for blocksize in (None, 1):  # 1: every line is a block of its own
+        assert fail_message(path, blocksize=blocksize) == f"x.jsonl:{at + 1}: {reason}"
+        good, rejected = read_skip(path, blocksize=blocksize)
+        assert rejected == [(at + 1, "not-an-object", None, reason, b"null")]
+        assert good.id.tolist() == list(range(6))
+
+
 def test_missing_text_field(tmp_path):
     path = jsonl(tmp_path / "x.jsonl", '{"id": 1, "text": "a"}', '{"id": 2, "body": "b"}', '{"id": 3, "text": null}')
     assert fail_message(path) == "x.jsonl:2: field 'text': missing"

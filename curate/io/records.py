@@ -152,7 +152,7 @@ def parse_records(raw: bytes, starts: np.ndarray, ends: np.ndarray, layout: Layo
     if len(starts) == 0:
         return [], []
     everything = np.arange(len(starts), dtype=np.int64)
-    if _valid_utf8(raw):
+    if _valid_utf8(raw) and _objects_only(raw, starts, ends):
         try:
             table = _read_json(raw, layout)
             if table.num_rows == len(starts) and not _lacks_field(raw, starts, ends, table, layout.fields):
@@ -301,6 +301,15 @@ def _valid_utf8(raw: bytes) -> bool:
     except pa.ArrowInvalid:
         return False
     return True
+
+
+def _objects_only(raw: bytes, starts: np.ndarray, ends: np.ndarray) -> bool:
+    """Whether every line starts with "{" (after any whitespace). pyarrow gets no block with
+    another line: a line ``null`` crashed the process (pyarrow 26, at a block's first line) or
+    was read as a record of nulls."""
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    other = buf[starts] != ord("{")
+    return all(raw[s:e].lstrip()[:1] == b"{" for s, e in zip(starts[other], ends[other]))
 
 
 def _lacks_field(raw, starts, ends, table: pa.Table, fields: Fields) -> bool:
