@@ -336,6 +336,30 @@ def test_a_file_given_twice_is_counted_once(tmp_path):
     assert message.count("a.jsonl (in") == 1 and "; and" not in message
 
 
+def test_a_file_found_again_through_a_link_in_its_folder_is_named_by_both_spellings(tmp_path):
+    # The warning said "given twice" of a folder given once, which held a link to one of its files.
+    (tmp_path / "d" / "sub").mkdir(parents=True)
+    (tmp_path / "d" / "a.jsonl").write_text('{"id": "a", "text": "a"}\n')
+    os.symlink(tmp_path / "d" / "a.jsonl", tmp_path / "d" / "sub" / "link.jsonl")
+    d = str(tmp_path / "d")
+    _, paths, _, repeats = find_inputs([d])
+    assert paths == [f"{d}/a.jsonl"]
+    assert overlap_message(repeats).endswith(f"{d}/a.jsonl (in {d!r}, also as {d}/sub/link.jsonl)")
+
+
+def test_file_urls_name_local_files(sync, tmp_path):
+    # file:///abs/a.jsonl was taken for a relative path, '<cwd>/file:/abs/a.jsonl', and a
+    # file:// glob's files were read back as URLs after the cluster had started.
+    (tmp_path / "d").mkdir()
+    for name in "ab":
+        (tmp_path / "d" / f"{name}.jsonl").write_text(f'{{"id": "{name}", "text": "{name}"}}\n')
+    d = str(tmp_path / "d")
+    for inputs in ([f"file://{d}/a.jsonl", f"{d}/b.jsonl"], [f"file://{d}/*.jsonl"], [f"file://{d}"]):
+        assert expand_paths(inputs)[1] == [f"{d}/a.jsonl", f"{d}/b.jsonl"], inputs
+        assert read_documents(inputs).compute().id.tolist() == ["a", "b"], inputs
+    assert run(tmp_path / "out", [f"file://{d}/*.jsonl"])["counts"]["input"]["documents"] == 2
+
+
 # -- 5. partitions planned by bytes -----------------------------------------------------------------
 
 

@@ -57,8 +57,9 @@ def expand_paths(inputs: list[str] | str) -> tuple[object, list[str], str]:
     return fs, paths, fmt
 
 
-def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, str]]]:
-    """:func:`expand_paths`, and the repeats left out: (path as first named, the input that first named it, the input naming it again)."""
+def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, str, str]]]:
+    """:func:`expand_paths`, and the repeats left out: (path as first named, the input that first
+    named it, the input naming it again, the path as named again)."""
     inputs = [inputs] if isinstance(inputs, str) else list(inputs)
     fs, _ = url_to_fs(inputs[0])
     local = isinstance(fs, LocalFileSystem)
@@ -72,11 +73,12 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
         if not found:
             raise FileNotFoundError(f"input {item!r} matches no JSONL or Parquet file: {_nothing_found(fs, item)}")
         for path in found:
-            path = os.path.abspath(path) if local else fs._strip_protocol(path)
+            path = fs._strip_protocol(path)  # file:///a/b is /a/b
+            path = os.path.abspath(path) if local else path
             # The same file under another spelling: a relative path, a symlink, "a/../a".
             identity = os.path.realpath(path) if local else path
             if identity in first:  # shown under the spelling that first named it
-                repeats.append((*first[identity], item))
+                repeats.append((*first[identity], item, path))
             else:
                 first[identity] = (path, item)
     paths = [path for path, _ in first.values()]
@@ -86,7 +88,7 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
         raise ValueError(f"{bad}: unknown file type (expected {FORMATS})")
     if len(formats) > 1:
         raise ValueError(f"inputs mix formats {sorted(formats)}; give one kind of file per run")
-    if "://" in inputs[0]:
+    if not local:
         paths = [fs.unstrip_protocol(p) for p in paths]
     return fs, paths, formats.pop(), repeats
 
@@ -97,19 +99,25 @@ def _nothing_found(fs, item: str) -> str:
     return "no file matches the pattern" if any(c in item for c in "*?[") else "no such file or folder"
 
 
-def overlap_message(repeats: list[tuple[str, str, str]]) -> str:
+def overlap_message(repeats: list[tuple[str, str, str, str]]) -> str:
     """One line naming the files that several inputs named (from :func:`find_inputs`), e.g. for a log.
 
-    Each file is counted and shown once, with every input that named it.
+    Each file is counted and shown once, with every input that named it, or, named by one input
+    only, its other spelling (a symbolic link found in a folder) or "given twice".
     """
     named: dict[str, list[str]] = {}
-    for path, first, again in repeats:
+    spellings: dict[str, str] = {}
+    for path, first, again, again_path in repeats:
         inputs = named.setdefault(path, [first])
         if again not in inputs:
             inputs.append(again)
+        if again_path != path:
+            spellings.setdefault(path, again_path)
     shown = "; ".join(
         f"{path} (in {' and '.join(map(repr, inputs))})"
         if len(inputs) > 1
+        else f"{path} (in {inputs[0]!r}, also as {spellings[path]})"
+        if path in spellings
         else f"{path} (in {inputs[0]!r}, given twice)"
         for path, inputs in list(named.items())[:3]
     )
