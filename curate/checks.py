@@ -8,6 +8,7 @@ is imported here. Each error says which flag or argument fixes it.
 
 import contextlib
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from curate.io.files import find_inputs, sample_files, source_names
 OUTPUTS = ("summary.json", "deduplicated", "rejected", "duplicates.parquet", "removed.parquet", "report.html")
 PARTIAL = ("deduplicated.tmp", "rejected.tmp")  # what a run killed while writing leaves
 STAGES = "_stages"
+_WRITTEN = re.compile(r"part\.\d+\.(parquet|jsonl|jsonl\.gz|jsonl\.zst)")  # in deduplicated/ and rejected/
 _SKIP_HINT = "or --on-error skip lists such records in OUT/rejected/"
 
 
@@ -158,8 +160,9 @@ def check_output(
         If another process holds ``out_dir`` (see :func:`hold_output`).
     FileExistsError
         If ``out_dir`` holds a previous run's outputs or finished stages and neither
-        ``overwrite`` nor ``resume`` is set, or a finished run's outputs without stages (nothing
-        to resume) and ``overwrite`` is not set.
+        ``overwrite`` nor ``resume`` is set, or outputs without stages (nothing to resume) and
+        ``overwrite`` is not set, or its ``deduplicated/`` or ``rejected/`` folder holds files that
+        no run writes (a run would delete them).
     """
     out = Path(out_dir)
     if overwrite and resume:
@@ -182,17 +185,28 @@ def check_output(
             f"input file {inside} is inside the output folder {out}, where a run writes and deletes; choose another -o"
         )
     held = [name for name in (*OUTPUTS, *PARTIAL, STAGES) if (out / name).exists()]
+    foreign = _foreign_files(out)
+    if foreign:  # a run deletes these folders whole, with --overwrite and --resume alike
+        raise FileExistsError(
+            f"{foreign[0].parent} holds {len(foreign)} file(s) no run writes, e.g. {foreign[0].name!r}, and a run "
+            "replaces that folder: move them, or choose another -o"
+        )
     if not held or overwrite or (resume and STAGES in held):
         return
     if STAGES in held:
         raise FileExistsError(
             f"{out} already holds {held}; pass --resume to reuse its finished stages or --overwrite to replace them"
         )
-    # A finished run without its stages: --resume would recompute everything and replace its outputs.
+    # Outputs without stages: --resume would recompute everything and replace them.
     why = " and no finished stages to reuse (a run that succeeds removes them; --keep-stages keeps them)"
-    raise FileExistsError(
-        f"{out} already holds {held}, a finished run{why if resume else ''}; pass --overwrite to replace it"
-    )
+    what = "a finished run" if "summary.json" in held else "outputs of a run that did not finish (no summary.json)"
+    raise FileExistsError(f"{out} already holds {held}, {what}{why if resume else ''}; pass --overwrite to replace it")
+
+
+def _foreign_files(out: Path) -> list[Path]:
+    """What OUT's document folders hold besides the ``part.N.*`` files a run writes there."""
+    folders = [out / name for name in ("deduplicated", "rejected", *PARTIAL) if (out / name).is_dir()]
+    return [p for folder in folders for p in sorted(folder.iterdir()) if not _WRITTEN.fullmatch(p.name)]
 
 
 def _check_folder(out: Path) -> None:

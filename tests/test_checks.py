@@ -135,6 +135,24 @@ def test_output_folder_problems_name_the_fix(tmp_path):
     check_output(tmp_path / "empty", resume=True)  # nothing there yet: a job script may always pass --resume
 
 
+def test_a_folder_of_outputs_with_files_no_run_writes(tmp_path):
+    # --overwrite deleted a user's file kept in OUT/deduplicated/, and the refusal before it
+    # called outputs without summary.json "a finished run".
+    (tmp_path / "out" / "deduplicated").mkdir(parents=True)
+    (tmp_path / "out" / "deduplicated" / "part.0.jsonl.gz").write_text("")
+    with pytest.raises(
+        FileExistsError,
+        match=r"\['deduplicated'\], outputs of a run that did not finish \(no summary.json\); pass --overwrite",
+    ):
+        check_output(tmp_path / "out")
+    check_output(tmp_path / "out", overwrite=True)
+    (tmp_path / "out" / "deduplicated" / "mine.txt").write_text("keep")
+    for flags in ({}, {"overwrite": True}, {"resume": True}):
+        with pytest.raises(FileExistsError, match=r"deduplicated holds 1 file\(s\) no run writes, e.g. 'mine.txt'"):
+            check_output(tmp_path / "out", **flags)
+    assert (tmp_path / "out" / "deduplicated" / "mine.txt").read_text() == "keep"
+
+
 def test_output_and_inputs_kept_apart(tmp_path):
     data = write_jsonl(tmp_path / "in" / "a.jsonl", records(1))
     with pytest.raises(ValueError, match="output folder .*/in/out is inside the input folder .*; choose another -o"):
@@ -200,6 +218,7 @@ def curate(*args, cwd=None) -> tuple[int, list[str], set[str]]:
 def test_user_errors_stop_before_dask(case, fix, tmp_path, held_elsewhere):
     (tmp_path / "empty").mkdir()
     (tmp_path / "done" / "deduplicated").mkdir(parents=True)
+    (tmp_path / "done" / "summary.json").write_text("{}")
     args = {
         "no such input": [tmp_path / "does" / "not" / "exist", "-o", tmp_path / "x"],
         "empty folder": [tmp_path / "empty", "-o", tmp_path / "x"],
