@@ -460,6 +460,21 @@ def test_corrupt_compressed_shard(tmp_path):
     assert fail_message(tmp_path / "x.jsonl.gz") == f"x.jsonl.gz:1: {reason}"
 
 
+def test_parquet_file_cut_short_or_not_parquet(tmp_path):
+    # pyarrow's "Parquet magic bytes not found in footer" stopped the run without naming the
+    # file, --on-error skip included.
+    table = pa.table({"id": ["a", "b"], "text": ["one two", "three four"]})
+    pq.write_table(table, tmp_path / "a.parquet")
+    data = (tmp_path / "a.parquet").read_bytes()
+    (tmp_path / "b.parquet").write_bytes(data[: len(data) // 2])
+    (tmp_path / "c.parquet").write_text("not parquet at all")
+    reason = "not a readable Parquet file (Parquet magic bytes not found in footer. Either the file is corrupted or this is not a parquet file.)"
+    assert fail_message(tmp_path) == f"b.parquet:0: {reason}"
+    good, rejected = read_skip(tmp_path)
+    assert good.id.tolist() == ["a", "b"]
+    assert rejected == [(0, "truncated", None, reason, b"")] * 2
+
+
 def test_missing_and_unreadable_paths(tmp_path, monkeypatch):
     with pytest.raises(
         FileNotFoundError, match=r"^input '.*nope\.jsonl' matches no JSONL or Parquet file: no such file or folder$"

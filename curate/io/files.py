@@ -208,7 +208,10 @@ def sample_file(fs, path: str, fmt: str) -> tuple[list[pa.Schema], int]:
     with fs.open(path, "rb") as f:
         size = f.size if getattr(f, "size", None) is not None else fs.size(path)
         if fmt == "parquet":
-            schema = pq.read_schema(f).remove_metadata()
+            try:
+                schema = pq.read_schema(f).remove_metadata()
+            except pa.ArrowInvalid:  # not Parquet, or cut short: reported with the file when it is read
+                return [], size
             return ([schema] if len(schema) else []), size
         raw, ended, codec = bytearray(), True, infer_compression(path)
         try:

@@ -301,12 +301,16 @@ class _Reader:
         return self._assemble(pieces, bad, records, positions, (first_line or 1) + line_index, index, lines)
 
     def _parquet(self, src: Source, path: str, index: int) -> pa.Table:
-        with self.fs.open(path, "rb") as f:
-            parquet = pq.ParquetFile(f)
-            present = parquet.schema_arrow.names
-            table = parquet.read(
-                columns=[n for n in self.layout.schema.names if n in present] if self.layout.only else None
-            )
+        try:
+            with self.fs.open(path, "rb") as f:
+                parquet = pq.ParquetFile(f)
+                present = parquet.schema_arrow.names
+                table = parquet.read(
+                    columns=[n for n in self.layout.schema.names if n in present] if self.layout.only else None
+                )
+        except pa.ArrowInvalid as err:  # no row can be read: the file is one rejected record, as a broken .gz is
+            bad = [Bad(0, "truncated", None, f"not a readable Parquet file ({err})")]
+            return self._assemble([], bad, [b""], np.zeros(1, np.int64), np.zeros(1, np.int64), index)
         table = table.replace_schema_metadata(None)
         problems = _row_problems(table, self.layout)
         rows = np.arange(table.num_rows, dtype=np.int64)
