@@ -460,6 +460,18 @@ def test_corrupt_compressed_shard(tmp_path):
     assert fail_message(tmp_path / "x.jsonl.gz") == f"x.jsonl.gz:1: {reason}"
 
 
+def test_a_broken_link_in_an_input_folder_is_named_as_one(tmp_path):
+    # It stopped the run with a bare "[Errno 2] No such file or directory" naming the link.
+    jsonl(tmp_path / "in" / "a.jsonl", '{"id": 1, "text": "a"}')
+    os.symlink(tmp_path / "gone.jsonl", tmp_path / "in" / "b.jsonl")
+    with pytest.raises(FileNotFoundError) as err:
+        read_documents(str(tmp_path / "in"))
+    link, target = tmp_path / "in" / "b.jsonl", tmp_path / "gone.jsonl"
+    assert str(err.value) == (
+        f"input {str(tmp_path / 'in')!r}: {link} is a broken symbolic link (to {target}); remove it, or name the other files"
+    )
+
+
 def test_parquet_file_cut_short_or_not_parquet(tmp_path):
     # pyarrow's "Parquet magic bytes not found in footer" stopped the run without naming the
     # file, --on-error skip included.

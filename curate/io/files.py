@@ -49,7 +49,7 @@ def expand_paths(inputs: list[str] | str) -> tuple[object, list[str], str]:
     Raises
     ------
     FileNotFoundError
-        If an input matches no file.
+        If an input matches no file, or a broken symbolic link.
     ValueError
         If the files mix formats or have an unknown extension.
     """
@@ -75,6 +75,10 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
         for path in found:
             path = fs._strip_protocol(path)  # file:///a/b is /a/b
             path = os.path.abspath(path) if local else path
+            if local and os.path.islink(path) and not os.path.exists(path):
+                raise FileNotFoundError(
+                    f"input {item!r}: {path} is a broken symbolic link (to {os.readlink(path)}); remove it, or name the other files"
+                )
             # The same file under another spelling: a relative path, a symlink, "a/../a".
             identity = os.path.realpath(path) if local else path
             if identity in first:  # shown under the spelling that first named it
