@@ -169,7 +169,7 @@ def dedup(
         exact_groups, fuzzy_groups, docs.divisions, stages, locate=lambda table: with_location(table, names)
     )
     output, rejected = _read_for_output(
-        [path for path, _, _ in files], io, keep, input_fmt == fmt == "jsonl", _repeated_ids_path(run, read_key)
+        [path for path, _, _ in files], io, keep, fmt == "jsonl", _repeated_ids_path(run, read_key)
     )
     writes = {
         "kept": write_documents(drop(output, removed), str(out / "deduplicated.tmp"), fmt, compression=compression)
@@ -283,10 +283,11 @@ def _read_for_output(
 ) -> tuple[dd.DataFrame, dd.DataFrame | None]:
     """The input read once more for the final write: documents to keep (and the rejected records).
 
-    ``raw`` (JSONL to JSONL): each record's line as read (``_record``), so the output holds every
-    record byte for byte, whatever its fields; otherwise every field, converted. It checks what
-    the first read checked (the text, the id, the keep policy's column; every field for JSONL to
-    Parquet), so it rejects the same records, and marks the repeated ids that read found.
+    ``raw`` (JSONL output): each record as read (``_record``: a JSONL line byte for byte, a
+    Parquet row's values in its file's types), whatever its fields; otherwise (Parquet output)
+    every field, converted. It checks what the first read checked (the text, the id, the keep
+    policy's column; every field for JSONL to Parquet), so it rejects the same records, and marks
+    the repeated ids that read found.
     Pandas partitions whatever the backend: writing gains nothing from a GPU.
     """
     with dask.config.set({"dataframe.backend": "pandas"}):

@@ -172,6 +172,23 @@ def test_parquet_to_jsonl_keeps_float_precision(sync, tmp_path):
     ]
 
 
+def test_parquet_to_jsonl_writes_each_files_own_values(sync, tmp_path):
+    # A column of other types in other files (int64 here, strings there) was written as its
+    # values' JSON text inside a JSON string ("\\"s1\\""; 0 as "0"), and a null text as "".
+    (tmp_path / "in").mkdir()
+    pq.write_table(pa.table({"id": [1, 2], "text": ["a", None], "score": [0, 7]}), tmp_path / "in" / "a.parquet")
+    pq.write_table(
+        pa.table({"id": [3], "text": ["c"], "score": ["s1"], "x": [[1.5, float("nan")]]}), tmp_path / "in" / "b.parquet"
+    )
+    out = tmp_path / "out"
+    run(out, [tmp_path / "in"], mode="exact", io={"output_format": "jsonl"})
+    assert output_lines(out) == [
+        b'{"id": 1, "text": "a", "score": 0}',
+        b'{"id": 2, "text": null, "score": 7}',
+        b'{"id": 3, "text": "c", "score": "s1", "x": [1.5, null]}',
+    ]
+
+
 def test_jsonl_to_parquet_keeps_values(sync, tmp_path):
     records = [
         {"id": 1, "text": "a", "score": 0.1234567890123456, "tiny": 1.5e-12, "tags": ["x"]},

@@ -50,6 +50,7 @@ from curate.io.records import (
     Layout,
     Mismatch,
     conform,
+    finite,
     json_text,
     parse_records,
     python_rows,
@@ -105,8 +106,9 @@ def read_documents(
         What a record that cannot be read does: "fail" raises ``ValueError`` naming its file,
         line (or row) and field; "skip" keeps it as a rejected row (see :func:`split_rejected`).
     records : bool, default=False
-        JSONL only: also return ``_record`` (binary), each record's line exactly as read,
-        without its line end (to write records unchanged).
+        Also return ``_record`` (binary), each record as read, to write it unchanged as JSONL:
+        its line without the line end (JSONL), or its row's values as a JSON object, every
+        column of its file in the file's types (Parquet; NaN and infinities as null).
 
     Returns
     -------
@@ -148,8 +150,6 @@ def read_documents(
     fs, paths, fmt, repeats = find_inputs(inputs)
     if repeats:
         logger.warning(overlap_message(repeats))
-    if records and fmt != "jsonl":
-        raise ValueError("records=True needs JSONL input")
     names = source_names(paths)
     id_name = id_field or "id"
     samples = sample_files(fs, paths, fmt)
@@ -305,13 +305,15 @@ class _Reader:
             with self.fs.open(path, "rb") as f:
                 parquet = pq.ParquetFile(f)
                 present = parquet.schema_arrow.names
-                table = parquet.read(
-                    columns=[n for n in self.layout.schema.names if n in present] if self.layout.only else None
-                )
+                columns = [n for n in self.layout.schema.names if n in present] if self.layout.only else None
+                table = parquet.read(columns=None if self.records else columns)
         except pa.ArrowInvalid as err:  # no row can be read: the file is one rejected record, as a broken .gz is
             bad = [Bad(0, "truncated", None, f"not a readable Parquet file ({err})")]
             return self._assemble([], bad, [b""], np.zeros(1, np.int64), np.zeros(1, np.int64), index)
         table = table.replace_schema_metadata(None)
+        lines = _row_json(table) if self.records else None  # in this file's own types, as JSONL output writes them
+        if self.records and columns is not None:
+            table = table.select(columns)
         problems = _row_problems(table, self.layout)
         rows = np.arange(table.num_rows, dtype=np.int64)
         good = np.setdiff1d(rows, list(problems))
@@ -321,14 +323,14 @@ class _Reader:
             pieces, problems = [], dict.fromkeys(rows.tolist(), (err.kind, err.field, err.reason)) | problems
         bad = [Bad(row, *problems[row]) for row in sorted(problems)]
         records = _row_json(table.take([b.index for b in bad])) if bad else []
-        return self._assemble(pieces, bad, records, rows, rows, index)
+        return self._assemble(pieces, bad, records, rows, rows, index, lines)
 
     def _assemble(
         self, pieces, bad: list[Bad], records: list[bytes], positions, lines, index: int, raw_lines=None
     ) -> pa.Table:
         """The file's good records as documents, and its bad ones raised or as rejected rows.
 
-        ``raw_lines`` (JSONL, with ``records``): every record's line, by record index.
+        ``raw_lines`` (with ``records``): every record's line (JSONL) or row as JSON (Parquet), by record index.
         """
         if bad and not self.skip:
             first = bad[0]
@@ -437,8 +439,9 @@ def _row_problems(table: pa.Table, layout: Layout) -> dict[int, tuple[str, str |
 
 
 def _row_json(table: pa.Table) -> list[bytes]:
-    """Rows as JSON objects (UTF-8); bytes of strings that are not valid UTF-8 written as ``\\xNN``."""
-    return [json_text(row).encode() for row in python_rows(table)]
+    """Rows as JSON objects (UTF-8); bytes of strings that are not valid UTF-8 written as ``\\xNN``,
+    NaN and infinities (no JSON notation) as null."""
+    return [json_text(finite(row)).encode() for row in python_rows(table)]
 
 
 def _placeholder(dtype: pa.DataType, n: int) -> pa.Array:

@@ -261,6 +261,17 @@ def json_text(value) -> str:
     return json.dumps(value, ensure_ascii=False, default=_as_string)
 
 
+def finite(value):
+    """``value`` with NaN and infinite floats (no JSON notation) as None, nested values too."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite(v) for v in value]
+    return value
+
+
 def _as_string(value) -> str:
     return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)
 

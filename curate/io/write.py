@@ -1,7 +1,6 @@
 """Write documents (Parquet or JSONL part files) and the small result tables."""
 
 import gzip
-import math
 import os
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from fsspec.core import url_to_fs
 
 from curate.backend import host_step, to_arrow, to_host
 from curate.io.files import common_compression
-from curate.io.records import json_text, python_rows
+from curate.io.records import finite, json_text, python_rows
 from curate.schema import DOC
 
 ROW_GROUP_ROWS = 1 << 20
@@ -127,7 +126,7 @@ def jsonl_lines(table: pa.Table) -> bytes:
     put first as keys of the object, the rest of its bytes unchanged.
     """
     if "_record" not in table.column_names:
-        return b"".join(json_text(_finite(row)).encode() + b"\n" for row in python_rows(table))
+        return b"".join(json_text(finite(row)).encode() + b"\n" for row in python_rows(table))
     lines = table["_record"].to_pylist()
     front = table.drop_columns(["_record"])
     if front.num_columns == 0:
@@ -138,17 +137,6 @@ def jsonl_lines(table: pa.Table) -> bytes:
         rest = line.lstrip()[1:].lstrip()  # after the record's '{'
         out.append(keys + (b"" if rest.startswith(b"}") else b", ") + rest + b"\n")
     return b"".join(out)
-
-
-def _finite(value):
-    """``value`` with NaN and infinite floats (no JSON notation) as None, nested values too."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
 
 
 def write_table(source: str, path: str, columns: list[str]) -> None:
