@@ -12,6 +12,7 @@ import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pydantic import ValidationError
 
 from curate.backend import on_host, to_host
@@ -337,6 +338,9 @@ def _check_columns(docs: dd.DataFrame, io, keep: KeepPolicy, id_given: bool) -> 
         raise ValueError(f"id_field={io.id_field!r}: no such column in docs (columns: {columns})")
     if keep.column and keep.column not in columns:
         raise ValueError(f"keep={str(keep)!r}: no column {keep.column!r} in docs (columns: {columns})")
+    dtype = docs._meta[keep.column].dtype if keep.column else None
+    if isinstance(dtype, pd.ArrowDtype) and pa.types.is_nested(dtype.pyarrow_dtype):
+        raise ValueError(f"keep={str(keep)!r}: the column holds {dtype.pyarrow_dtype}, which does not order")
 
 
 def _drop_positions(docs: dd.DataFrame, removed: dd.DataFrame, divisions: tuple[int, ...]) -> dd.DataFrame:

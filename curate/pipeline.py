@@ -124,6 +124,7 @@ def dedup(
         blocksize=io.blocksize,
         files_per_partition=io.files_per_partition,
         on_error=io.on_error,
+        compared=tuple(keep.columns()),
     )
     if keep.column and keep.column not in everything.columns:
         raise ValueError(

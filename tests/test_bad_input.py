@@ -16,6 +16,7 @@ import pytest
 import zstandard
 from click.testing import CliRunner
 
+import curate
 from curate.cli import main
 from curate.config import IOConfig, load_config
 from curate.io import read_documents, write_documents
@@ -458,6 +459,38 @@ def test_corrupt_compressed_shard(tmp_path):
     good, rejected = read_skip(tmp_path / "x.jsonl.gz")
     assert len(good) == 0 and rejected == [(1, "truncated", None, reason, b"")]
     assert fail_message(tmp_path / "x.jsonl.gz") == f"x.jsonl.gz:1: {reason}"
+
+
+def test_a_keep_column_that_does_not_order_is_refused(tmp_path):
+    # --keep max:score ordered the JSON text of numbers and a string as text (7.5 was kept over
+    # 100 and 12); --keep max:topics (lists) failed in a shuffle after the cluster had started.
+    text = "the same words in every one of these records"
+    scores = [12, 7.5, 100, "9"]
+    jsonl(
+        tmp_path / "a" / "x.jsonl",
+        *(json.dumps({"id": str(i), "text": text, "score": s}) for i, s in enumerate(scores)),
+    )
+    jsonl(tmp_path / "b" / "x.jsonl", *(json.dumps({"id": str(i), "text": text, "topics": [str(i)]}) for i in range(2)))
+    with pytest.raises(
+        ValueError,
+        match=r"^field 'score', which --keep orders, holds values of several types \(double, int64, string\)$",
+    ):
+        run(tmp_path, [tmp_path / "a"], keep="max:score")
+    with pytest.raises(
+        ValueError, match=r"^field 'topics', which --keep orders, holds list<item: string>: give a field"
+    ):
+        run(tmp_path, [tmp_path / "b"], keep="min:topics")
+    docs = read_documents(str(tmp_path / "b"))
+    with pytest.raises(
+        ValueError, match=r"^keep='max:topics': the column holds list<item: string>, which does not order$"
+    ):
+        curate.deduplicate(docs, keep="max:topics")
+    jsonl(
+        tmp_path / "a" / "x.jsonl",
+        *(json.dumps({"id": str(i), "text": text, "score": s}) for i, s in enumerate(scores[:3])),
+    )
+    out, _ = run(tmp_path, [tmp_path / "a"], keep="max:score")  # numbers of both kinds order as numbers
+    assert pd.read_parquet(out / "removed.parquet").representative.tolist() == ["2", "2"]
 
 
 def test_a_broken_link_in_an_input_folder_is_named_as_one(tmp_path):

@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from curate.backend import text_buffers
@@ -57,7 +58,7 @@ class KeepPolicy:
         if self.rule != "longest":
             return part
         offsets, _ = text_buffers(part[text_field])
-        return part.assign(**{LENGTH: offsets[1:] - offsets[:-1]})
+        return part.assign(**{LENGTH: (offsets[1:] - offsets[:-1]).astype(np.int64)})  # cudf's offsets are int32
 
     def sort(self, part: pd.DataFrame, by: list[str]) -> pd.DataFrame:
         """Sort a partition by ``by`` (group keys), then best first within each group.
