@@ -367,3 +367,23 @@ def test_inspect_headline_breaks_between_phrases():
         "fuzzy: removed rwebster-16008 · kept akjv-16008 · Jaccard 0.812",
         "fuzzy group of 2 · 1 of 161 words differ (1 of 161 in the kept)",
     ], head
+
+
+def test_inspect_shows_control_characters_instead_of_sending_them():
+    # A document's ESC [ 31 m reached the terminal as is: it recoloured the screen (and other
+    # sequences clear it or retitle the window).
+    from io import StringIO
+
+    from rich.console import Console
+
+    from curate.review.diff import word_diff
+    from curate.review.inspect import Pair
+    from curate.review.terminal import print_pair
+
+    text = "alpha beta gamma delta " * 3 + "\x1b[31mRED\x1b[0m end\r\x07"
+    out = StringIO()
+    pair = Pair("r\x1b]0;x\x07", "k", "fuzzy", 0.9, "k", 2, word_diff(text + " one", text + " two"))
+    print_pair(Console(file=out, width=200, color_system=None), pair)
+    shown = out.getvalue()
+    assert not any(ord(c) < 0x20 and c != "\n" for c in shown), repr(shown)
+    assert "\\x1b[31mRED\\x1b[0m" in shown and "end\\x0d\\x07" in shown and "removed: r\\x1b]0;x\\x07" in shown

@@ -7,20 +7,29 @@ from rich.text import Text
 
 from curate.review.inspect import Pair, diff_blocks, trailing_space
 
+# Crawled text holds terminal control sequences too (ESC [ 31 m recolours, others clear the
+# screen or retitle the window): each control character is shown as \xNN, never sent.
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (0x09, 0x0A)}
+
+
+def visible(text: str) -> str:
+    """``text`` with its control characters (C0 but tab and newline, DEL, C1) written as ``\\xNN``."""
+    return text.translate(_CONTROL)
+
 
 def print_pair(console: Console, pair: Pair) -> None:
     """A removed document beside its representative: common text plain, differing words in colour
     (or, without colour, marked ``[-removed's-]`` and ``{+kept's+}`` as in ``git diff --word-diff``)."""
     title = _packed(
-        f"[bold]{pair.kind}[/]: " + pair.headline(lambda doc: f"[bold]{escape(str(doc))}[/]"), console.width
+        f"[bold]{pair.kind}[/]: " + pair.headline(lambda doc: f"[bold]{escape(visible(str(doc)))}[/]"), console.width
     )
     if pair.diff is None:
         console.print(title)
-        console.print(f"  text unavailable: {escape(pair.unavailable)}")
+        console.print(f"  text unavailable: {escape(visible(pair.unavailable))}")
         return
     table = Table(title=title, title_justify="left", expand=True)
-    table.add_column(f"removed: {escape(str(pair.removed))}", ratio=1, overflow="fold")
-    table.add_column(f"kept: {escape(str(pair.representative))}", ratio=1, overflow="fold")
+    table.add_column(f"removed: {escape(visible(str(pair.removed)))}", ratio=1, overflow="fold")
+    table.add_column(f"kept: {escape(visible(str(pair.representative)))}", ratio=1, overflow="fold")
     width = max(8, (console.width - 7) // 2)  # of each column: the borders and padding take 7
     for block in diff_blocks(pair.diff):
         if isinstance(block, int):
@@ -30,13 +39,13 @@ def print_pair(console: Console, pair: Pair) -> None:
         left, right = Text(), Text()
         for segment in block:
             if segment.kind == "same":
-                if (left or right) and _drifted(console, left, right, segment.a, width):
+                if (left or right) and _drifted(console, left, right, visible(segment.a), width):
                     table.add_row(left, right)  # a row is as tall as its taller side: they meet again below
                     left, right = Text(), Text()
-                left.append(segment.a)
-                right.append(segment.b)
+                left.append(visible(segment.a))
+                right.append(visible(segment.b))
             else:  # the whitespace after the words is not part of the change
-                (a, a_space), (b, b_space) = trailing_space(segment.a), trailing_space(segment.b)
+                (a, a_space), (b, b_space) = trailing_space(visible(segment.a)), trailing_space(visible(segment.b))
                 if console.color_system is None:  # piped or redirected: mark the words themselves
                     left.append(f"[-{a}-]{a_space}" if a else a_space)
                     right.append(f"{{+{b}+}}{b_space}" if b else b_space)
