@@ -416,7 +416,10 @@ def params(threshold, num_perm, fp_weight, fn_weight, compare, plot, as_json):
     choices = [describe_bands(threshold, config.num_bands, config.rows_per_band)]
     choices += [describe_bands(threshold, b, r) for b, r in compare]
     if plot:
-        s_curve_plot(plot, config.num_bands, config.rows_per_band, threshold, compare=compare)
+        try:
+            s_curve_plot(plot, config.num_bands, config.rows_per_band, threshold, compare=compare)
+        except OSError as err:
+            raise click.BadParameter(f"cannot write {plot}: {err.strerror}", param_hint="--plot") from None
     if as_json:
         click.echo(json.dumps({**request, **choices[0], "compare": choices[1:]}, indent=2))
     else:
@@ -490,9 +493,10 @@ def print_summary(summary: dict, out_dir: str) -> None:
     if "fuzzy" in counts:
         f = counts["fuzzy"]
         members = f" + {f['member_pairs']:,} member pairs" if "member_pairs" in f else ""
-        table.add_row(
-            "fuzzy candidates / verified", f"{f['candidate_edges']:,}{members} / {f['verified_edges']:,} edges"
+        verified = (
+            f"{f['verified_edges']:,} edges" if summary["config"]["fuzzy"]["verify"] else "not verified (--no-verify)"
         )
+        table.add_row("fuzzy candidates / verified", f"{f['candidate_edges']:,}{members} / {verified}")
         table.add_row("fuzzy duplicates removed", f"{f['removed']:,} ({f['groups']:,} groups)")
     table.add_row("documents kept", f"{counts['output']['kept']:,}")
     if counts["output"].get("rejected"):

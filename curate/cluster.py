@@ -107,6 +107,10 @@ def connect(config: ClusterConfig, backend: str = "cpu", *, quiet: bool = True):
             if quiet:
                 client.register_plugin(QuietWarnings())
         # (a Ctrl-C pressed while the cluster started is raised here, once SIGINT is let through)
+        if config.dashboard_address is not None and importlib.util.find_spec("bokeh") is None:
+            logger.warning(
+                "--dashboard-address %s: no dashboard, it needs bokeh (pip install bokeh)", config.dashboard_address
+            )
         logger.info(
             "started %s: %s; dashboard %s",
             type(cluster).__name__,

@@ -423,6 +423,22 @@ class ClusterConfig(_Section):
     )
     gpu: GPUConfig = GPUConfig()
 
+    @field_validator("memory_limit", mode="before")
+    @classmethod
+    def _memory(cls, value):
+        # Checked here: a typo was Dask's error at cluster start, without the flag, and "0.5"
+        # was 0 bytes (workers paused at once: a stall after 300 s).
+        if value in (None, "auto", 0, "0"):  # 0: no limit
+            return value
+        text = str(value)
+        try:
+            size = parse_bytes(text)
+        except ValueError:
+            size = 0
+        if size < 1:
+            raise ValueError(f"{text!r} is not a size: give bytes (e.g. 4GB), auto, or 0 for no limit")
+        return text
+
     @model_validator(mode="after")
     def _one_scheduler(self):
         if self.scheduler_address and self.scheduler_file:

@@ -101,6 +101,11 @@ def test_cli_params_json_compare_and_plot(tmp_path):
     }
     assert [(c["num_bands"], c["rows_per_band"], c["num_perm_used"]) for c in data["compare"]] == [(20, 6, 120)]
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # A plot into a folder that does not exist was a 41-line traceback.
+    result = CliRunner().invoke(main, ["params", "--threshold", "0.7", "--plot", str(tmp_path / "no" / "s.png")])
+    assert result.exit_code == 2 and result.output.splitlines()[-1] == (
+        f"Error: Invalid value for --plot: cannot write {tmp_path / 'no' / 's.png'}: No such file or directory"
+    ), result.output
 
 
 @pytest.mark.parametrize(

@@ -212,3 +212,27 @@ def test_scheduler_file_run_matches_embedded_cluster(tmp_path, monkeypatch):
     assert (frame.kind == "exact").sum() == texts.duplicated().sum()  # 124 of the 1500 Reuters records
     if data.name.startswith("reuters"):
         assert (frame.kind == "fuzzy").sum() == 12  # measured on the CPU path, embedded cluster
+
+
+def test_a_dashboard_address_without_bokeh_is_a_warning(monkeypatch):
+    # --dashboard-address was ignored without a word where bokeh is not installed (-v only said so).
+    import importlib.util
+
+    from curate.cluster import connect
+    from curate.config import ClusterConfig
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *args: None if name == "bokeh" else find_spec(name, *args)
+    )
+    seen, handler = [], logging.Handler(logging.WARNING)
+    handler.emit = seen.append
+    logging.getLogger("curate.cluster").addHandler(handler)
+    try:
+        with connect(ClusterConfig(n_workers=1, threads_per_worker=1, dashboard_address=":0")):
+            pass
+    finally:
+        logging.getLogger("curate.cluster").removeHandler(handler)
+    assert [r.getMessage() for r in seen] == [
+        "--dashboard-address :0: no dashboard, it needs bokeh (pip install bokeh)"
+    ]

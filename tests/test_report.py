@@ -22,7 +22,7 @@ import pytest
 import zstandard
 from click.testing import CliRunner
 
-from curate.cli import main
+from curate.cli import main, print_summary
 from curate.config import load_config
 from curate.pipeline import dedup
 from curate.review.inspect import RunOutput
@@ -307,7 +307,7 @@ def test_dedup_report_flag_and_errors(tmp_path, joined):
     ],
     ids=["exact-only", "no-verify", "nothing-removed"],
 )
-def test_report_of_other_runs(client, tmp_path, fixture_docs, overrides, ids, shown):
+def test_report_of_other_runs(client, tmp_path, fixture_docs, overrides, ids, shown, capsys):
     path = write_jsonl(tmp_path / "docs.jsonl", [d for d in fixture_docs if ids is None or d["id"] in ids])
     dedup([str(path)], str(tmp_path / "out"), load_config(None, overrides))
     page = write_report(tmp_path / "out").read_text()
@@ -318,6 +318,10 @@ def test_report_of_other_runs(client, tmp_path, fixture_docs, overrides, ids, sh
             page.count("Jaccard not computed (--no-verify)") == 2 + 2
             and "not computed: the run used --no-verify" in page
         )
+        # Both said "N / N verified edges" of candidates nothing had verified.
+        assert "no verified edges (--no-verify)" in page and page.count("verified edges") == 1
+        print_summary(json.loads((tmp_path / "out" / "summary.json").read_text()), str(tmp_path / "out"))
+        assert "not verified (--no-verify)" in capsys.readouterr().out
     if ids:
         assert "No duplicate groups." in page and "Nothing was removed." in page
         result = CliRunner().invoke(main, ["inspect", str(tmp_path / "out"), "--width", "240"])

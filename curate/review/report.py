@@ -112,7 +112,12 @@ def _counts(s: dict) -> str:
             "fuzzy duplicates removed",
             "fuzzy_removed",
             fuzzy.get("removed", 0),
-            f"{fuzzy.get('groups', 0):,} groups · {fuzzy.get('candidate_edges', 0):,} candidate / {fuzzy.get('verified_edges', 0):,} verified edges",
+            f"{fuzzy.get('groups', 0):,} groups · {fuzzy.get('candidate_edges', 0):,} candidate / "
+            + (
+                f"{fuzzy.get('verified_edges', 0):,} verified edges"
+                if s["config"]["fuzzy"]["verify"]
+                else "no verified edges (--no-verify)"
+            ),
         ),
         (
             "rejected",
