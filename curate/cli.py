@@ -418,8 +418,9 @@ def params(threshold, num_perm, fp_weight, fn_weight, compare, plot, as_json):
     if plot:
         try:
             s_curve_plot(plot, config.num_bands, config.rows_per_band, threshold, compare=compare)
-        except OSError as err:
-            raise click.BadParameter(f"cannot write {plot}: {err.strerror}", param_hint="--plot") from None
+        except (OSError, ValueError) as err:  # a missing folder; a name matplotlib has no format for
+            why = err.strerror if isinstance(err, OSError) else err
+            raise click.BadParameter(f"cannot write {plot}: {why}", param_hint="--plot") from None
     if as_json:
         click.echo(json.dumps({**request, **choices[0], "compare": choices[1:]}, indent=2))
     else:

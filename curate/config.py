@@ -435,7 +435,7 @@ class ClusterConfig(_Section):
             size = parse_bytes(text)
         except ValueError:
             size = 0
-        if size < 1:
+        if size < 1e6:  # "" is 1 byte to Dask: workers restarted over and over
             raise ValueError(f"{text!r} is not a size: give bytes (e.g. 4GB), auto, or 0 for no limit")
         return text
 

@@ -518,6 +518,17 @@ def test_parquet_file_cut_short_or_not_parquet(tmp_path):
     good, rejected = read_skip(tmp_path)
     assert good.id.tolist() == ["a", "b"]
     assert rejected == [(0, "truncated", None, reason, b"")] * 2
+    # Its footer whole, its data not: pyarrow raised OSError("Corrupt snappy compressed data.").
+    for name in ("b.parquet", "c.parquet"):
+        (tmp_path / name).unlink()
+    texts = [f"word{i} " * 200 for i in range(200)]
+    pq.write_table(pa.table({"id": [str(i) for i in range(200)], "text": texts}), tmp_path / "d.parquet")
+    data = bytearray((tmp_path / "d.parquet").read_bytes())
+    data[200:5000] = bytes(range(256)) * 18 + bytes(range(192))
+    (tmp_path / "d.parquet").write_bytes(bytes(data))
+    assert fail_message(tmp_path).startswith("d.parquet:0: not a readable Parquet file (")
+    good, rejected = read_skip(tmp_path)
+    assert good.id.tolist() == ["a", "b"] and [r[:3] for r in rejected] == [(0, "truncated", None)]
 
 
 def test_missing_and_unreadable_paths(tmp_path, monkeypatch):

@@ -214,7 +214,8 @@ def curate(*args, cwd=None) -> tuple[int, list[str], set[str]]:
      ("busy output", "choose another -o"), ("missing text field", "--text-field names the field that holds the text"),
      ("previous run", "a finished run; pass --overwrite to replace it"), ("bad value", "fuzzy.threshold"),
      ("config file", "see `curate config list`"), ("keep the text", "ranks documents by their text field"),
-     ("memory limit", "'0.5' is not a size: give bytes (e.g. 4GB), auto, or 0 for no limit (--memory-limit)")],
+     ("memory limit", "'0.5' is not a size: give bytes (e.g. 4GB), auto, or 0 for no limit (--memory-limit)"),
+     ("empty memory limit", "'' is not a size: give bytes (e.g. 4GB), auto, or 0 for no limit (--memory-limit)")],
 )  # fmt: skip
 def test_user_errors_stop_before_dask(case, fix, tmp_path, held_elsewhere):
     (tmp_path / "empty").mkdir()
@@ -230,6 +231,7 @@ def test_user_errors_stop_before_dask(case, fix, tmp_path, held_elsewhere):
         "config file": [DOCS, "-o", tmp_path / "x", "--config", "no-such-config"],
         "keep the text": [DOCS, "-o", tmp_path / "x", "--keep", "max:text"],  # was a KeyError on the workers
         "memory limit": [DOCS, "-o", tmp_path / "x", "--memory-limit", "0.5"],  # 0 bytes: a stall after 300 s
+        "empty memory limit": [DOCS, "-o", tmp_path / "x", "--memory-limit", ""],  # 1 byte: workers restarted for ever
     }[case]
     status, stderr, imported = curate("dedup", *args)
     assert status != 0 and len(stderr) <= 2 and fix in " ".join(stderr), stderr

@@ -106,6 +106,10 @@ def test_cli_params_json_compare_and_plot(tmp_path):
     assert result.exit_code == 2 and result.output.splitlines()[-1] == (
         f"Error: Invalid value for --plot: cannot write {tmp_path / 'no' / 's.png'}: No such file or directory"
     ), result.output
+    result = CliRunner().invoke(main, ["params", "--threshold", "0.7", "--plot", str(tmp_path / "s.txt")])
+    assert (
+        result.exit_code == 2 and "cannot write" in result.output and "Format 'txt' is not supported" in result.output
+    )
 
 
 @pytest.mark.parametrize(

@@ -330,7 +330,12 @@ class _Reader:
                 present = parquet.schema_arrow.names
                 columns = [n for n in self.layout.schema.names if n in present] if self.layout.only else None
                 table = parquet.read(columns=None if self.records else columns)
-        except pa.ArrowInvalid as err:  # no row can be read: the file is one rejected record, as a broken .gz is
+        except (
+            pa.ArrowInvalid,
+            OSError,
+        ) as err:  # no row can be read: the file is one rejected record, as a broken .gz is
+            if isinstance(err, OSError) and err.errno is not None:  # the file system's error, not the file's
+                raise
             bad = [Bad(0, "truncated", None, f"not a readable Parquet file ({err})")]
             return self._assemble([], bad, [b""], np.zeros(1, np.int64), np.zeros(1, np.int64), index)
         table = table.replace_schema_metadata(None)
