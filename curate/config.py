@@ -439,6 +439,14 @@ class ClusterConfig(_Section):
             raise ValueError(f"{text!r} is not a size: give bytes (e.g. 4GB), auto, or 0 for no limit")
         return text
 
+    @field_validator("dashboard_address")
+    @classmethod
+    def _dashboard(cls, value):
+        # ":abc" or "bogus" failed inside the cluster's start, as a traceback.
+        if value is not None and not value.rpartition(":")[2].isdigit():
+            raise ValueError(f"{value!r} is not an address: give [HOST]:PORT, e.g. :8787")
+        return value
+
     @model_validator(mode="after")
     def _one_scheduler(self):
         if self.scheduler_address and self.scheduler_file:

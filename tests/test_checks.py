@@ -215,7 +215,8 @@ def curate(*args, cwd=None) -> tuple[int, list[str], set[str]]:
      ("previous run", "a finished run; pass --overwrite to replace it"), ("bad value", "fuzzy.threshold"),
      ("config file", "see `curate config list`"), ("keep the text", "ranks documents by their text field"),
      ("memory limit", "'0.5' is not a size: give bytes (e.g. 4GB), auto, or 0 for no limit (--memory-limit)"),
-     ("empty memory limit", "'' is not a size: give bytes (e.g. 4GB), auto, or 0 for no limit (--memory-limit)")],
+     ("empty memory limit", "'' is not a size: give bytes (e.g. 4GB), auto, or 0 for no limit (--memory-limit)"),
+     ("dashboard address", "':abc' is not an address: give [HOST]:PORT, e.g. :8787 (--dashboard-address)")],
 )  # fmt: skip
 def test_user_errors_stop_before_dask(case, fix, tmp_path, held_elsewhere):
     (tmp_path / "empty").mkdir()
@@ -232,6 +233,13 @@ def test_user_errors_stop_before_dask(case, fix, tmp_path, held_elsewhere):
         "keep the text": [DOCS, "-o", tmp_path / "x", "--keep", "max:text"],  # was a KeyError on the workers
         "memory limit": [DOCS, "-o", tmp_path / "x", "--memory-limit", "0.5"],  # 0 bytes: a stall after 300 s
         "empty memory limit": [DOCS, "-o", tmp_path / "x", "--memory-limit", ""],  # 1 byte: workers restarted for ever
+        "dashboard address": [
+            DOCS,
+            "-o",
+            tmp_path / "x",
+            "--dashboard-address",
+            ":abc",
+        ],  # a traceback at cluster start
     }[case]
     status, stderr, imported = curate("dedup", *args)
     assert status != 0 and len(stderr) <= 2 and fix in " ".join(stderr), stderr

@@ -384,10 +384,10 @@ def test_inspect_shows_control_characters_instead_of_sending_them():
     from curate.review.inspect import Pair
     from curate.review.terminal import print_pair
 
-    text = "alpha beta gamma delta " * 3 + "\x1b[31mRED\x1b[0m end\r\x07"
+    text = "alpha beta gamma delta " * 3 + "\x1b[31mRED\x1b[0m end\r\x07 \u202eright to left"
     out = StringIO()
     pair = Pair("r\x1b]0;x\x07", "k", "fuzzy", 0.9, "k", 2, word_diff(text + " one", text + " two"))
     print_pair(Console(file=out, width=200, color_system=None), pair)
     shown = out.getvalue()
-    assert not any(ord(c) < 0x20 and c != "\n" for c in shown), repr(shown)
+    assert not any((ord(c) < 0x20 and c != "\n") or c == "\u202e" for c in shown), repr(shown)
     assert "\\x1b[31mRED\\x1b[0m" in shown and "end\\x0d\\x07" in shown and "removed: r\\x1b]0;x\\x07" in shown
