@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from curate.backend import on_host, to_host
 from curate.cluster import current_client, local_shuffles, one_task_per_gpu, shuffles_need_workers
-from curate.config import ClusterConfig, FuzzyConfig, IOConfig, RunConfig
+from curate.config import ClusterConfig, FuzzyConfig, IOConfig, RunConfig, field_problem
 from curate.dedup.exact import ExactDedup
 from curate.dedup.fuzzy import FuzzyDedup
 from curate.dedup.keep import KeepPolicy
@@ -313,11 +313,8 @@ def _config(mode: str, config, options: dict) -> RunConfig:
     try:
         return RunConfig.model_validate(data)
     except ValidationError as err:  # one line naming each field, as the CLI's message
-        problems = (
-            ": ".join(filter(None, [".".join(map(str, e["loc"])), e["msg"].removeprefix("Value error, ")]))
-            for e in err.errors()
-        )
-        raise ValueError(f"deduplicate(): {'; '.join(problems)}") from None
+        problems = "; ".join(field_problem(e["loc"], e["msg"]) for e in err.errors())
+        raise ValueError(f"deduplicate(): {problems}") from None
 
 
 def _check_columns(docs: dd.DataFrame, io, keep: KeepPolicy, id_given: bool) -> None:

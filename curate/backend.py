@@ -243,6 +243,12 @@ def _arrow_strings(text: pd.Series) -> pa.LargeStringArray:
     return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
 
 
+def byte_lengths(text):
+    """UTF-8 bytes of each text of a series (int64, a null as 0), where the text lies (numpy or cupy)."""
+    offsets, _ = text_buffers(text)
+    return (offsets[1:] - offsets[:-1]).astype(np.int64)  # cudf's offsets are int32
+
+
 @text_buffers.register(pd.Series)
 def text_buffers_pandas(text: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """UTF-8 buffers of a string series: ``(offsets int64 (n + 1,), data uint8 (n_bytes,))``.

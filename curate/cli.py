@@ -31,6 +31,7 @@ from curate.config import (
     IOConfig,
     RunConfig,
     config_data,
+    field_problem,
     shipped_configs,
 )
 from curate.io.files import FORMATS
@@ -354,14 +355,13 @@ def _validated(build, *args, section: str = "", **kwargs):
 def _problem(loc: tuple, message: str, section: str) -> str:
     """``fuzzy.threshold: <what is wrong> (--threshold)``: the key as in the YAML file, and the
     flag of the running command that sets it, where there is one."""
-    key = ".".join(map(str, (section, *loc) if section else loc))
     flags = {
         param.name: param.opts[0]
         for param in click.get_current_context().command.params
         if param.opts[0].startswith("--")
     }
     flag = flags.get(loc[-1]) if loc else None
-    return ": ".join(filter(None, [key, message.removeprefix("Value error, ")])) + (f" ({flag})" if flag else "")
+    return field_problem(loc, message, section) + (f" ({flag})" if flag else "")
 
 
 def _bands_by_rows(ctx, param, values):

@@ -226,6 +226,13 @@ def is_fraction(value: str) -> bool:
         return False
 
 
+def field_problem(loc: tuple, message: str, section: str = "") -> str:
+    """One problem of a pydantic ``ValidationError`` as ``fuzzy.threshold: <what is wrong>``: the
+    key as in the YAML file (``section`` prefixed), pydantic's "Value error, " dropped."""
+    key = ".".join(map(str, (section, *loc) if section else loc))
+    return ": ".join(filter(None, [key, message.removeprefix("Value error, ")]))
+
+
 def _check_size(value: str | None, field: str) -> None:
     """Raise ValueError unless ``value`` is None, a byte size or a fraction in (0, 1]."""
     if value is None:

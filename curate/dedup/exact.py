@@ -1,10 +1,9 @@
 """Exact dedup: two digests and the length of each text, computed where it lies; one shuffle of those."""
 
 import dask.dataframe as dd
-import numpy as np
 import pandas as pd
 
-from curate.backend import host_step, md5_hex, sha256_hex, text_buffers, to_host
+from curate.backend import byte_lengths, host_step, md5_hex, sha256_hex, to_host
 from curate.dedup.groups import group_frame, group_meta
 from curate.dedup.keep import LENGTH, KeepPolicy
 from curate.dedup.stages import Stage, build_now
@@ -119,9 +118,7 @@ class ExactDedup:
 
 def _fingerprints(part, kept: list[str], text_field: str):
     text = part[text_field]
-    offsets, _ = text_buffers(text)
-    length = (offsets[1:] - offsets[:-1]).astype(np.int64)  # cudf's offsets are int32
-    return part[kept].assign(**{MD5: md5_hex(text), SHA256: sha256_hex(text), LENGTH: length})
+    return part[kept].assign(**{MD5: md5_hex(text), SHA256: sha256_hex(text), LENGTH: byte_lengths(text)})
 
 
 def _shared(part):

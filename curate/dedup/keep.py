@@ -2,10 +2,9 @@
 
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
-from curate.backend import text_buffers
+from curate.backend import byte_lengths
 from curate.config import check_keep, parse_keep
 from curate.schema import DOC
 
@@ -57,8 +56,7 @@ class KeepPolicy:
         """
         if self.rule != "longest":
             return part
-        offsets, _ = text_buffers(part[text_field])
-        return part.assign(**{LENGTH: (offsets[1:] - offsets[:-1]).astype(np.int64)})  # cudf's offsets are int32
+        return part.assign(**{LENGTH: byte_lengths(part[text_field])})
 
     def sort(self, part: pd.DataFrame, by: list[str]) -> pd.DataFrame:
         """Sort a partition by ``by`` (group keys), then best first within each group.
