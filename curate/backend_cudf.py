@@ -54,8 +54,26 @@ from curate.kernels.digests import CHUNK_BYTES, chunk_offsets
 
 @to_host.register((cudf.DataFrame, cudf.Series, cudf.Index))
 def to_host_cudf(frame):
-    """The pandas copy of a cudf object (strings become pandas' default string dtype)."""
-    return frame.to_pandas()
+    """The pandas copy of a cudf object (strings become pandas' default string dtype).
+
+    An integer or boolean column with nulls becomes ``pd.ArrowDtype``, as the CPU path reads it
+    (``curate.io.read.arrow_typed``): pandas would make it float64, which rounds integers past
+    2**53, so ``--keep max:FIELD`` on the host would see ties the CPU run does not.
+    """
+    host = frame.to_pandas()
+    if isinstance(frame, cudf.DataFrame):
+        for name in frame.columns:
+            host[name] = _exact(frame[name], host[name])
+    elif isinstance(frame, cudf.Series):
+        host = _exact(frame, host)
+    return host
+
+
+def _exact(column: cudf.Series, host: pd.Series) -> pd.Series:
+    if not (column.null_count and column.dtype.kind in "iub"):
+        return host
+    values = column.to_arrow()
+    return pd.Series(pd.array(values, dtype=pd.ArrowDtype(values.type)), index=host.index, name=host.name)
 
 
 def _to_device(host: pd.Series) -> cudf.Series:

@@ -7,6 +7,7 @@ asking the device, not by importing cudf). Run with ``pytest -m gpu`` (scripts/g
 import json
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import dask
@@ -235,6 +236,32 @@ def test_skip_mode_run_with_bad_records_and_repeated_ids_matches_cpu(tmp_path):
     cpu = dedup([tmp_path / "in"], tmp_path / "cpu", "--backend", "cpu", "--on-error", "skip")
     assert sum(name.startswith("rejected/") for name in cpu) == 1
     assert dedup([tmp_path / "in"], tmp_path / "gpu", "--backend", "gpu", "--on-error", "skip") == cpu
+
+
+def test_keep_max_on_integers_past_2_53_with_nulls_matches_cpu(tmp_path):
+    # The host copy of a cudf partition made an integer column with nulls float64: 2**53 and
+    # 2**53 + 1 tied, so --keep max kept the earlier copy where the CPU run keeps the later one.
+    text = "the same text in three records, so that one group holds them all"
+    lines = [{"id": "a", "text": text, "score": 2**53}, {"id": "b", "text": text, "score": None}]
+    lines.append({"id": "c", "text": text, "score": 2**53 + 1})
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    flags = ["--mode", "exact", "--keep", "max:score"]
+    cpu = dedup([tmp_path / "in.jsonl"], tmp_path / "cpu", "--backend", "cpu", *flags)
+    assert [json.loads(line)["id"] for line in cpu["deduplicated/part.0.jsonl"].splitlines()] == ["c"]
+    assert dedup([tmp_path / "in.jsonl"], tmp_path / "gpu", "--backend", "gpu", *flags) == cpu
+
+
+def test_sorts_on_cudf_partitions_do_not_warn():
+    # cudf has no stable sort: sort_values(kind="stable") warned on every partition of a run.
+    import cudf
+
+    from curate.dedup.keys import in_order
+
+    table = cudf.DataFrame({"_doc": [5, 1, 9, 3], "kind": ["exact"] * 4})
+    with dask.config.set(scheduler="sync"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = in_order(dd.from_pandas(table, npartitions=2), (0, 4, 9)).compute()
+    assert result["_doc"].to_arrow().to_pylist() == [1, 3, 5, 9]
 
 
 @pytest.mark.parametrize("mode", ["exact", "fuzzy", "both"])

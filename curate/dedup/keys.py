@@ -136,7 +136,9 @@ def align(keys: dd.DataFrame, divisions: tuple[int, ...]) -> dd.DataFrame:
     numbered = keys.map_partitions(_number, starts, meta=meta, clear_divisions=True)
     # The partition number as a sorted index with divisions 0, 1, ..., parts - 1: row i goes to partition i.
     aligned = numbered.set_index(_TARGET, divisions=(*range(parts), parts - 1), shuffle_method="tasks")
-    return aligned.map_partitions(lambda part: part.sort_values(DOC, kind="stable"), meta=aligned._meta)
+    # Rows of one _doc may come in any order (a shuffle's), so no stable sort (cudf has none: it
+    # warns on every partition and sorts anyway).
+    return aligned.map_partitions(lambda part: part.sort_values(DOC), meta=aligned._meta)
 
 
 def _number(part, starts):
@@ -186,6 +188,8 @@ def drop(docs: dd.DataFrame, keys: dd.DataFrame) -> dd.DataFrame:
 def in_order(table: dd.DataFrame, divisions: tuple[int, ...], by: list[str] | None = None) -> dd.DataFrame:
     """``table`` (with ``_doc``) sorted by ``by`` (default ``[_doc]``, which must come first) across partitions.
 
+    ``by`` identifies a row (no stable sort is needed; cudf has none).
+
     The rows go to the partitions of the documents they belong to (:func:`align`), and are sorted
     within each: reading the partitions in order reads the rows in order, without the pass over
     the data that choosing divisions by sampling takes. The index is reset.
@@ -193,7 +197,7 @@ def in_order(table: dd.DataFrame, divisions: tuple[int, ...], by: list[str] | No
     by = by or [DOC]
     aligned = align(table, divisions)
     return aligned.map_partitions(
-        lambda part: part.sort_values(by, kind="stable", ignore_index=True),
+        lambda part: part.sort_values(by, ignore_index=True),
         meta=aligned._meta.reset_index(drop=True),
         clear_divisions=True,
     )
