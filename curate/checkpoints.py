@@ -29,12 +29,11 @@ import pyarrow.parquet as pq
 from dask.utils import format_bytes
 
 from curate.backend import from_arrow, to_parquet
+from curate.checks import MARKER
 from curate.io.files import expand_paths
 from curate.schema import DOC
 
 logger = logging.getLogger(__name__)
-
-MARKER = "_marker.json"
 
 
 def stage_key(name: str, params: dict, upstream: tuple[str, ...] = ()) -> str:

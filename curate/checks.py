@@ -22,6 +22,7 @@ from curate.io.files import find_inputs, sample_files, source_names
 OUTPUTS = ("summary.json", "deduplicated", "rejected", "duplicates.parquet", "removed.parquet", "report.html")
 PARTIAL = ("deduplicated.tmp", "rejected.tmp")  # what a run killed while writing leaves
 STAGES = "_stages"
+MARKER = "_marker.json"  # in each finished stage's folder (curate.checkpoints)
 _WRITTEN = re.compile(r"part\.\d+\.(parquet|jsonl|jsonl\.gz|jsonl\.zst)")  # in deduplicated/ and rejected/
 _SKIP_HINT = "or --on-error skip lists such records in OUT/rejected/"
 
@@ -187,9 +188,10 @@ def check_output(
     held = [name for name in (*OUTPUTS, *PARTIAL, STAGES) if (out / name).exists()]
     foreign = _foreign_files(out)
     if foreign:  # a run deletes these folders whole, with --overwrite and --resume alike
+        folder = out / foreign[0].relative_to(out).parts[0]
         raise FileExistsError(
-            f"{foreign[0].parent} holds {len(foreign)} file(s) no run writes, e.g. {foreign[0].name!r}, and a run "
-            "replaces that folder: move them, or choose another -o"
+            f"{folder} holds {len(foreign)} file(s) no run writes, e.g. {str(foreign[0].relative_to(folder))!r}, "
+            "and a run replaces that folder: move them, or choose another -o"
         )
     if not held or overwrite or (resume and STAGES in held):
         return
@@ -204,9 +206,19 @@ def check_output(
 
 
 def _foreign_files(out: Path) -> list[Path]:
-    """What OUT's document folders hold besides the ``part.N.*`` files a run writes there."""
+    """What OUT's document folders hold besides the ``part.N.*`` files a run writes there, and
+    ``_stages`` besides its stages (``STAGE/_marker.json``, ``STAGE/[TABLE/]part.N.parquet``)."""
     folders = [out / name for name in ("deduplicated", "rejected", *PARTIAL) if (out / name).is_dir()]
-    return [p for folder in folders for p in sorted(folder.iterdir()) if not _WRITTEN.fullmatch(p.name)]
+    found = [p for folder in folders for p in sorted(folder.iterdir()) if not _WRITTEN.fullmatch(p.name)]
+    stages = out / STAGES
+    if stages.is_dir():
+        files = [p for p in sorted(stages.rglob("*")) if not p.is_dir()]
+        found += [p for p in files if not _stage_file(p.relative_to(stages).parts)]
+    return found
+
+
+def _stage_file(parts: tuple[str, ...]) -> bool:
+    return (len(parts) == 2 and parts[1] == MARKER) or (len(parts) in (2, 3) and bool(_WRITTEN.fullmatch(parts[-1])))
 
 
 def _check_folder(out: Path) -> None:

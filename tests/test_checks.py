@@ -5,6 +5,7 @@ two lines without importing Dask. How long that takes is measured in docs/benchm
 """
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from curate.checks import OutputBusyError, check_inputs, check_output, hold_output
+from curate.checks import STAGES, OutputBusyError, check_inputs, check_output, hold_output
 from curate.config import IOConfig
 from tests.conftest import FIXTURES, write_jsonl
 
@@ -151,6 +152,25 @@ def test_a_folder_of_outputs_with_files_no_run_writes(tmp_path):
         with pytest.raises(FileExistsError, match=r"deduplicated holds 1 file\(s\) no run writes, e.g. 'mine.txt'"):
             check_output(tmp_path / "out", **flags)
     assert (tmp_path / "out" / "deduplicated" / "mine.txt").read_text() == "keep"
+
+
+def test_stages_folder_with_files_no_run_writes(tmp_path):
+    # --overwrite (and a successful --resume) deleted OUT/_stages whole, a user's files in it too.
+    stage = tmp_path / "out" / STAGES / "minhash+lsh"
+    (stage / "edges").mkdir(parents=True)
+    for name in ("_marker.json", "part.0.parquet", "edges/part.3.parquet"):
+        (stage / name).write_text("")
+    (tmp_path / "out" / STAGES / "read.tmp").mkdir()  # a killed run's stage
+    check_output(tmp_path / "out", overwrite=True)
+    for mine in ("notes.txt", "minhash+lsh/edges/mine/part.0.parquet", "read.tmp/mine.csv"):
+        (tmp_path / "out" / STAGES / mine).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "out" / STAGES / mine).write_text("keep")
+        for flags in ({}, {"overwrite": True}, {"resume": True}):
+            with pytest.raises(
+                FileExistsError, match=rf"_stages holds 1 file\(s\) no run writes, e.g. '{re.escape(mine)}'"
+            ):
+                check_output(tmp_path / "out", **flags)
+        (tmp_path / "out" / STAGES / mine).unlink()
 
 
 def test_output_and_inputs_kept_apart(tmp_path):
