@@ -52,8 +52,9 @@ class Deduplication:
         (which also locates each document in the input files).
     counts : dict
         Filled by :meth:`compute` (ints): ``documents`` (rows of ``docs``), ``kept``, ``removed``,
-        ``exact_removed``, ``fuzzy_removed``, ``candidate_edges``, ``verified_edges``,
-        ``member_pairs``, ``buckets_over_cap``, and ``rejected`` for a skip-mode read. Empty before.
+        ``exact_removed``, ``fuzzy_removed``, ``candidate_edges``, ``verified_edges`` (not
+        without verification), ``member_pairs``, ``buckets_over_cap``, and ``rejected`` for a
+        skip-mode read. Empty before.
     config : RunConfig
         The configuration the call resolved.
     rejected : dask.dataframe.DataFrame or None
@@ -207,7 +208,9 @@ def deduplicate(
     if run.mode in ("fuzzy", "both"):
         found = fuzzy.run(left)
         fuzzy_groups = found["groups"]
-        counts |= {"candidate_edges": count_rows(found["candidates"]), "verified_edges": count_rows(found["edges"])}
+        counts["candidate_edges"] = count_rows(found["candidates"])
+        if run.fuzzy.verify:  # without verification, no edge was verified
+            counts["verified_edges"] = count_rows(found["edges"])
         counts["member_pairs"] = count_rows(found["member_pairs"]) if "member_pairs" in found else 0
         counts["buckets_over_cap"] = found["buckets_over_cap"]
     removed, duplicates = resolve(exact_groups, fuzzy_groups, divisions)

@@ -352,10 +352,13 @@ def _fuzzy(docs: dd.DataFrame, fuzzy: FuzzyDedup, stages: Checkpoints, stats: St
         if "member_pairs" in found
         else {}
     )
+    verified = (
+        {"verified_edges": counted["verify"]["passed"] + members.get("member_edges", 0)} if fuzzy.config.verify else {}
+    )
     stats.count(
         "fuzzy",
         candidate_edges=counted["minhash+lsh"]["candidate_edges"],
-        verified_edges=counted["verify"]["passed"] + members.get("member_edges", 0),
+        **verified,  # none without verification (--no-verify)
         **members,
         component_nodes=counted["components"]["component_nodes"],
         **counted["groups"],

@@ -154,6 +154,17 @@ def test_building_runs_no_task_and_compute_runs_each_stage_once(monkeypatch):
     assert len(kept) + len(removed) == result.counts["documents"] == len(docs)
 
 
+def test_counts_without_verification_name_no_verified_edges():
+    # counts["verified_edges"] was every candidate edge though none was verified (verify=False).
+    with dask.config.set(scheduler="sync"):
+        checked = curate.deduplicate(fixture_frame(), mode="fuzzy", threshold=0.5, width=3)
+        unchecked = curate.deduplicate(fixture_frame(), mode="fuzzy", threshold=0.5, width=3, verify=False)
+        checked.compute(), unchecked.compute()
+    assert 0 < checked.counts["verified_edges"] <= checked.counts["candidate_edges"]
+    assert "verified_edges" not in unchecked.counts
+    assert unchecked.counts["candidate_edges"] == checked.counts["candidate_edges"]
+
+
 def test_no_frames_are_aligned_by_their_index_and_every_shuffle_method_agrees():
     # Verification's filter used to be frame[frame.jaccard >= t] on a frame made from two frames:
     # Dask shuffled frame and mask apart on their repeated index labels, and under the

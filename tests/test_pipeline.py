@@ -115,7 +115,8 @@ def test_keep_longest_and_max_column(sync, tmp_path):
 
 def test_no_verify_keeps_whole_components(sync, tmp_path):
     out, summary = run(tmp_path, ["tests/data/docs.jsonl"], mode="fuzzy", fuzzy={"verify": False})
-    assert summary["counts"]["fuzzy"]["verified_edges"] == summary["counts"]["fuzzy"]["candidate_edges"]
+    # Nothing was verified: summary.json said every candidate edge was.
+    assert "verified_edges" not in summary["counts"]["fuzzy"] and summary["counts"]["fuzzy"]["candidate_edges"] > 0
     assert set(pd.read_parquet(out / "removed.parquet").id) >= {"a3", "a12"}
 
 
