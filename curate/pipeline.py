@@ -248,7 +248,7 @@ def _read(everything, inputs, key: str, config: RunConfig, keep: KeepPolicy, run
             todo["rejected"] = rejected["_kind"].value_counts()
         if exact:  # (key, digest) of the documents whose digest is shared: no text is shuffled
             todo["candidates"] = to_parquet(dedup_exact.candidates(docs), path)
-        done = run("read+exact", **todo)
+        done = run("read+exact" if exact else "read", **todo)
         # Occurrences of each id seen more than once: bad input, not every id.
         done["repeated_ids"] = done["repeated_ids"].value_counts() + 1
         if len(done["repeated_ids"]):

@@ -118,6 +118,8 @@ def test_no_verify_keeps_whole_components(sync, tmp_path):
     # Nothing was verified: summary.json said every candidate edge was.
     assert "verified_edges" not in summary["counts"]["fuzzy"] and summary["counts"]["fuzzy"]["candidate_edges"] > 0
     assert set(pd.read_parquet(out / "removed.parquet").id) >= {"a3", "a12"}
+    # Mode fuzzy hashes nothing for exact dedup: its read pass was timed as "read+exact".
+    assert "read" in summary["seconds"] and "read+exact" not in summary["seconds"]
 
 
 def test_output_dir_with_previous_run(sync, tmp_path):
