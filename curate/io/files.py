@@ -98,6 +98,8 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
 
 
 def _nothing_found(fs, item: str) -> str:
+    if isinstance(fs, LocalFileSystem) and os.path.islink(item):
+        return f"a broken symbolic link (to {os.readlink(item)})"
     if fs.isdir(item):
         return f"the folder holds no {FORMATS} file (names starting with . or _ are left out)"
     return "no file matches the pattern" if any(c in item for c in "*?[") else "no such file or folder"
