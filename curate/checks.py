@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from curate.config import IOConfig, parse_keep
-from curate.io.files import find_inputs, sample_files, source_names
+from curate.io.files import check_ordered, find_inputs, sample_files, source_names, unify_schemas
 
 # A run's outputs; summary.json first: when replacing a run, a reader must never take the old
 # summary for new outputs.
@@ -77,7 +77,8 @@ def check_inputs(inputs: list[str], io: IOConfig, keep: str = "first") -> Inputs
         If a file cannot be opened.
     ValueError
         If the files mix formats or have an unknown type, if no file has the text field (or the
-        given id field, or the keep column), or, failing on bad records, if a file's first
+        given id field, or the keep column), if the keep column's values do not order (values
+        of several types, lists), or, failing on bad records, if a file's first
         records lack a field every record needs.
     """
     fs, paths, fmt, _ = find_inputs(inputs)
@@ -103,6 +104,9 @@ def check_inputs(inputs: list[str], io: IOConfig, keep: str = "first") -> Inputs
         column = None  # the config's validation says what is wrong with it
     if column is not None and column not in fields:
         raise ValueError(f"--keep {keep}: no field {column!r} in any input file {listed}")
+    if column is not None:
+        schemas = [schema for schemas, _ in samples for schema in schemas]
+        check_ordered(column, *unify_schemas(schemas, io.text_field, io.id_field), schemas)
     if io.on_error == "fail":
         required = {io.text_field: "--text-field names another field"}
         if io.id_field_given or io.id_field in fields:  # else ids are assigned

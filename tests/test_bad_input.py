@@ -506,7 +506,9 @@ def test_a_broken_link_in_an_input_folder_is_named_as_one(tmp_path):
     # Named itself, it was "no such file or folder", as if the link were not there.
     with pytest.raises(FileNotFoundError) as err:
         read_documents(str(link))
-    assert str(err.value) == f"input {str(link)!r} matches no JSONL or Parquet file: a broken symbolic link (to {target})"
+    assert (
+        str(err.value) == f"input {str(link)!r} matches no JSONL or Parquet file: a broken symbolic link (to {target})"
+    )
 
 
 def test_parquet_file_cut_short_or_not_parquet(tmp_path):

@@ -234,6 +234,7 @@ def curate(*args, cwd=None) -> tuple[int, list[str], set[str]]:
      ("busy output", "choose another -o"), ("missing text field", "--text-field names the field that holds the text"),
      ("previous run", "a finished run; pass --overwrite to replace it"), ("bad value", "fuzzy.threshold"),
      ("config file", "see `curate config list`"), ("keep the text", "ranks documents by their text field"),
+     ("keep a list", "field 'tags', which --keep orders, holds list<item: string>"),
      ("memory limit", "'0.5' is not a size: give bytes (e.g. 4GB), auto, or 0 for no limit (--memory-limit)"),
      ("empty memory limit", "'' is not a size: give bytes (e.g. 4GB), auto, or 0 for no limit (--memory-limit)"),
      ("dashboard address", "':abc' is not an address: give [HOST]:PORT, e.g. :8787 (--dashboard-address)")],
@@ -242,6 +243,7 @@ def test_user_errors_stop_before_dask(case, fix, tmp_path, held_elsewhere):
     (tmp_path / "empty").mkdir()
     (tmp_path / "done" / "deduplicated").mkdir(parents=True)
     (tmp_path / "done" / "summary.json").write_text("{}")
+    (tmp_path / "tagged.jsonl").write_text('{"id": 1, "text": "a", "tags": ["x"]}\n')
     args = {
         "no such input": [tmp_path / "does" / "not" / "exist", "-o", tmp_path / "x"],
         "empty folder": [tmp_path / "empty", "-o", tmp_path / "x"],
@@ -251,6 +253,7 @@ def test_user_errors_stop_before_dask(case, fix, tmp_path, held_elsewhere):
         "bad value": [DOCS, "-o", tmp_path / "x", "--threshold", "1.5"],
         "config file": [DOCS, "-o", tmp_path / "x", "--config", "no-such-config"],
         "keep the text": [DOCS, "-o", tmp_path / "x", "--keep", "max:text"],  # was a KeyError on the workers
+        "keep a list": [tmp_path / "tagged.jsonl", "-o", tmp_path / "x", "--keep", "max:tags"],  # after Dask's import
         "memory limit": [DOCS, "-o", tmp_path / "x", "--memory-limit", "0.5"],  # 0 bytes: a stall after 300 s
         "empty memory limit": [DOCS, "-o", tmp_path / "x", "--memory-limit", ""],  # 1 byte: workers restarted for ever
         "dashboard address": [

@@ -300,6 +300,24 @@ def unify_schemas(schemas: list[pa.Schema], text_field: str, id_field: str) -> t
     return pa.schema(out), json_text - {text_field, id_field}
 
 
+def check_ordered(name: str, schema: pa.Schema, json_text: set[str], samples: list[pa.Schema]) -> None:
+    """Raise ValueError unless field ``name`` has one type that orders in every file sampled.
+
+    ``schema`` and ``json_text`` are :func:`unify_schemas`' of ``samples`` (the files' schemas).
+    Values of several types (numbers and strings) are read as their JSON text, which orders as
+    text: 7.5 before 12 and 100, a string or ``true`` anywhere."""
+    if name not in schema.names:
+        return
+    if name in json_text:
+        types = sorted({str(f.type) for s in samples for f in s if f.name == name and not pa.types.is_null(f.type)})
+        raise ValueError(f"field {name!r}, which --keep orders, holds values of several types ({', '.join(types)})")
+    dtype = schema.field(name).type
+    if pa.types.is_nested(dtype):
+        raise ValueError(
+            f"field {name!r}, which --keep orders, holds {dtype}: give a field of numbers, strings or dates"
+        )
+
+
 def lines_before(fs, path: str, offset: int) -> int:
     """Line ends in the (decompressed) file before byte ``offset``."""
     count, seen = 0, 0

@@ -35,6 +35,7 @@ from curate.backend import from_arrow
 from curate.io.files import (
     BOM,
     Broken,
+    check_ordered,
     decompressed_chunks,
     find_inputs,
     lines_before,
@@ -173,7 +174,7 @@ def read_documents(
         read = {text_field, id_name, *columns}
         schema = pa.schema([f for f in schema if f.name in read])
     for name in compared:
-        _check_ordered(name, schema, json_text, [s for schemas, _ in samples for s in schemas])
+        check_ordered(name, schema, json_text, [s for schemas, _ in samples for s in schemas])
     layout = Layout(schema, fields, only=columns is not None, json_text=frozenset(json_text) & set(schema.names))
     returned = None if columns is None else tuple(columns)
     reader = _Reader(fs, names, layout, returned, assign_ids, on_error == "skip", records)
@@ -192,23 +193,6 @@ def read_documents(
         enforce_metadata=False,
         label="read-documents",
     )
-
-
-def _check_ordered(name: str, schema: pa.Schema, json_text: set[str], samples: list[pa.Schema]) -> None:
-    """Raise ValueError unless field ``name`` has one type that orders in every file sampled.
-
-    Values of several types (numbers and strings) are read as their JSON text, which orders as
-    text: 7.5 before 12 and 100, a string or ``true`` anywhere."""
-    if name not in schema.names:
-        return
-    if name in json_text:
-        types = sorted({str(f.type) for s in samples for f in s if f.name == name and not pa.types.is_null(f.type)})
-        raise ValueError(f"field {name!r}, which --keep orders, holds values of several types ({', '.join(types)})")
-    dtype = schema.field(name).type
-    if pa.types.is_nested(dtype):
-        raise ValueError(
-            f"field {name!r}, which --keep orders, holds {dtype}: give a field of numbers, strings or dates"
-        )
 
 
 def split_rejected(docs: dd.DataFrame, records: bool = False) -> tuple[dd.DataFrame, dd.DataFrame | None]:
