@@ -14,6 +14,7 @@ __version__ = version("curate")
 
 # Imported when first used, so that `import curate` (and the command line's start) stays light.
 _API = {
+    "AccountingError": "curate.api",
     "deduplicate": "curate.api",
     "Deduplication": "curate.api",
     "add_doc_keys": "curate.dedup.keys",
@@ -28,4 +29,12 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'curate' has no attribute {name!r}")
 
 
-__all__ = ["Deduplication", "__version__", "add_doc_keys", "deduplicate", "one_task_per_gpu", "read_documents"]
+__all__ = [
+    "AccountingError",
+    "Deduplication",
+    "__version__",
+    "add_doc_keys",
+    "deduplicate",
+    "one_task_per_gpu",
+    "read_documents",
+]

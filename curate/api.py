@@ -125,7 +125,7 @@ class Deduplication:
 
 @local_shuffles()
 def deduplicate(
-    docs: dd.DataFrame, *, mode: str = "both", config: RunConfig | FuzzyConfig | None = None, **options
+    docs: dd.DataFrame, *, mode: str | None = None, config: RunConfig | FuzzyConfig | None = None, **options
 ) -> Deduplication:
     """Remove exact and near-duplicate documents from a Dask DataFrame, lazily.
 
@@ -145,13 +145,16 @@ def deduplicate(
         ``_doc`` keys; any other is keyed here (partition << 40 | row). A skip-mode read
         (``read_documents(..., on_error="skip")``) has its rejected records left out and listed
         in ``rejected``, as ``curate dedup --on-error skip`` does.
-    mode : {"exact", "fuzzy", "both"}, default="both"
+    mode : {"exact", "fuzzy", "both"}, optional
+        Default: ``config``'s mode, else "both".
     config : RunConfig or FuzzyConfig, optional
-        A whole configuration (e.g. from :func:`curate.config.load_config`) or its fuzzy part;
-        ``options`` override it.
+        A whole configuration (e.g. from :func:`curate.config.load_config`, which reads a YAML
+        file as ``curate dedup --config`` does) or its fuzzy part; ``mode`` and ``options``
+        override it.
     **options
         Configuration fields by name: ``keep`` ("first", "longest", "max:COLUMN", "min:COLUMN"),
-        ``text_field``, ``id_field`` and every field of :class:`curate.config.FuzzyConfig`
+        ``text_field``, ``id_field`` (None: documents are named by their keys ``_doc`` even
+        where ``docs`` has an ``id`` column) and every field of :class:`curate.config.FuzzyConfig`
         (``threshold``, ``ngram``, ``width``, ``num_bands``, ``rows_per_band``, ``seed``, ...).
 
     Returns
@@ -163,12 +166,16 @@ def deduplicate(
     ------
     TypeError
         On an option that is not a configuration field, or one that configures reading files
-        or the cluster (``blocksize``, ``memory_limit``, ...), naming it.
+        or the cluster (``blocksize``, ``memory_limit``, ...), naming it; on a ``config`` of
+        another type.
     ValueError
         On an invalid value (naming the field), a column the options name that ``docs`` lacks
-        (``text_field='body': no such column ...``), a text column that does not hold strings,
-        or a ``_doc`` column that is not curate's key. When computed: on a repeated or null id
-        (naming it), except in a skip-mode read, where later occurrences are rejected.
+        (``text_field='body': no such column ...``), an id column that is the text column, a
+        text column that does not hold strings, or a ``_doc`` column that is not curate's key
+        (when computed, one that is not the index, increasing, in the frame's divisions).
+        When computed: on a repeated or null id (naming it), except in a skip-mode read, where
+        later occurrences are rejected; on an object column (pandas') whose values are not all
+        strings as the text, or do not order as the keep policy's column (an int and a str, lists).
 
     Notes
     -----
@@ -183,7 +190,8 @@ def deduplicate(
     >>> result = curate.deduplicate(docs, threshold=0.8)          # doctest: +SKIP
     >>> kept, removed, duplicates = result.compute()              # doctest: +SKIP
     """
-    run = _config(mode, config, options)
+    keys_as_ids = "id_field" in options and options["id_field"] is None
+    run = _config(mode, config, {k: v for k, v in options.items() if not (keys_as_ids and k == "id_field")})
     io, keep = run.io, KeepPolicy.parse(run.keep)
     _check_columns(docs, io, keep, io.id_field_given)
     own_keys = DOC not in docs.columns
@@ -191,7 +199,9 @@ def deduplicate(
         docs = fixed_partitions(docs)  # the keys number its partitions and rows, and kept drops by them
     keyed = with_doc_keys(docs) if own_keys else docs
     divisions = doc_divisions(keyed)
-    id_field = io.id_field if io.id_field in keyed.columns else DOC
+    if not own_keys:  # a user's own _doc column would fail deep inside a stage
+        keyed = keyed.map_partitions(_checked_keys, divisions, partition_info=True, meta=keyed._meta)
+    id_field = io.id_field if io.id_field in keyed.columns and not keys_as_ids else DOC
     exact = ExactDedup(text_field=io.text_field, id_field=id_field, keep=keep)
     fuzzy = FuzzyDedup(run.fuzzy, text_field=io.text_field, id_field=id_field, keep=keep)
     counts = {"documents": count_rows(keyed)}
@@ -281,6 +291,21 @@ def _refuse_ids(later, id_field: str, own_keys: bool) -> int:
     )
 
 
+def _checked_keys(part, divisions: tuple[int, ...], partition_info=None):
+    """``part`` if its ``_doc`` keys are curate's: its index, increasing, in its division's range."""
+    i = partition_info["number"]
+    keys, index = to_host(part[DOC]).to_numpy(), to_host(part.index).to_numpy()
+    low, high = divisions[i], divisions[i + 1]
+    inside = len(keys) == 0 or (keys[0] >= low and (keys[-1] < high or (i == len(divisions) - 2 and keys[-1] == high)))
+    if not (inside and np.array_equal(keys, index) and np.all(keys[1:] > keys[:-1])):
+        raise ValueError(
+            f"docs' {DOC!r} column is not curate's key (in partition {i}, it is not the index, increasing, in "
+            f"[{low}, {high}]): drop the column (docs.drop(columns={DOC!r})) to have curate key the frame, or keep "
+            "the frame as read_documents or add_doc_keys made it"
+        )
+    return part
+
+
 def _after(frame: dd.DataFrame, check) -> dd.DataFrame:
     """``frame`` unchanged, each partition computed after ``check`` (which raises on bad input)."""
     return frame.map_partitions(_unchanged, check, meta=frame._meta)
@@ -290,14 +315,20 @@ def _unchanged(part, _check):
     return part
 
 
-def _config(mode: str, config, options: dict) -> RunConfig:
+def _config(mode: str | None, config, options: dict) -> RunConfig:
     """``config`` updated by ``options``, validated once, as the CLI merges a YAML file and flags."""
     if isinstance(config, FuzzyConfig):
         config = RunConfig(fuzzy=config)
+    elif not (config is None or isinstance(config, RunConfig)):
+        raise TypeError(
+            f"config must be a RunConfig or FuzzyConfig (e.g. curate.config.load_config(NAME_OR_FILE)), "
+            f"got {type(config).__name__}; give single settings as options (threshold=0.7)"
+        )
     # Only what was set: values the validation derived (the bands chosen for a threshold) are
     # derived again from the merged values.
     data = {} if config is None else config.model_dump(exclude_unset=True)
-    data["mode"] = mode
+    if mode is not None:
+        data["mode"] = mode
     for name, value in options.items():
         if name in _TOP:
             data[name] = value
@@ -336,6 +367,8 @@ def _check_columns(docs: dd.DataFrame, io, keep: KeepPolicy, id_given: bool) -> 
         )
     if id_given and io.id_field not in columns:
         raise ValueError(f"id_field={io.id_field!r}: no such column in docs (columns: {columns})")
+    if id_given and io.id_field == io.text_field:
+        raise ValueError(f"id_field={io.id_field!r} is the text column: ids name documents, and texts repeat")
     if keep.column and keep.column not in columns:
         raise ValueError(f"keep={str(keep)!r}: no column {keep.column!r} in docs (columns: {columns})")
     dtype = docs._meta[keep.column].dtype if keep.column else None

@@ -238,9 +238,19 @@ def to_arrow_pandas(frame: pd.DataFrame, schema: pa.Schema | None = None) -> pa.
 
 
 def _arrow_strings(text: pd.Series) -> pa.LargeStringArray:
+    if text.dtype == object and pd.api.types.infer_dtype(text, skipna=True) not in ("string", "empty"):
+        # An API frame's object column (pandas' own, or Dask's string conversion turned off):
+        # Arrow would take bytes as text and refuse a number without naming the column.
+        value = next(v for v in text if not isinstance(v, str) and not is_missing(v))
+        raise ValueError(f"text column {text.name!r} holds {type(value).__name__} {value!r}: texts must be strings")
     arr = pa.array(text, type=pa.large_string(), from_pandas=True)
     # Arrow-backed series may hold several chunks; kernels want one contiguous buffer.
     return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+
+
+def is_missing(value) -> bool:
+    """Whether an object column's value is a null: None, NaN or ``pd.NA`` (never a list or array)."""
+    return value is None or value is pd.NA or (isinstance(value, float) and value != value)
 
 
 def byte_lengths(text):

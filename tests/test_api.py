@@ -12,6 +12,8 @@ from pathlib import Path
 import dask
 import dask.dataframe as dd
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from dask.callbacks import Callback
 from distributed import get_task_stream
@@ -335,3 +337,68 @@ def test_readme_example_runs(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     counts = eval(re.search(r"^\{'documents'.*\}$", run.stdout, re.M).group(0))
     assert counts["documents"] == 7 * 50 and counts["kept"] + counts["removed"] == 350 and counts["fuzzy_removed"] > 0
+
+
+def test_a_configuration_file_means_what_it_means_to_the_cli(tmp_path):
+    # A config's mode was ignored (the signature's default "both" overrode it): fuzzy
+    # duplicates were removed where `curate dedup --config` runs exact dedup only.
+    (tmp_path / "exact.yaml").write_text("mode: exact\nfuzzy:\n  threshold: 0.5\n  width: 3\n")
+    config = load_config(str(tmp_path / "exact.yaml"))
+    with dask.config.set(scheduler="sync"):
+        result = curate.deduplicate(fixture_frame(), config=config)
+        _, removed, _ = result.compute()
+        assert result.config.mode == "exact" and set(removed.kind) == {"exact"}
+        assert curate.deduplicate(fixture_frame(), config=config, mode="both").config.mode == "both"
+    with pytest.raises(TypeError, match=r"config must be a RunConfig or FuzzyConfig .*, got dict"):
+        curate.deduplicate(fixture_frame(), config={"fuzzy": {"threshold": 0.7}})  # an AttributeError
+
+
+def test_columns_of_python_objects_ride_along_and_are_checked(tmp_path):
+    # Keying a frame (add_doc_keys) went through Dask's string conversion: a list column came back
+    # as its text ("['x']") in kept, and an object text or keep column of numbers and strings
+    # was read as text rather than refused.
+    text = ["the same words in all of these records here"] * 3
+    pq.write_table(
+        pa.table({"id": ["a", "b", "c"], "text": text, "topics": [["x"], ["p", "q"], []]}), tmp_path / "a.parquet"
+    )
+    with dask.config.set(scheduler="sync"):
+        docs = dd.read_parquet(tmp_path / "a.parquet")
+        kept, _, _ = curate.deduplicate(docs).compute()
+        assert [list(v) for v in kept.topics] == [["x"]]
+    frame = pd.DataFrame({"id": ["a", "b", "c"], "text": text, "score": [1000, "999", 5]}).astype(object)
+    with dask.config.set({"scheduler": "sync", "dataframe.convert-string": False}):
+        docs = dd.from_pandas(frame, npartitions=1)
+        assert curate.deduplicate(docs).compute()[0].id.tolist() == ["a"]  # object text of strings
+        with pytest.raises(
+            ValueError, match=r"keep='max:score': column 'score' holds int, str values, which do not order"
+        ):
+            curate.deduplicate(docs, keep="max:score").compute()  # "999" was kept
+        with pytest.raises(ValueError, match=r"text column 'text' holds int 12345: texts must be strings"):
+            numbers = frame.assign(text=[12345, "12345", b"12345"]).astype(object)  # all three were "12345"
+            curate.deduplicate(dd.from_pandas(numbers, npartitions=1)).compute()
+
+
+def test_ids_keys_and_frames_that_lost_their_keys():
+    frame = fixture_frame(npartitions=2)
+    with dask.config.set(scheduler="sync"):
+        # id_field=None: name documents by their keys, whatever the id column holds (was refused).
+        repeated = frame.assign(id="same")
+        kept, removed, _ = curate.deduplicate(repeated, id_field=None, threshold=0.5, width=3).compute()
+        _, expected, _ = curate.deduplicate(frame.drop(columns="id"), threshold=0.5, width=3).compute()
+        assert removed.id.tolist() == expected.id.tolist() and len(removed) > 0
+        with pytest.raises(ValueError, match=r"^id_field='text' is the text column"):
+            curate.deduplicate(frame, id_field="text")  # a KeyError
+        # A _doc column of the user's own: a "document numbers must be in [0, 4)" deep in a stage.
+        own = frame.assign(_doc=frame.index.to_series().map(lambda i: 7 - i, meta=("_doc", "int64")))
+        with pytest.raises(
+            ValueError, match=r"docs' '_doc' column is not curate's key \(in partition \d, .*drop the column"
+        ):
+            curate.deduplicate(own, threshold=0.5, width=3).compute()
+    docs = read_documents(str(FIXTURES / "docs.jsonl"))
+    with pytest.raises(
+        ValueError, match=r"concatenations do not\), or drop its '_doc' column \(docs.drop\(columns='_doc'\)\)"
+    ):
+        curate.deduplicate(dd.concat([docs, docs]))
+    from curate import AccountingError  # named in Deduplication.compute's Raises
+
+    assert issubclass(AccountingError, Exception)

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from curate.backend import byte_lengths
+from curate.backend import byte_lengths, is_missing
 from curate.config import check_keep, parse_keep
 from curate.schema import DOC
 
@@ -68,6 +68,20 @@ class KeepPolicy:
             keys.append(LENGTH)
             ascending.append(False)
         elif self.column:
+            _check_orders(part[self.column], self)
             keys.append(self.column)
             ascending.append(self.rule == "min")
         return part.sort_values(keys + [DOC], ascending=ascending + [True], na_position="last", kind="stable")
+
+
+# What pandas infers for an object column whose values order with each other.
+_ORDERED = {"empty", "string", "integer", "floating", "mixed-integer-float", "decimal", "boolean", "datetime", "date"}
+
+
+def _check_orders(column: pd.Series, keep: KeepPolicy) -> None:
+    # An API frame's object column may hold anything (arrow and numpy columns are checked at the call).
+    if column.dtype == object and pd.api.types.infer_dtype(column, skipna=True) not in _ORDERED:
+        kinds = sorted({type(v).__name__ for v in column if not is_missing(v)})
+        raise ValueError(
+            f"keep={str(keep)!r}: column {keep.column!r} holds {', '.join(kinds)} values, which do not order"
+        )

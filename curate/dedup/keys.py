@@ -12,6 +12,7 @@ share where it lies: the texts never travel, the output keeps the documents' par
 order, and the graph is built without computing anything.
 """
 
+import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
@@ -37,7 +38,7 @@ def add_doc_keys(docs: dd.DataFrame) -> dd.DataFrame:
     -------
     dask.dataframe.DataFrame
         ``docs`` with column ``_doc`` (int64) first, indexed by it (the old index is dropped), with
-        known divisions ``(0, 1 << 40, ..., npartitions << 40 - 1)``.
+        known divisions ``(0, 1 << 40, ..., (npartitions << 40) - 1)``.
 
     Raises
     ------
@@ -70,7 +71,10 @@ def fixed_partitions(docs: dd.DataFrame) -> dd.DataFrame:
     dependencies"). Cutting the expression here (:meth:`~dask.dataframe.DataFrame.to_delayed`,
     which optimizes the graph but computes nothing) fixes the partitioning for everything after.
     """
-    return dd.from_delayed(docs.to_delayed(optimize_graph=True), meta=docs._meta, verify_meta=False)
+    # Not Dask's string conversion (on by default for new collections): it would turn object
+    # columns (lists, mixed values) into their text, and such a column rides along unchanged.
+    with dask.config.set({"dataframe.convert-string": False}):
+        return dd.from_delayed(docs.to_delayed(optimize_graph=True), meta=docs._meta, verify_meta=False)
 
 
 def keyed(frame: dd.DataFrame, divisions: tuple[int, ...]) -> dd.DataFrame:
@@ -108,7 +112,8 @@ def doc_divisions(docs: dd.DataFrame) -> tuple[int, ...]:
     if not docs.known_divisions:
         raise ValueError(
             "the documents' key ranges per partition are unknown (divisions): keep the frame as "
-            "curate.io.read_documents or curate.add_doc_keys made it (filters keep them; shuffles and repartitions do not)"
+            "curate.io.read_documents or curate.add_doc_keys made it (filters keep them; shuffles, repartitions "
+            f"and concatenations do not), or drop its {DOC!r} column (docs.drop(columns={DOC!r})) to key it anew"
         )
     return docs.divisions
 
