@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from curate.backend import on_host, to_host
 from curate.cluster import current_client, local_shuffles, one_task_per_gpu, shuffles_need_workers
 from curate.config import ClusterConfig, FuzzyConfig, IOConfig, RunConfig, field_problem
+from curate.dask_fixes import one_at_a_time
 from curate.dedup.exact import ExactDedup
 from curate.dedup.fuzzy import FuzzyDedup
 from curate.dedup.keep import KeepPolicy
@@ -95,6 +96,12 @@ class Deduplication:
         ValueError
             If the frames were built for a client (P2P shuffles) and ``kwargs`` or ``dask.config``
             now name a local scheduler.
+
+        Notes
+        -----
+        On Python 3.11, calls from several threads of one process (this, :func:`deduplicate`,
+        :func:`curate.read_documents`) run one at a time: there, Dask building two graphs at
+        once could wait for ever (:func:`curate.dask_fixes.one_at_a_time`).
         """
         scheduler = kwargs.get("scheduler")
         with dask.config.set({} if scheduler is None else {"scheduler": scheduler}):
@@ -106,11 +113,10 @@ class Deduplication:
                 )
             # A result built where no client was picks its shuffles now: beside a client that
             # does not compute it, disk ones (local_shuffles), not P2P.
-            with local_shuffles(), one_task_per_gpu(self.kept):
-                kept, removed, duplicates, counts = dask.compute(
-                    self.kept, self.removed, self.duplicates, self._lazy_counts, **kwargs
-                )
-        self.counts = {name: int(value) for name, value in counts.items()}
+            with one_at_a_time(), local_shuffles(), one_task_per_gpu(self.kept):
+                results = dask.compute(self.kept, self.removed, self.duplicates, *self._lazy_counts.values(), **kwargs)
+        kept, removed, duplicates, *counts = results
+        self.counts = {name: int(value) for name, value in zip(self._lazy_counts, counts)}
         self._check()
         return kept, removed, duplicates
 
@@ -123,6 +129,7 @@ class Deduplication:
             )
 
 
+@one_at_a_time()
 @local_shuffles()
 def deduplicate(
     docs: dd.DataFrame, *, mode: str | None = None, config: RunConfig | FuzzyConfig | None = None, **options

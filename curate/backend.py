@@ -248,6 +248,13 @@ def _arrow_strings(text: pd.Series) -> pa.LargeStringArray:
     return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
 
 
+def stable_sort(part, by, **options):
+    """``part.sort_values(by, **options)`` keeping ties in their order, on either backend: pandas
+    needs ``kind="stable"``; cudf always sorts stably (libcudf ``stable_sorted_order``) and warns
+    on every call that names a kind."""
+    return part.sort_values(by, **options) if on_device(part) else part.sort_values(by, kind="stable", **options)
+
+
 def is_missing(value) -> bool:
     """Whether an object column's value is a null: None, NaN or ``pd.NA`` (never a list or array)."""
     return value is None or value is pd.NA or (isinstance(value, float) and value != value)

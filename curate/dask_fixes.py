@@ -1,4 +1,5 @@
-"""A fix to Dask's expression cache, applied when curate's stages are imported.
+"""A fix to Dask's expression cache, applied when curate's stages are imported, and a guard
+for building graphs from several threads on Python 3.11 (:func:`one_at_a_time`).
 
 Dask (2026.8) deduplicates expressions in a :class:`weakref.WeakValueDictionary` per class
 (``SingletonExpr._instances``) and reads it in two steps: ``name in cache``, then
@@ -10,7 +11,10 @@ once (``get``), as a weak dictionary must be read; it is applied only where Dask
 has the two-step read.
 """
 
+import contextlib
 import inspect
+import sys
+import threading
 import weakref
 
 from dask._expr import SingletonExpr
@@ -44,3 +48,25 @@ def apply() -> bool:
 
 
 apply()
+
+
+_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def one_at_a_time():
+    """Run the block (or decorated function) in one thread at a time on Python 3.11; nothing on 3.12+.
+
+    Python 3.11's ``functools.cached_property`` takes one lock per property, shared by all
+    instances, and Dask's expressions compute their metas through such properties, in the
+    caller's thread and in the distributed client's own: two threads of a pipeline reading and
+    deduplicating at once each held one property's lock and waited for the other's, for ever
+    (python/cpython#87634, fixed in 3.12 by removing the lock). The Python API's entry points
+    (:func:`curate.deduplicate` and its ``compute``, :func:`curate.read_documents`,
+    :func:`curate.add_doc_keys`) run under this.
+    """
+    if sys.version_info >= (3, 12):
+        yield
+        return
+    with _LOCK:
+        yield

@@ -4,6 +4,7 @@ graph without computing, computes each stage once, and names a wrong option or c
 import gzip
 import itertools
 import json
+import os
 import re
 import subprocess
 import sys
@@ -402,3 +403,34 @@ def test_ids_keys_and_frames_that_lost_their_keys():
     from curate import AccountingError  # named in Deduplication.compute's Raises
 
     assert issubclass(AccountingError, Exception)
+
+
+THREADS = """
+import sys
+from concurrent.futures import ThreadPoolExecutor
+import curate
+from distributed import Client, LocalCluster
+
+if __name__ == "__main__":
+    with LocalCluster(n_workers=2, threads_per_worker=1) as cluster, Client(cluster):
+        def run(path):
+            return len(curate.deduplicate(curate.read_documents(path), threshold=0.5, width=3).compute()[1])
+        with ThreadPoolExecutor(2) as pool:
+            print(list(pool.map(run, sys.argv[1:])), flush=True)
+"""
+
+
+def test_two_threads_deduplicate_at_once(tmp_path):
+    # On Python 3.11 two threads of a pipeline computing results at once waited for each other
+    # for ever (Dask's metas behind cached_property's one lock per property).
+    (tmp_path / "run.py").write_text(THREADS)
+    other = write_jsonl(
+        tmp_path / "b.jsonl", [json.loads(line) for line in (FIXTURES / "docs.jsonl").read_text().splitlines()[:6]]
+    )
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "run.py"), str(FIXTURES / "docs.jsonl"), str(other)],
+        capture_output=True, text=True, timeout=150, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    with dask.config.set(scheduler="sync"):
+        _, removed, _ = curate.deduplicate(read_documents(str(other)), threshold=0.5, width=3).compute()
+    assert done.returncode == 0 and done.stdout.splitlines()[-1] == f"[6, {len(removed)}]", done.stderr[-3000:]

@@ -252,7 +252,7 @@ def test_keep_max_on_integers_past_2_53_with_nulls_matches_cpu(tmp_path):
 
 
 def test_sorts_on_cudf_partitions_do_not_warn():
-    # cudf has no stable sort: sort_values(kind="stable") warned on every partition of a run.
+    # sort_values(kind="stable") made cudf warn on every partition of a run (its sort is always stable).
     import cudf
 
     from curate.dedup.keys import in_order

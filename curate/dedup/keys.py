@@ -17,12 +17,14 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 
-from curate.backend import backend_of, to_host
+from curate.backend import backend_of, stable_sort, to_host
+from curate.dask_fixes import one_at_a_time
 from curate.schema import DOC, POSITION_BITS  # a key is (file or partition) << 40 | position
 
 _TARGET = "_target_partition"  # align()'s own column: the partition a key row goes to
 
 
+@one_at_a_time()
 def add_doc_keys(docs: dd.DataFrame) -> dd.DataFrame:
     """``docs`` with ``_doc`` keys, indexed by them, for frames that did not come from :func:`curate.io.read_documents`.
 
@@ -141,9 +143,7 @@ def align(keys: dd.DataFrame, divisions: tuple[int, ...]) -> dd.DataFrame:
     numbered = keys.map_partitions(_number, starts, meta=meta, clear_divisions=True)
     # The partition number as a sorted index with divisions 0, 1, ..., parts - 1: row i goes to partition i.
     aligned = numbered.set_index(_TARGET, divisions=(*range(parts), parts - 1), shuffle_method="tasks")
-    # Rows of one _doc may come in any order (a shuffle's), so no stable sort (cudf has none: it
-    # warns on every partition and sorts anyway).
-    return aligned.map_partitions(lambda part: part.sort_values(DOC), meta=aligned._meta)
+    return aligned.map_partitions(lambda part: stable_sort(part, DOC), meta=aligned._meta)
 
 
 def _number(part, starts):
@@ -193,8 +193,6 @@ def drop(docs: dd.DataFrame, keys: dd.DataFrame) -> dd.DataFrame:
 def in_order(table: dd.DataFrame, divisions: tuple[int, ...], by: list[str] | None = None) -> dd.DataFrame:
     """``table`` (with ``_doc``) sorted by ``by`` (default ``[_doc]``, which must come first) across partitions.
 
-    ``by`` identifies a row (no stable sort is needed; cudf has none).
-
     The rows go to the partitions of the documents they belong to (:func:`align`), and are sorted
     within each: reading the partitions in order reads the rows in order, without the pass over
     the data that choosing divisions by sampling takes. The index is reset.
@@ -202,7 +200,7 @@ def in_order(table: dd.DataFrame, divisions: tuple[int, ...], by: list[str] | No
     by = by or [DOC]
     aligned = align(table, divisions)
     return aligned.map_partitions(
-        lambda part: part.sort_values(by, ignore_index=True),
+        lambda part: stable_sort(part, by, ignore_index=True),
         meta=aligned._meta.reset_index(drop=True),
         clear_divisions=True,
     )

@@ -32,6 +32,7 @@ from dask.utils import parse_bytes
 from fsspec.utils import infer_compression, read_block, seek_delimiter
 
 from curate.backend import from_arrow
+from curate.dask_fixes import one_at_a_time
 from curate.io.files import (
     BOM,
     Broken,
@@ -64,6 +65,7 @@ logger = logging.getLogger(__name__)
 _REJECT_TYPES = (pa.int64(), pa.string(), pa.string(), pa.string(), pa.binary())  # of REJECT_COLUMNS
 
 
+@one_at_a_time()
 def read_documents(
     inputs,
     *,
