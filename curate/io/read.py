@@ -120,7 +120,7 @@ def read_documents(
     Returns
     -------
     dask.dataframe.DataFrame
-        Indexed by ``_doc`` with known divisions (:func:`curate.io.plan.source_divisions`: each partition's
+        Indexed by the ``_doc`` values (the index is unnamed) with known divisions (:func:`curate.io.plan.source_divisions`: each partition's
         key range, which :mod:`curate.dedup.keys` uses to join keys to documents without moving
         them). Columns ``_doc`` (int64), the assigned ``id`` if any, then the input's fields in the order
         first seen (a field absent from a file is null there); with ``on_error="skip"`` also
