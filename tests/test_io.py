@@ -80,3 +80,24 @@ def test_missing_text_field_and_paths(tmp_path):
     assert read_documents(str(path), text_field="body").compute().body.tolist() == ["a"]
     with pytest.raises(FileNotFoundError, match="matches no JSONL or Parquet file"):
         read_documents(str(tmp_path / "nothing-*.jsonl"))
+
+
+def test_date_like_strings_stay_the_strings_they_are(tmp_path):
+    # pyarrow's JSON reader took ISO 8601 strings for timestamps: JSONL to Parquet wrote
+    # "2020-01-01T00:00:00+02:00" as 2019-12-31 22:00 (no zone), and where a later line held
+    # another string the field became JSON text ('"2020-01-01"').
+    write_jsonl(tmp_path / "a" / "s.jsonl", [{"id": "n1", "text": "a", "c": "2020-01-01T00:00:00+02:00"},
+                                             {"id": "n2", "text": "b", "c": "2020-06-01 10:00:00"}])  # fmt: skip
+    write_jsonl(tmp_path / "b" / "s.jsonl", [{"id": "n1", "text": "a", "c": "2020-01-01", "d": [1]},
+                                             {"id": "n2", "text": "b", "c": "x", "d": ["s"]}])  # fmt: skip
+    write_jsonl(tmp_path / "c" / "1.jsonl", [{"id": "n1", "text": "a", "c": "x", "e": {"at": "2021-03-04"}}])
+    write_jsonl(tmp_path / "c" / "2.jsonl", [{"id": "n2", "text": "b", "c": "2021-03-04", "e": {"at": "y"}}])
+    expected = {
+        "a": ["2020-01-01T00:00:00+02:00", "2020-06-01 10:00:00"],
+        "b": ["2020-01-01", "x"],
+        "c": ["x", "2021-03-04"],
+    }
+    for folder, values in expected.items():
+        docs = read_documents(str(tmp_path / folder)).compute(scheduler="sync")
+        assert docs.c.tolist() == values and pd.api.types.is_string_dtype(docs.c.dtype), folder
+    assert [e["at"] for e in docs.e] == ["2021-03-04", "y"]

@@ -236,7 +236,7 @@ def sample_file(fs, path: str, fmt: str) -> tuple[list[pa.Schema], int]:
     starts, ends, keep = record_lines(raw)
     starts, ends = starts[keep], ends[keep]
     pieces, bad = parse_records(raw, starts, ends, Layout(None, Fields(None, None)))  # bad lines: reported later
-    schemas = [table.schema for _, table in pieces]
+    schemas = [pa.schema([f.with_type(json_type(f.type)) for f in table.schema]) for _, table in pieces]
     for b in bad:  # lines Python's json reads but pyarrow does not: learn their fields one by one
         try:
             record = json.loads(raw[starts[b.index] : ends[b.index]])
@@ -245,6 +245,18 @@ def sample_file(fs, path: str, fmt: str) -> tuple[list[pa.Schema], int]:
         if isinstance(record, dict):
             schemas.append(pa.schema([_value_field(name, value) for name, value in record.items()]))
     return schemas, size
+
+
+def json_type(dtype: pa.DataType) -> pa.DataType:
+    """``dtype`` as JSON holds it: pyarrow's JSON reader takes strings that look like ISO 8601
+    dates for timestamps (dropping a zone offset), but JSON has strings only."""
+    if pa.types.is_timestamp(dtype):
+        return pa.string()
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        return pa.list_(json_type(dtype.value_type))
+    if pa.types.is_struct(dtype):
+        return pa.struct([dtype.field(i).with_type(json_type(dtype.field(i).type)) for i in range(dtype.num_fields)])
+    return dtype
 
 
 # Marks a field whose value no Arrow type holds (a list of numbers and objects): it holds JSON text.

@@ -77,16 +77,26 @@ class Layout:
         """
         if self.schema is None:
             return [None]
+        # Reading every field, the others' types are inferred (and cast after), but one that holds
+        # strings is always given: pyarrow would read a block of date-like strings as timestamps.
         names = (
             self.schema.names
             if self.explicit()
-            else [n for n in (self.fields.text, self.fields.id) if n in self.schema.names]
+            else [f.name for f in self.schema if f.name in (self.fields.text, self.fields.id) or _holds_strings(f.type)]
         )
         base = [self.schema.field(n) for n in names if n not in self.json_text]
         id_type = self.schema.field(self.fields.id).type if self.fields.id in self.schema.names else None
         if id_type is None or not (pa.types.is_string(id_type) or pa.types.is_large_string(id_type)):
             return [pa.schema(base)]
         return [pa.schema([f.with_type(t) if f.name == self.fields.id else f for f in base]) for t in _STRING_ID_TYPES]
+
+
+def _holds_strings(dtype: pa.DataType) -> bool:
+    if pa.types.is_string(dtype):
+        return True
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        return _holds_strings(dtype.value_type)
+    return pa.types.is_struct(dtype) and any(_holds_strings(dtype.field(i).type) for i in range(dtype.num_fields))
 
 
 @dataclass(frozen=True)
