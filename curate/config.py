@@ -4,6 +4,7 @@ The shipped YAML files are package data (``curate/configs/*.yaml``, see :func:`s
 so ``--config NAME`` and ``curate config show NAME`` work from a pip install.
 """
 
+import difflib
 from importlib import resources
 from pathlib import Path
 from typing import Literal
@@ -230,7 +231,20 @@ def field_problem(loc: tuple, message: str, section: str = "") -> str:
     """One problem of a pydantic ``ValidationError`` as ``fuzzy.threshold: <what is wrong>``: the
     key as in the YAML file (``section`` prefixed), pydantic's "Value error, " dropped."""
     key = ".".join(map(str, (section, *loc) if section else loc))
+    if message == "Extra inputs are not permitted" and loc:
+        message = f"not a setting{_instead((section, *loc[:-1]) if section else loc[:-1], str(loc[-1]))}"
     return ": ".join(filter(None, [key, message.removeprefix("Value error, ")]))
+
+
+def _instead(where: tuple, name: str) -> str:
+    """Where ``name`` (unknown at ``where``) is a setting, or the setting it is a typo of."""
+    sections = {"io": IOConfig, "fuzzy": FuzzyConfig, "cluster": ClusterConfig}
+    model = sections.get(where[0]) if len(where) == 1 else RunConfig if not where else None
+    owners = [section for section, kind in sections.items() if name in kind.model_fields and kind is not model]
+    if owners:
+        return f"; it belongs under {owners[0]}:"
+    close = difflib.get_close_matches(name, list(model.model_fields) if model else [], n=1)
+    return f"; did you mean {close[0]}?" if close else ""
 
 
 def _check_size(value: str | None, field: str) -> None:

@@ -125,3 +125,17 @@ def test_cli_params_json_compare_and_plot(tmp_path):
 def test_cli_params_bad_arguments(args, message):
     result = CliRunner().invoke(main, ["params", *args])
     assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_a_setting_in_the_wrong_place_or_misspelt_says_where_it_goes(tmp_path):
+    # It was "Extra inputs are not permitted" alone: a top-level threshold, fuzzy.treshold.
+    (tmp_path / "bad.yaml").write_text("threshold: 0.7\nfuzzy:\n  treshold: 0.8\n  n_workers: 2\n")
+    docs = str(FIXTURES / "docs.jsonl")
+    result = CliRunner().invoke(
+        main, ["dedup", docs, "-o", str(tmp_path / "o"), "--config", str(tmp_path / "bad.yaml")]
+    )
+    assert result.exit_code != 0
+    for problem in ("fuzzy.treshold: not a setting; did you mean threshold?",
+                    "fuzzy.n_workers: not a setting; it belongs under cluster: (--n-workers)",
+                    "threshold: not a setting; it belongs under fuzzy: (--threshold)"):  # fmt: skip
+        assert problem in result.output
