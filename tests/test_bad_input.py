@@ -453,12 +453,19 @@ def test_corrupt_compressed_shard(tmp_path):
     flushed = zlib.compressobj(wbits=zlib.MAX_WBITS | 16)
     data = flushed.compress(head) + flushed.flush(zlib.Z_FULL_FLUSH) + b"\xff" * 64  # not deflate
     (tmp_path / "x.jsonl.gz").write_bytes(data)
-    # zlib drops what it decoded in the call that meets the damage: here the whole (small) file,
-    # so it is all one rejected record; nothing is lost silently.
-    reason = "corrupt gzip stream after line 0 (Error -3 while decompressing data: invalid block type)"
+    # zlib drops what it decoded in the call that meets the damage: the whole (small) file was one
+    # rejected record. What came before the damage is now read.
+    reason = "corrupt gzip stream after line 10 (Error -3 while decompressing data: invalid block type)"
     good, rejected = read_skip(tmp_path / "x.jsonl.gz")
-    assert len(good) == 0 and rejected == [(1, "truncated", None, reason, b"")]
-    assert fail_message(tmp_path / "x.jsonl.gz") == f"x.jsonl.gz:1: {reason}"
+    assert len(good) == 10 and rejected == [(11, "truncated", None, reason, b"")]
+    assert fail_message(tmp_path / "x.jsonl.gz") == f"x.jsonl.gz:11: {reason}"
+    # A bad checksum at the end, after every record decoded well: 3,000 records were one rejected.
+    whole = bytearray(gzip.compress("".join(line + "\n" for line in doc_lines(3000)).encode()))
+    whole[-8] ^= 0xFF  # the CRC-32 of the gzip trailer
+    (tmp_path / "x.jsonl.gz").write_bytes(bytes(whole))
+    reason = "corrupt gzip stream after line 3000 (Error -3 while decompressing data: incorrect data check)"
+    good, rejected = read_skip(tmp_path / "x.jsonl.gz")
+    assert good.id.tolist() == list(range(3000)) and rejected == [(3001, "truncated", None, reason, b"")]
 
 
 def test_a_keep_column_that_does_not_order_is_refused(tmp_path):

@@ -5,6 +5,7 @@ inputs with it before it starts a cluster (:mod:`curate.checks`), and
 :func:`curate.io.read_documents` builds on the same functions.
 """
 
+import contextlib
 import json
 import os
 import zlib
@@ -24,6 +25,7 @@ _COMPRESSED = {".gz": "gzip", ".zst": "zstd"}
 BOM = b"\xef\xbb\xbf"
 _SAMPLE_BYTES = 1 << 20  # of each JSONL file, to find its fields and their types
 _CHUNK = 1 << 20
+_PIECE = 1 << 16  # bytes of decompressed gzip per decoder call
 # The files an input folder is searched for, as help and messages name them.
 FORMATS = "JSONL (.jsonl, .json, .ndjson; also .gz or .zst) or Parquet (.parquet)"
 _DECODERS = {
@@ -180,15 +182,48 @@ def decompressed_chunks(f, codec: str | None):
     try:
         for data in iter(lambda: f.read(_CHUNK), b""):
             while data:  # a file may hold several members (gzip) or frames (zstd)
-                yield decoder.decompress(data)
+                if codec == "gzip":
+                    yield _gzip_piece(decoder, data)
+                else:
+                    yield decoder.decompress(data)
                 fed = True
-                if not decoder.eof:
-                    break
-                data, decoder, fed = decoder.unused_data, _DECODERS[codec](), False
+                if decoder.eof:
+                    data, decoder, fed = decoder.unused_data, _DECODERS[codec](), False
+                else:
+                    data = getattr(decoder, "unconsumed_tail", b"")  # zstd's takes all it is given
+    except _Salvaged as salvaged:
+        yield salvaged.good
+        raise Broken(f"corrupt {codec} stream", salvaged.err) from None
     except (zlib.error, zstandard.ZstdError) as err:
         raise Broken(f"corrupt {codec} stream", err) from None
     if fed and not decoder.eof:
         raise Broken(f"truncated {codec} stream", "it ends inside a compressed block")
+
+
+def _gzip_piece(decoder, data: bytes) -> bytes:
+    """Up to _PIECE bytes decoded from ``data`` (the rest stays in ``decoder.unconsumed_tail``).
+
+    zlib drops what it decoded in a call that then fails (a bad checksum at the end of a member,
+    after every byte decoded well): that call's input is fed again to a copy of the decoder, a
+    byte at a time, and what it decodes before the damage is returned with the error.
+    """
+    saved = decoder.copy()
+    try:
+        return decoder.decompress(data, _PIECE)
+    except zlib.error as err:
+        good = bytearray()
+        with contextlib.suppress(zlib.error):
+            for i in range(len(data)):
+                good += saved.decompress(data[i : i + 1])
+        raise _Salvaged(bytes(good), err) from None
+
+
+class _Salvaged(Exception):
+    """A broken gzip stream and the bytes decoded before the damage."""
+
+    def __init__(self, good: bytes, err: zlib.error):
+        super().__init__(str(err))
+        self.good, self.err = good, err
 
 
 def sample_files(fs, paths: list[str], fmt: str) -> list[tuple[list[pa.Schema], int]]:
