@@ -139,3 +139,26 @@ def test_a_setting_in_the_wrong_place_or_misspelt_says_where_it_goes(tmp_path):
                     "fuzzy.n_workers: not a setting; it belongs under cluster: (--n-workers)",
                     "threshold: not a setting; it belongs under fuzzy: (--threshold)"):  # fmt: skip
         assert problem in result.output
+
+
+def test_an_input_file_changed_during_the_run_is_named(tmp_path, monkeypatch):
+    # A file truncated while the run read it stopped it with "document numbers must be in
+    # [0, 6254)", or an AccountingError traceback, naming no file.
+    import contextlib
+
+    import curate.cluster
+    import curate.pipeline
+
+    path = tmp_path / "in.jsonl"
+    path.write_bytes((FIXTURES / "docs.jsonl").read_bytes())
+
+    def rewritten_meanwhile(*args, **kwargs):
+        path.write_bytes(path.read_bytes()[:100])
+        raise ValueError("document numbers must be in [0, 6254)")
+
+    monkeypatch.setattr(curate.pipeline, "dedup", rewritten_meanwhile)
+    monkeypatch.setattr(curate.cluster, "connect", lambda *args, **kwargs: contextlib.nullcontext())
+    result = CliRunner().invoke(main, ["dedup", str(path), "-o", str(tmp_path / "out"), "--no-progress"])
+    assert result.exit_code == 1
+    assert f"input file {path} changed during the run" in result.output
+    assert "(ValueError: document numbers must be in [0, 6254))" in result.output
