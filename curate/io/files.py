@@ -25,7 +25,6 @@ _COMPRESSED = {".gz": "gzip", ".zst": "zstd"}
 BOM = b"\xef\xbb\xbf"
 _SAMPLE_BYTES = 1 << 20  # of each JSONL file, to find its fields and their types
 _CHUNK = 1 << 20
-_PIECE = 1 << 16  # bytes of decompressed gzip per decoder call
 # The files an input folder is searched for, as help and messages name them.
 FORMATS = "JSONL (.jsonl, .json, .ndjson; also .gz or .zst) or Parquet (.parquet)"
 _DECODERS = {
@@ -182,15 +181,11 @@ def decompressed_chunks(f, codec: str | None):
     try:
         for data in iter(lambda: f.read(_CHUNK), b""):
             while data:  # a file may hold several members (gzip) or frames (zstd)
-                if codec == "gzip":
-                    yield _gzip_piece(decoder, data)
-                else:
-                    yield decoder.decompress(data)
+                yield _gzip_piece(decoder, data) if codec == "gzip" else decoder.decompress(data)
                 fed = True
-                if decoder.eof:
-                    data, decoder, fed = decoder.unused_data, _DECODERS[codec](), False
-                else:
-                    data = getattr(decoder, "unconsumed_tail", b"")  # zstd's takes all it is given
+                if not decoder.eof:
+                    break
+                data, decoder, fed = decoder.unused_data, _DECODERS[codec](), False
     except _Salvaged as salvaged:
         yield salvaged.good
         raise Broken(f"corrupt {codec} stream", salvaged.err) from None
@@ -201,7 +196,7 @@ def decompressed_chunks(f, codec: str | None):
 
 
 def _gzip_piece(decoder, data: bytes) -> bytes:
-    """Up to _PIECE bytes decoded from ``data`` (the rest stays in ``decoder.unconsumed_tail``).
+    """``decoder.decompress(data)``, and where that fails, what decoded before the damage.
 
     zlib drops what it decoded in a call that then fails (a bad checksum at the end of a member,
     after every byte decoded well): that call's input is fed again to a copy of the decoder, a
@@ -209,7 +204,7 @@ def _gzip_piece(decoder, data: bytes) -> bytes:
     """
     saved = decoder.copy()
     try:
-        return decoder.decompress(data, _PIECE)
+        return decoder.decompress(data)
     except zlib.error as err:
         good = bytearray()
         with contextlib.suppress(zlib.error):
