@@ -145,12 +145,10 @@ def _run(
 ) -> dict:
     """The run itself, once the checks passed: Dask is imported and the cluster started here."""
     from curate.backend import use_backend
-    from curate.checkpoints import input_fingerprint
     from curate.cluster import ClusterError, connect
     from curate.pipeline import dedup as run_dedup
 
     _quiet_dask(verbose)
-    before = input_fingerprint(inputs)
     try:
         with use_backend(config.backend), connect(config.cluster, config.backend, quiet=not verbose):
             return run_dedup(
@@ -164,30 +162,6 @@ def _run(
             )
     except ClusterError as err:
         raise click.ClickException(str(err)) from None
-    except Exception as err:
-        # A file rewritten while it was read fails in ways that do not name it (keys out of
-        # range, counts that do not add up): say so first.
-        changed = _changed_file(before, inputs)
-        if changed is None:
-            raise
-        if verbose:
-            click.echo(traceback.format_exc(), err=True, nl=False)
-        raise click.ClickException(
-            f"input file {changed} changed during the run (size or modification time), so its records were "
-            f"read in different states ({type(err).__name__}: {err}); run again once the inputs stay as they are"
-        ) from None
-
-
-def _changed_file(before: list, inputs: list[str]) -> str | None:
-    """The first input file whose (path, size, modification time) differs from ``before``, if any."""
-    from curate.checkpoints import input_fingerprint
-
-    try:
-        after = input_fingerprint(inputs)
-    except (OSError, ValueError):  # a file (or every file of an input) is gone
-        after = []
-    now = {path: (size, time) for path, size, time in after}
-    return next((path for path, size, time in before if now.get(path) != (size, time)), None)
 
 
 def _resolved(config: RunConfig) -> RunConfig:

@@ -8,6 +8,7 @@ written under temporary names and renamed, ``summary.json`` last: its presence m
 is complete.
 """
 
+import contextlib
 import json
 import logging
 import os
@@ -145,74 +146,96 @@ def dedup(
         "input",
         {"files": files, "io": io.model_dump(exclude={"output_format", "output_compression"}), "curate": __version__},
     )
-    key = read_key = stage_key("read", {"mode": config.mode}, (key,))
-    docs, candidates = _read(everything, inputs, key, config, keep, run, stats)
-    # From here on, the stages are the Python API's (curate.deduplicate), each written to disk.
-    fuzzy = FuzzyDedup(config.fuzzy, text_field=io.text_field, id_field=io.id_field, keep=keep)
-    stages = Checkpoints(run, key, counters=_counters(fuzzy))
-    exact_groups = fuzzy_groups = empty_groups(docs, io.id_field)
-    left = docs
-    if config.mode in ("exact", "both"):
-        exact = ExactDedup(text_field=io.text_field, id_field=io.id_field, keep=keep)
-        exact_groups = exact.run(docs, stages, candidates=candidates)
-        stats.count("exact", **stages.counted["exact"])
-        left = drop(docs, exact_groups[exact_groups._doc != exact_groups._rep])
-    if config.mode in ("fuzzy", "both"):
-        fuzzy_groups = _fuzzy(left, fuzzy, stages, stats)
-    # The group tables hold duplicates only: as many partitions as their rows need, so that the
-    # result stages cost what the duplicates cost, not what the input's partitioning does.
-    exact_groups, fuzzy_groups = (
-        coalesce(exact_groups, stats.group_rows("exact")),
-        coalesce(fuzzy_groups, stats.group_rows("fuzzy")),
-    )
-    names = source_names([path for path, _, _ in files])
-    removed, _ = resolve(
-        exact_groups, fuzzy_groups, docs.divisions, stages, locate=lambda table: with_location(table, names)
-    )
-    output, rejected = _read_for_output(
-        [path for path, _, _ in files], io, keep, fmt == "jsonl", _repeated_ids_path(run, read_key)
-    )
-    writes = {
-        "kept": write_documents(drop(output, removed), str(out / "deduplicated.tmp"), fmt, compression=compression)
-    }
-    if rejected is not None:
-        rows = rejected_rows(rejected, names)
-        writes["rejected"] = write_documents(rows, str(out / "rejected.tmp"), "parquet", REJECTED_SCHEMA)
-    written = run("write", **writes, **removal_counts(removed))  # the checks' counts in the same pass
-    kept, n_rejected = int(written["kept"]), int(written.get("rejected", 0))
-    n_removed = check_accounting(stats.counts["input"]["documents"], kept, removed, n_rejected, counted=written)
-    stats.count("output", kept=kept, removed=n_removed, rejected=n_rejected)
+    with _inputs_unchanged(inputs, files):  # a file rewritten meanwhile fails in ways that do not name it
+        key = read_key = stage_key("read", {"mode": config.mode}, (key,))
+        docs, candidates = _read(everything, inputs, key, config, keep, run, stats)
+        # From here on, the stages are the Python API's (curate.deduplicate), each written to disk.
+        fuzzy = FuzzyDedup(config.fuzzy, text_field=io.text_field, id_field=io.id_field, keep=keep)
+        stages = Checkpoints(run, key, counters=_counters(fuzzy))
+        exact_groups = fuzzy_groups = empty_groups(docs, io.id_field)
+        left = docs
+        if config.mode in ("exact", "both"):
+            exact = ExactDedup(text_field=io.text_field, id_field=io.id_field, keep=keep)
+            exact_groups = exact.run(docs, stages, candidates=candidates)
+            stats.count("exact", **stages.counted["exact"])
+            left = drop(docs, exact_groups[exact_groups._doc != exact_groups._rep])
+        if config.mode in ("fuzzy", "both"):
+            fuzzy_groups = _fuzzy(left, fuzzy, stages, stats)
+        # The group tables hold duplicates only: as many partitions as their rows need, so that the
+        # result stages cost what the duplicates cost, not what the input's partitioning does.
+        exact_groups, fuzzy_groups = (
+            coalesce(exact_groups, stats.group_rows("exact")),
+            coalesce(fuzzy_groups, stats.group_rows("fuzzy")),
+        )
+        names = source_names([path for path, _, _ in files])
+        removed, _ = resolve(
+            exact_groups, fuzzy_groups, docs.divisions, stages, locate=lambda table: with_location(table, names)
+        )
+        output, rejected = _read_for_output(
+            [path for path, _, _ in files], io, keep, fmt == "jsonl", _repeated_ids_path(run, read_key)
+        )
+        writes = {
+            "kept": write_documents(drop(output, removed), str(out / "deduplicated.tmp"), fmt, compression=compression)
+        }
+        if rejected is not None:
+            rows = rejected_rows(rejected, names)
+            writes["rejected"] = write_documents(rows, str(out / "rejected.tmp"), "parquet", REJECTED_SCHEMA)
+        written = run("write", **writes, **removal_counts(removed))  # the checks' counts in the same pass
+        kept, n_rejected = int(written["kept"]), int(written.get("rejected", 0))
+        n_removed = check_accounting(stats.counts["input"]["documents"], kept, removed, n_rejected, counted=written)
+        stats.count("output", kept=kept, removed=n_removed, rejected=n_rejected)
 
-    os.replace(out / "deduplicated.tmp", out / "deduplicated")
-    logger.info(
-        "wrote %d kept documents to %s (%d removed, %d rejected)", kept, out / "deduplicated", n_removed, n_rejected
-    )
-    if rejected is not None:
-        os.replace(out / "rejected.tmp", out / "rejected")
-    write_table(str(run.store.path("duplicates")), str(out / "duplicates.parquet"), DUPLICATES_COLUMNS)
-    write_table(str(run.store.path("removed")), str(out / "removed.parquet"), REMOVED_COLUMNS)
-    summary = {
-        "inputs": list(inputs),
-        "input_files": [
-            {"path": _absolute(path), "size": size, "modified": modified} for path, size, modified in files
-        ],
-        "output_format": fmt,
-        "output_compression": compression,
-        "config": config.model_dump(mode="json"),
-        "counts": stats.counts,
-        "reused_stages": stats.reused,
-        "seconds": {**stats.seconds, "total": time.perf_counter() - started},
-        "peak_rss_bytes": stats.take_peaks(),
-        "stage_peak_rss_bytes": stats.peaks,
-        "spilled_bytes": spilled_bytes(),
-        "versions": versions(),
-    }
+        os.replace(out / "deduplicated.tmp", out / "deduplicated")
+        logger.info(
+            "wrote %d kept documents to %s (%d removed, %d rejected)", kept, out / "deduplicated", n_removed, n_rejected
+        )
+        if rejected is not None:
+            os.replace(out / "rejected.tmp", out / "rejected")
+        write_table(str(run.store.path("duplicates")), str(out / "duplicates.parquet"), DUPLICATES_COLUMNS)
+        write_table(str(run.store.path("removed")), str(out / "removed.parquet"), REMOVED_COLUMNS)
+        summary = {
+            "inputs": list(inputs),
+            "input_files": [
+                {"path": _absolute(path), "size": size, "modified": modified} for path, size, modified in files
+            ],
+            "output_format": fmt,
+            "output_compression": compression,
+            "config": config.model_dump(mode="json"),
+            "counts": stats.counts,
+            "reused_stages": stats.reused,
+            "seconds": {**stats.seconds, "total": time.perf_counter() - started},
+            "peak_rss_bytes": stats.take_peaks(),
+            "stage_peak_rss_bytes": stats.peaks,
+            "spilled_bytes": spilled_bytes(),
+            "versions": versions(),
+        }
     tmp_summary = out / "summary.json.tmp"
     tmp_summary.write_text(json.dumps(summary, indent=2, default=str) + "\n")
     os.replace(tmp_summary, out / "summary.json")
     if not keep_stages:
         remove_stages(out / STAGES)
     return summary
+
+
+@contextlib.contextmanager
+def _inputs_unchanged(inputs: list[str], files: list[tuple[str, int, str]]):
+    """Raise ValueError naming the first input file whose fingerprint (:func:`input_fingerprint`)
+    is no longer ``files``' when the block fails: records read in different states of a file
+    fail as keys out of range or counts that do not add up, naming no file."""
+    try:
+        yield
+    except Exception as err:
+        try:
+            now = {path: (size, modified) for path, size, modified in input_fingerprint(inputs)}
+        except (OSError, ValueError):  # a file (or every file of an input) is gone
+            now = {}
+        changed = next((path for path, size, modified in files if now.get(path) != (size, modified)), None)
+        if changed is None:
+            raise
+        raise ValueError(
+            f"input file {changed} changed during the run (size or modification time), so its records were "
+            f"read in different states ({type(err).__name__}: {err}); run again once the inputs stay as they are"
+        ) from err
 
 
 def _megabytes(size) -> str:

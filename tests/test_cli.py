@@ -152,11 +152,11 @@ def test_an_input_file_changed_during_the_run_is_named(tmp_path, monkeypatch):
     path = tmp_path / "in.jsonl"
     path.write_bytes((FIXTURES / "docs.jsonl").read_bytes())
 
-    def rewritten_meanwhile(*args, **kwargs):
+    def rewritten_meanwhile(*args, **kwargs):  # the read pass, as the file is cut short
         path.write_bytes(path.read_bytes()[:100])
         raise ValueError("document numbers must be in [0, 6254)")
 
-    monkeypatch.setattr(curate.pipeline, "dedup", rewritten_meanwhile)
+    monkeypatch.setattr(curate.pipeline, "_read", rewritten_meanwhile)
     monkeypatch.setattr(curate.cluster, "connect", lambda *args, **kwargs: contextlib.nullcontext())
     result = CliRunner().invoke(main, ["dedup", str(path), "-o", str(tmp_path / "out"), "--no-progress"])
     assert result.exit_code == 1
