@@ -170,3 +170,19 @@ def test_device_frames_are_the_ones_to_host_copies(monkeypatch):
     # curate.cluster.one_task_per_gpu restricts tasks only for frames on the device.
     monkeypatch.setitem(backend.to_host._lookup, _DeviceFrame, pd.DataFrame)
     assert backend.on_device(_DeviceFrame({"a": [1]})) and not backend.on_device(pd.DataFrame({"a": [1]}))
+
+
+def test_member_pairs_host_step_answers_on_the_host(monkeypatch):
+    # A host step runs beside GPU tasks on any thread (curate.cluster.task_resources); it built
+    # its pairs as type(part), a cudf frame on the GPU backend: device memory from a host task.
+    from curate.dedup.edges import _member_pairs
+
+    monkeypatch.setitem(backend.to_host._lookup, _DeviceFrame, pd.DataFrame)
+    # One bucket, anchor 0: members 1 and 2 failed against it (0.7, 0.75), 3 passed (0.85).
+    rows = [(7, 0, v, np.nan, -1) for v in (1, 2, 3)] + [
+        (0, 0, 1, 0.7, -1), (0, 0, 2, 0.75, -1), (0, 0, 3, 0.85, 0)
+    ]  # fmt: skip
+    part = _DeviceFrame(rows, columns=["_bucket", "u", "v", "jaccard", "_component"]).astype({"_bucket": "uint64"})
+    pairs = _member_pairs(part, 0.8, 100)
+    assert type(pairs) is pd.DataFrame
+    assert sorted(zip(pairs.u.tolist(), pairs.v.tolist())) == [(1, 2), (1, 3), (2, 3)]

@@ -8,11 +8,11 @@ bucket, every member that failed against the anchor with every other member make
 pairs independent of which document anchors it (see :func:`member_pairs`).
 """
 
-import dask
 import dask.dataframe as dd
 import numpy as np
+import pandas as pd
 
-from curate.backend import host_step, to_host
+from curate.backend import backend_of, host_step, to_host
 from curate.dedup.minhash import BUCKET
 from curate.dedup.verify import JACCARD
 from curate.schema import DOC
@@ -23,6 +23,7 @@ _HALF = 1 << 32  # a label is _high * _HALF + _low
 _COMPONENT = "_component"
 _OLD = "_old"
 _EDGE_META = {"u": "int64", "v": "int64"}  # a description: Dask builds it in the partitions' backend
+_HOST_EDGES = pd.DataFrame({"u": np.zeros(0, np.int64), "v": np.zeros(0, np.int64)})  # a host step's
 
 
 def bucket_stars(buckets: dd.DataFrame) -> dd.DataFrame:
@@ -141,8 +142,10 @@ def member_pairs(
     if max_pairs < 1:
         raise ValueError(f"max_pairs must be >= 1, got {max_pairs}")
     pairs = _bucket_rows(stars, scored, components).map_partitions(
-        _member_pairs, threshold, max_pairs, meta=_EDGE_META, token=host_step(_member_pairs)
+        _member_pairs, threshold, max_pairs, meta=_HOST_EDGES, token=host_step(_member_pairs)
     )
+    # Pairs are found on the host; they join the verified edges in the run's backend.
+    pairs = pairs.to_backend(backend_of(scored._meta))
     # Each pair once, and none already compared: old pairs sort before an equal new one.
     both = dd.concat([pairs.assign(**{_OLD: False}), scored[["u", "v"]].assign(**{_OLD: True})]).shuffle("u")
     return both.map_partitions(_new_pairs, meta=_EDGE_META)
@@ -166,8 +169,8 @@ def _bucket_rows(stars, scored, components):
     # A bucket's rows all have its anchor as u, as do the anchor's scored edges: one shuffle on
     # u brings each bucket together with its members' similarity to the anchor and component
     # (-1: in none). Star rows are the ones without a similarity.
-    # connected_components answers in host partitions: into the run's backend, as Dask's readers create
-    labels = components.to_backend(dask.config.get("dataframe.backend"))
+    # connected_components answers in host partitions: into the verified edges' backend
+    labels = components.to_backend(backend_of(scored._meta))
     # A left merge makes an int column with unmatched rows float64 (pandas, and cudf to match
     # it), which rounds labels (_doc keys) past 2**53 and joins components: halves stay exact.
     labels = labels.assign(_high=labels.component // _HALF, _low=labels.component % _HALF).rename(columns={"node": "v"})
@@ -214,7 +217,7 @@ def _member_pairs(part, threshold, max_pairs):
     possible = np.abs(similarity[x] - similarity[y]) <= 1 - threshold + 1e-9
     possible &= (component[x] != component[y]) | (component[x] < 0)  # else already connected
     doc, x, y = rows["v"].to_numpy(), x[possible], y[possible]
-    return type(part)({"u": np.minimum(doc[x], doc[y]), "v": np.maximum(doc[x], doc[y])})
+    return pd.DataFrame({"u": np.minimum(doc[x], doc[y]), "v": np.maximum(doc[x], doc[y])})
 
 
 def _over_cap(part, threshold, max_pairs):
