@@ -35,6 +35,7 @@ from curate.config import (
     shipped_configs,
 )
 from curate.io.files import FORMATS
+from curate.io.records import BadRecordError
 
 if TYPE_CHECKING:  # imported inside the commands that use them: they cost start-up time
     from curate.review.inspect import RunOutput
@@ -181,7 +182,13 @@ def _user_errors(verbose: bool):
     except (OSError, ValueError, OutputBusyError) as err:
         if verbose:
             click.echo(traceback.format_exc(), err=True, nl=False)
-        raise click.ClickException(str(err)) from None
+        message = str(err)
+        if isinstance(err, BadRecordError):  # the input is read in parallel: which one comes first varies
+            message += (
+                "\n(parts of the input are read in parallel, so an earlier record may be bad too; "
+                "--on-error skip lists every bad record in OUT/rejected/ and goes on)"
+            )
+        raise click.ClickException(message) from None
 
 
 def _configure_logging(verbose: bool) -> None:

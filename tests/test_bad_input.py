@@ -7,6 +7,7 @@ Skip mode: the exact rejected rows (line, kind, field, reason, record bytes) and
 import gzip
 import json
 import os
+import re
 import zlib
 
 import pandas as pd
@@ -21,6 +22,7 @@ from curate.cli import main
 from curate.config import IOConfig, load_config
 from curate.io import read_documents, write_documents
 from curate.io.read import split_rejected
+from curate.io.records import BadRecordError
 from curate.pipeline import dedup
 
 
@@ -649,3 +651,20 @@ def test_cli_skip_end_to_end(tmp_path, joined):
     assert [d["id"] for d in kept] == ["a1", "b3", "d0", "d1", "d2"]
     assert not any("\ufffd" in d["text"] for d in kept)  # invalid UTF-8 is never replaced in kept output
     assert rejected[rejected.kind == "invalid-utf8"].record.tolist() == [b'{"id": "b1", "text": "b\xffad"}']
+
+
+def test_cli_fail_mode_says_an_earlier_record_may_be_bad(tmp_path):
+    # Partitions are read in parallel, so which bad record stops the run varies between runs
+    # (two bad lines of one split file: either could be named). The error says so, and how to list all.
+    lines = doc_lines(3000)
+    lines[100] = lines[2900] = '{"id": "bad", "text": 5}'
+    jsonl(tmp_path / "in.jsonl", *lines)
+    with pytest.raises(BadRecordError, match=r"in\.jsonl:(101|2901): field 'text': expected a string, got a number"):
+        read_documents(str(tmp_path / "in.jsonl"), blocksize=16_000).compute(scheduler="sync")
+    args = ["dedup", str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "out"), "--blocksize", "16KB", "--n-workers", "1"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1
+    assert re.search(r"in\.jsonl:(101|2901): field 'text': expected a string, got a number\n", result.output)
+    assert (
+        "so an earlier record may be bad too; --on-error skip lists every bad record in OUT/rejected/" in result.output
+    )

@@ -48,6 +48,7 @@ from curate.io.files import (
 from curate.io.plan import Source, plan_sources, source_divisions, with_line_numbers
 from curate.io.records import (
     Bad,
+    BadRecordError,
     Fields,
     Layout,
     Mismatch,
@@ -136,9 +137,11 @@ def read_documents(
     PermissionError
         If a file cannot be read (raised here, before any partition is read).
     ValueError
-        If no file has the text field (or the given id field, or a field in ``columns``); when
-        computed, with ``on_error="fail"``, at the first record that cannot be read, naming its
-        file, line (or row) and field, e.g. ``a.jsonl:12: field 'text': expected a string, got a number``.
+        If no file has the text field (or the given id field, or a field in ``columns``).
+    curate.io.records.BadRecordError
+        A ``ValueError``, when computed with ``on_error="fail"``, at a record that cannot be read
+        (the first of its partition: partitions are read in parallel), naming its file, line (or
+        row) and field, e.g. ``a.jsonl:12: field 'text': expected a string, got a number``.
 
     Notes
     -----
@@ -349,7 +352,7 @@ class _Reader:
         if bad and not self.skip:
             first = bad[0]
             field = f"field {first.field!r}: " if first.field else ""
-            raise ValueError(f"{self.names[index]}:{lines[first.index]}: {field}{first.reason}")
+            raise BadRecordError(f"{self.names[index]}:{lines[first.index]}: {field}{first.reason}")
         schema = self.output_schema()
         rows = np.concatenate([i for i, _ in pieces]) if pieces else np.zeros(0, np.int64)
         table = pa.concat_tables([t for _, t in pieces]) if pieces else self.layout.schema.empty_table()

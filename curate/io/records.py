@@ -109,6 +109,12 @@ class Bad:
     reason: str
 
 
+class BadRecordError(ValueError):
+    """A record that cannot be read, in a read that stops at one (``on_error="fail"``): the message
+    names its file, line (or Parquet row) and field. Partitions are read in parallel, so it is the
+    first bad record of its partition, not necessarily of the input."""
+
+
 class Mismatch(ValueError):
     """A table (or one record) does not fit the input's fields; ``field`` names the culprit."""
 
