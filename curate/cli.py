@@ -183,7 +183,7 @@ def _user_errors(verbose: bool):
         if verbose:
             click.echo(traceback.format_exc(), err=True, nl=False)
         message = str(err)
-        if isinstance(err, BadRecordError):  # the input is read in parallel: which one comes first varies
+        if isinstance(err, BadRecordError) and not err.first:  # read in parallel: which one stops the run varies
             message += (
                 "\n(parts of the input are read in parallel, so an earlier record may be bad too; "
                 "--on-error skip lists every bad record in OUT/rejected/ and goes on)"

@@ -113,16 +113,29 @@ def test_valid_json_that_is_not_an_object(tmp_path):
         "true",
         '{"id": 7, "text": "g"}',
     )
-    assert fail_message(path) == "x.jsonl:2: expected a JSON object, got an array"
+    array = "expected a JSON object, got an array (JSONL holds one JSON object per line, not an array of them)"
+    assert fail_message(path) == f"x.jsonl:2: {array}"
     good, rejected = read_skip(path)
     assert good.id.tolist() == [1, 7]
     assert [(line, kind, reason) for line, kind, _, reason, _ in rejected] == [
-        (2, "not-an-object", "expected a JSON object, got an array"),
+        (2, "not-an-object", array),
         (3, "not-an-object", "expected a JSON object, got a number"),
         (4, "not-an-object", "expected a JSON object, got a string"),
         (5, "not-an-object", "expected a JSON object, got null"),
         (6, "not-an-object", "expected a JSON object, got a boolean"),
     ]
+
+
+def test_json_files_that_are_not_jsonl(tmp_path):
+    # A JSON array of records, on one line or pretty-printed: the error says what JSONL is.
+    records = [{"id": 1, "text": "a"}, {"id": 2, "text": "b"}]
+    one_line = jsonl(tmp_path / "a.json", json.dumps(records))
+    assert fail_message(one_line).endswith("got an array (JSONL holds one JSON object per line, not an array of them)")
+    for name, value in [("b.json", records), ("c.jsonl", records[0])]:
+        path = jsonl(tmp_path / name, json.dumps(value, indent=2))
+        assert re.fullmatch(rf"{name}:1: invalid JSON: .* \(JSONL holds one JSON object per line\)", fail_message(path))
+    # Only such a first line: other invalid JSON is not a pretty-printed file.
+    assert not fail_message(jsonl(tmp_path / "d.jsonl", '{"id": 1, "text": "a"')).endswith("per line)")
 
 
 @pytest.mark.parametrize("at", [0, 3, 6])  # the file's first line, a middle one, the last

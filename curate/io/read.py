@@ -140,8 +140,9 @@ def read_documents(
         If no file has the text field (or the given id field, or a field in ``columns``).
     curate.io.records.BadRecordError
         A ``ValueError``, when computed with ``on_error="fail"``, at a record that cannot be read
-        (the first of its partition: partitions are read in parallel), naming its file, line (or
-        row) and field, e.g. ``a.jsonl:12: field 'text': expected a string, got a number``.
+        (the first of its partition: partitions are read in parallel; ``first`` when that is the
+        input's first), naming its file, line (or row) and field, e.g.
+        ``a.jsonl:12: field 'text': expected a string, got a number``.
 
     Notes
     -----
@@ -285,7 +286,10 @@ class _Reader:
     def read(self, src: Source) -> pa.Table:
         """The documents (and, skipping, rejected records) of one source, in input order."""
         read_file = self._parquet if src.fmt == "parquet" else self._jsonl
-        tables = [read_file(src, path, index) for path, index in zip(src.paths, src.file_indices)]
+        try:
+            tables = [read_file(src, path, index) for path, index in zip(src.paths, src.file_indices)]
+        except BadRecordError as err:
+            raise BadRecordError(str(err), first=src.file_indices[0] == 0 and src.offset == 0) from None
         return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
     def _jsonl(self, src: Source, path: str, index: int) -> pa.Table:

@@ -111,8 +111,18 @@ class Bad:
 
 class BadRecordError(ValueError):
     """A record that cannot be read, in a read that stops at one (``on_error="fail"``): the message
-    names its file, line (or Parquet row) and field. Partitions are read in parallel, so it is the
-    first bad record of its partition, not necessarily of the input."""
+    names its file, line (or Parquet row) and field.
+
+    Partitions are read in parallel, so it is the first bad record of its partition; ``first``
+    says whether that partition is the input's first, so no earlier record is bad.
+    """
+
+    def __init__(self, message: str, first: bool = False):
+        super().__init__(message)
+        self.first = first
+
+    def __reduce__(self):  # raised on a worker, rebuilt on the client
+        return type(self), (str(self), self.first)
 
 
 class Mismatch(ValueError):
@@ -356,6 +366,9 @@ def _lacks_field(raw, starts, ends, table: pa.Table, fields: Fields) -> bool:
     return False
 
 
+_ONE_PER_LINE = "JSONL holds one JSON object per line"
+
+
 def _check_line(line: bytes, index: int, fields: Fields) -> Bad | None:
     """What is wrong with one record line, or None."""
     try:
@@ -367,9 +380,12 @@ def _check_line(line: bytes, index: int, fields: Fields) -> Bad | None:
     try:
         record = json.loads(text)
     except ValueError as err:
-        return Bad(index, "invalid-json", None, f"invalid JSON: {err}")
+        # A pretty-printed JSON file's first line ("[" or "{"): say what JSONL is.
+        hint = f" ({_ONE_PER_LINE})" if text.strip() in ("[", "{") else ""
+        return Bad(index, "invalid-json", None, f"invalid JSON: {err}{hint}")
     if not isinstance(record, dict):
-        return Bad(index, "not-an-object", None, f"expected a JSON object, got {json_kind(record)}")
+        hint = f" ({_ONE_PER_LINE}, not an array of them)" if isinstance(record, list) else ""
+        return Bad(index, "not-an-object", None, f"expected a JSON object, got {json_kind(record)}{hint}")
     for name in (fields.text, fields.id):
         if name is not None and name not in record:
             return Bad(index, "missing-field", name, "missing")
