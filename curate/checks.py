@@ -172,7 +172,7 @@ def check_output(
     out = Path(out_dir)
     if overwrite and resume:
         raise ValueError("give --overwrite or --resume, not both")
-    _check_folder(out)
+    check_folder(out)
     if out.is_dir():
         with hold_output(out):  # in use by another run: that first (it also explains what the folder holds)
             pass
@@ -225,13 +225,22 @@ def _stage_file(parts: tuple[str, ...]) -> bool:
     return (len(parts) == 2 and parts[1] == MARKER) or (len(parts) in (2, 3) and bool(_WRITTEN.fullmatch(parts[-1])))
 
 
-def _check_folder(out: Path) -> None:
-    """Raise NotADirectoryError / PermissionError unless ``out`` is a writable folder or can be made one."""
-    existing = next((p for p in (out, *out.parents) if p.exists()), Path("."))
+def check_folder(folder: str | os.PathLike, what: str = "output", flag: str = "-o") -> None:
+    """Check that ``folder`` is a writable folder or can be made one, before anything starts.
+
+    Raises
+    ------
+    NotADirectoryError
+        If it, or a folder above it, is a file: ``<what> <folder>: <file> is a file, not a folder; <flag> names a folder``.
+    PermissionError
+        If its nearest existing folder cannot be written.
+    """
+    folder = Path(folder)
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), Path("."))
     if not existing.is_dir():
-        raise NotADirectoryError(f"output {out}: {existing} is a file, not a folder; -o names a folder")
+        raise NotADirectoryError(f"{what} {folder}: {existing} is a file, not a folder; {flag} names a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise PermissionError(f"output {out}: cannot write in {existing}; choose another -o")
+        raise PermissionError(f"{what} {folder}: cannot write in {existing}; choose another {flag}")
 
 
 _held: set[str] = set()  # output folders this process holds
@@ -254,7 +263,7 @@ def hold_output(out_dir: str | os.PathLike):
         As :func:`check_output`.
     """
     out = Path(out_dir)
-    _check_folder(out)
+    check_folder(out)
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     key = os.path.realpath(out)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import click
 from pydantic import ValidationError
 
-from curate.checks import OutputBusyError, check_inputs, check_output, hold_output
+from curate.checks import OutputBusyError, check_folder, check_inputs, check_output, hold_output
 from curate.cli_options import config_options, default_help, field_default, overrides
 from curate.config import (
     DEFAULT_NUM_PERM,
@@ -116,6 +116,8 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
             found = check_inputs(list(inputs), io, data.get("keep") or "first")
             config = _validated(RunConfig.model_validate, data)
             config = _resolved(config)
+            if config.cluster.local_directory:  # else Dask's bare OSError as the cluster starts
+                check_folder(config.cluster.local_directory, "spill folder", "--local-directory")
             with hold_output(out_dir):
                 check_output(out_dir, overwrite=overwrite, resume=resume, inputs=tuple(inputs), files=found.paths)
                 summary = _run(list(inputs), out_dir, config, show_progress, overwrite, resume, keep_stages, verbose)

@@ -13,8 +13,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 
 from curate.checks import STAGES, OutputBusyError, check_inputs, check_output, hold_output
+from curate.cli import main
 from curate.config import IOConfig
 from tests.conftest import FIXTURES, write_jsonl
 
@@ -102,6 +104,18 @@ def test_a_file_without_a_needed_field_fails_only_where_the_run_would(tmp_path):
 
 
 # -- the output folder -----------------------------------------------------------------------------
+
+
+def test_a_spill_folder_that_cannot_be_one_stops_before_the_cluster(tmp_path):
+    # It was Dask's bare "[Errno 20] Not a directory: '<dir>/dask-scratch-space'" as workers started.
+    (tmp_path / "file").write_text("x")
+    args = ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(tmp_path / "out"), "--local-directory"]
+    result = CliRunner().invoke(main, [*args, str(tmp_path / "file" / "spill")])
+    assert result.exit_code == 1 and not (tmp_path / "out").exists()
+    expected = (
+        f"spill folder {tmp_path}/file/spill: {tmp_path}/file is a file, not a folder; --local-directory names a folder"
+    )
+    assert result.output == f"Error: {expected}\n"
 
 
 def test_output_folder_problems_name_the_fix(tmp_path):
