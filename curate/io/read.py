@@ -308,7 +308,8 @@ class _Reader:
         records = [raw[starts[b.index] : ends[b.index]].removesuffix(b"\r") for b in bad]
         if broken is not None:  # whole files only, so lines are counted from 1
             reason = f"{broken.what} after line {len(keep)} ({broken.detail})"
-            bad.append(Bad(len(starts), "truncated", None, reason))
+            kind = "truncated" if broken.what.startswith("truncated") else "corrupt"
+            bad.append(Bad(len(starts), kind, None, reason))
             positions, line_index = np.append(positions, start + len(raw)), np.append(line_index, len(keep))
             records.append(tail)
         first_line = src.first_line

@@ -104,7 +104,7 @@ class Bad:
     """One record that cannot be read: its index among the block's records, what is wrong and where."""
 
     index: int
-    kind: str  # invalid-utf8 | invalid-json | not-an-object | missing-field | wrong-type | unknown-field
+    kind: str  # invalid-utf8 | invalid-json | not-an-object | missing-field | wrong-type | unknown-field | truncated | corrupt
     field: str | None
     reason: str
 
@@ -384,7 +384,8 @@ def _check_line(line: bytes, index: int, fields: Fields) -> Bad | None:
         hint = f" ({_ONE_PER_LINE})" if text.strip() in ("[", "{") else ""
         return Bad(index, "invalid-json", None, f"invalid JSON: {err}{hint}")
     if not isinstance(record, dict):
-        hint = f" ({_ONE_PER_LINE}, not an array of them)" if isinstance(record, list) else ""
+        of_objects = isinstance(record, list) and any(isinstance(value, dict) for value in record)
+        hint = f" ({_ONE_PER_LINE}, not an array of them)" if of_objects else ""
         return Bad(index, "not-an-object", None, f"expected a JSON object, got {json_kind(record)}{hint}")
     for name in (fields.text, fields.id):
         if name is not None and name not in record:
