@@ -142,7 +142,8 @@ def align(keys: dd.DataFrame, divisions: tuple[int, ...]) -> dd.DataFrame:
     meta = keys._meta.assign(**{_TARGET: pd.Series(dtype="int64")})
     numbered = keys.map_partitions(_number, starts, meta=meta, clear_divisions=True)
     # The partition number as a sorted index with divisions 0, 1, ..., parts - 1: row i goes to partition i.
-    aligned = numbered.set_index(_TARGET, divisions=(*range(parts), parts - 1), shuffle_method="tasks")
+    # The run's shuffle method (P2P with a client on the CPU): task shuffles cost ~n^2 tasks for n partitions.
+    aligned = numbered.set_index(_TARGET, divisions=(*range(parts), parts - 1))
     return aligned.map_partitions(lambda part: stable_sort(part, DOC), meta=aligned._meta)
 
 
