@@ -78,7 +78,8 @@ def dedup(
     show_progress : bool, default=False
         Draw a progress bar per stage (for terminals).
     overwrite : bool, default=False
-        Replace the outputs of a previous run in ``out_dir``, its finished stages included.
+        Replace the outputs of a previous run in ``out_dir``: its finished stages at the start, its
+        final outputs once this run has written its own (a run that fails leaves them).
     resume : bool, default=False
         Reuse the finished stages in ``out_dir/_stages`` whose parameters and input files are
         unchanged (a killed or changed run), compute the rest and replace the final outputs.
@@ -185,6 +186,9 @@ def dedup(
         n_removed = check_accounting(stats.counts["input"]["documents"], kept, removed, n_rejected, counted=written)
         stats.count("output", kept=kept, removed=n_removed, rejected=n_rejected)
 
+        # A previous run's outputs (--overwrite) are replaced only now: a run that fails leaves them.
+        # summary.json first, as its presence says the outputs are one finished run's.
+        _remove(out, OUTPUTS)
         os.replace(out / "deduplicated.tmp", out / "deduplicated")
         logger.info(
             "wrote %d kept documents to %s (%d removed, %d rejected)", kept, out / "deduplicated", n_removed, n_rejected
@@ -442,11 +446,17 @@ def check_accounting(
 
 def _prepare_output(out: Path, overwrite: bool, resume: bool, inputs: list[str], paths: list[str]) -> None:
     check_output(out, overwrite=overwrite, resume=resume, inputs=tuple(inputs), files=tuple(paths))
-    names = (*OUTPUTS, *PARTIAL) + (() if resume else (STAGES,))
-    existing = [name for name in names if (out / name).exists()]
-    for name in existing:
+    # A previous run's finished outputs stay until this run writes its own (see dedup).
+    _remove(out, PARTIAL + (() if resume else (STAGES,)))
+
+
+def _remove(out: Path, names: tuple[str, ...]) -> None:
+    for name in names:  # in this order
         path = out / name
-        shutil.rmtree(path) if path.is_dir() else path.unlink()
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
 
 
 __all__ = ["check_accounting", "dedup", "removal_counts", "with_location"]

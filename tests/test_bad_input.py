@@ -9,6 +9,7 @@ import json
 import os
 import re
 import zlib
+from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
@@ -680,4 +681,31 @@ def test_cli_fail_mode_says_an_earlier_record_may_be_bad(tmp_path):
     assert re.search(r"in\.jsonl:(101|2901): field 'text': expected a string, got a number\n", result.output)
     assert (
         "so an earlier record may be bad too; --on-error skip lists every bad record in OUT/rejected/" in result.output
+    )
+
+
+def test_a_failed_overwrite_keeps_the_previous_results(sync, tmp_path):
+    # --overwrite deleted the previous run's outputs as the run started: a run that then failed
+    # (here on a bad record) left the folder without any results.
+    copy = json.dumps({"id": 5, "text": json.loads(doc_lines(1)[0])["text"]})
+    jsonl(tmp_path / "in" / "a.jsonl", *doc_lines(5), copy, "oops")
+    out, _ = run(tmp_path, [tmp_path / "in"], io={"on_error": "skip"})
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert {Path("summary.json"), Path("removed.parquet")} <= set(before) and any(
+        p.parts[0] == "rejected" for p in before
+    )
+    with pytest.raises(BadRecordError, match=r"a\.jsonl:7: invalid JSON"):  # not skipped this time
+        dedup([str(tmp_path / "in")], str(out), load_config(None, {}), overwrite=True)
+    after = {
+        p.relative_to(out): p.read_bytes()
+        for p in out.rglob("*")
+        if p.is_file() and p.parts[len(out.parts)] != "_stages"
+    }
+    assert after == before
+    # A run that succeeds replaces them all: no rejected/ from the skip-mode run is left.
+    jsonl(tmp_path / "in" / "a.jsonl", *doc_lines(5), copy)
+    dedup([str(tmp_path / "in")], str(out), load_config(None, {}), overwrite=True)
+    assert (
+        not (out / "rejected").exists()
+        and json.loads((out / "summary.json").read_text())["counts"]["output"]["rejected"] == 0
     )
