@@ -201,6 +201,23 @@ def test_jsonl_to_parquet_keeps_values(sync, tmp_path):
     assert rows == [{"tiny": None, "tags": None, **r} if r["id"] == 2 else r for r in records]
 
 
+def test_jsonl_to_parquet_keeps_integers_a_double_would_round(sync, tmp_path):
+    # pyarrow reads an integer beyond int64 as a double, and widens int64 with double: the whole
+    # field became double, and 2**53 + 1 and 2**63 - 1 were rounded in the Parquet output.
+    (tmp_path / "in").mkdir()
+    a = [{"id": 1, "text": "a", "n": 1, "m": 2**63 - 1, "x": 2**53}, {"id": 2, "text": "b", "n": 2**53 + 1, "m": 5}]
+    b = [{"id": 3, "text": "c", "n": 2**64 + 1, "m": 1.5, "x": 0.5}]
+    for name, records in [("a.jsonl", a), ("b.jsonl", b)]:
+        (tmp_path / "in" / name).write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = tmp_path / "out"
+    run(out, [tmp_path / "in"], mode="exact", io={"output_format": "parquet"})
+    table = pq.read_table(out / "deduplicated")
+    # n within one file, m across files: each value's JSON text. x (at most 2**53) widens as before.
+    assert table["n"].to_pylist() == ["1", str(2**53 + 1), str(2**64 + 1)]
+    assert table["m"].to_pylist() == [str(2**63 - 1), "5", "1.5"]
+    assert table.schema.field("x").type == pa.float64() and table["x"].to_pylist() == [2.0**53, None, 0.5]
+
+
 # The property test: random records through a whole run, every kept line compared with its input.
 
 _floats = st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(

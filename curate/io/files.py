@@ -8,10 +8,12 @@ inputs with it before it starts a cluster (:mod:`curate.checks`), and
 import contextlib
 import json
 import os
+import re
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import zstandard
 from fsspec.core import url_to_fs
@@ -266,7 +268,7 @@ def sample_file(fs, path: str, fmt: str) -> tuple[list[pa.Schema], int]:
     starts, ends, keep = record_lines(raw)
     starts, ends = starts[keep], ends[keep]
     pieces, bad = parse_records(raw, starts, ends, Layout(None, Fields(None, None)))  # bad lines: reported later
-    schemas = [pa.schema([f.with_type(json_type(f.type)) for f in table.schema]) for _, table in pieces]
+    schemas = [_exact_numbers(table, [raw[starts[i] : ends[i]] for i in rows]) for rows, table in pieces]
     for b in bad:  # lines Python's json reads but pyarrow does not: learn their fields one by one
         try:
             record = json.loads(raw[starts[b.index] : ends[b.index]])
@@ -289,8 +291,37 @@ def json_type(dtype: pa.DataType) -> pa.DataType:
     return dtype
 
 
-# Marks a field whose value no Arrow type holds (a list of numbers and objects): it holds JSON text.
+# Marks a field whose value no Arrow type holds (a list of numbers and objects, an integer beyond
+# int64): it holds JSON text.
 _UNTYPED = {b"curate": b"untyped"}
+# Marks an int64 field holding an integer a double would round: widened with doubles, it holds JSON text.
+_WIDE = {b"curate": b"wide"}
+_EXACT = 1 << 53  # integers of at most this size are doubles exactly
+_LONG_NUMBER = re.compile(rb"\d{16}")
+
+
+def _exact_numbers(table: pa.Table, lines: list[bytes]) -> pa.Schema:
+    """The schema of a sample's records as JSON holds them (:func:`json_type`), with the top-level
+    fields of integers a double cannot hold marked: pyarrow reads integers beyond int64 as
+    doubles, rounded (``_UNTYPED``), and widens int64 with double (``_WIDE``)."""
+    fields, records = [], None
+    for field in table.schema:
+        field = field.with_type(json_type(field.type))
+        if pa.types.is_int64(field.type):
+            bounds = pc.min_max(table[field.name]).values()
+            if any(value is not None and abs(value.as_py()) > _EXACT for value in bounds):
+                field = field.with_metadata(_WIDE)
+        elif pa.types.is_floating(field.type):
+            if records is None:  # such an integer has 16 digits or more: only those lines are parsed again
+                records = [json.loads(line) for line in lines if _LONG_NUMBER.search(line)]
+            if any(_wide_int(record.get(field.name)) for record in records):
+                field = pa.field(field.name, pa.null(), metadata=_UNTYPED)
+        fields.append(field)
+    return pa.schema(fields)
+
+
+def _wide_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) > _EXACT
 
 
 def _value_field(name: str, value) -> pa.Field:
@@ -308,13 +339,17 @@ def unify_schemas(schemas: list[pa.Schema], text_field: str, id_field: str) -> t
 
     Fields are in the order first seen; the text is a string, a field that is always null a
     string. Where a field's types differ, they are widened where Arrow can (``int64`` and
-    ``double`` to ``double``); otherwise the field holds JSON text (a string; returned in the
-    set). An id is an integer type only where every id seen is an integer, else a string.
+    ``double`` to ``double``, unless the int64 field was marked as holding integers a double
+    would round: :func:`_exact_numbers`); otherwise the field holds JSON text (a string;
+    returned in the set), as a field of ``_UNTYPED`` values does. An id is an integer type only where every id seen is an integer, else a string.
     """
     types: dict[str, pa.DataType] = {}
     json_text: set[str] = set()
+    wide: set[str] = set()  # int64 fields with integers a double would round
     for schema in schemas:
         for field in schema:
+            if field.metadata == _WIDE:
+                wide.add(field.name)
             seen = types.get(field.name)
             if field.metadata == _UNTYPED:
                 json_text.add(field.name)
@@ -332,6 +367,7 @@ def unify_schemas(schemas: list[pa.Schema], text_field: str, id_field: str) -> t
                     )
                 except (pa.ArrowInvalid, pa.ArrowTypeError):
                     json_text.add(field.name)
+    json_text |= {name for name in wide if pa.types.is_floating(types[name])}  # widening would round them
     out = []
     for name, dtype in types.items():
         if name == id_field:

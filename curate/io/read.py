@@ -148,8 +148,9 @@ def read_documents(
     -----
     Fields and their types come from the start of every file (the first MiB of JSONL, the
     Parquet schema). Where a field's types differ, they are widened where Arrow can (``int64``
-    and ``double`` to ``double``); an id becomes a string; any other field holds each value's
-    JSON text (a string column: ``3``, ``"high"``). Reading every field (``columns=None``), a
+    and ``double`` to ``double``, unless that would round an integer seen beyond 2**53); an id
+    becomes a string; any other field holds each value's JSON text (a string column: ``3``,
+    ``"high"``), as does a field with an integer beyond int64. Reading every field (``columns=None``), a
     value found later that does not fit its field's type, or a field that first appears after
     the first MiB of every JSONL file, makes its record bad.
     """
