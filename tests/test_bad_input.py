@@ -202,6 +202,9 @@ def test_a_number_beyond_a_double_names_its_field(tmp_path):
     assert fail_message(path) == "h.jsonl:2: field 'extra': invalid JSON: Number too big to be stored in double"
     good, rejected = read_skip(path)
     assert good.id.tolist() == [1] and [r[:3] for r in rejected] == [(2, "invalid-json", "extra")]
+    # Nested: its path (the message named no field).
+    path = jsonl(tmp_path / "n.jsonl", '{"id": 1, "text": "a"}', '{"id": 2, "text": "b", "meta": {"s": [0, -1e999]}}')
+    assert fail_message(path) == "n.jsonl:2: field 'meta.s.1': invalid JSON: Number too big to be stored in double"
 
 
 def test_other_fields_of_another_type_and_bad_escapes(tmp_path):

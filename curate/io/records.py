@@ -443,8 +443,19 @@ def _diagnose(line: bytes, index: int, layout: Layout, err: pa.ArrowInvalid) -> 
     message = re.sub(r"\.?( in row \d+)?$", "", str(err).removeprefix("JSON parse error: "))
     # A number beyond a double's range (1e400) is JSON, but Arrow's reader refuses the whole line
     # even in a field it is not asked for: name the field.
-    huge = next((name for name, value in record.items() if isinstance(value, float) and math.isinf(value)), None)
-    return Bad(index, "invalid-json", huge, f"invalid JSON: {message}")
+    return Bad(index, "invalid-json", _infinite(record), f"invalid JSON: {message}")
+
+
+def _infinite(value, path: str = "") -> str | None:
+    """The dotted path (``meta.x``, ``scores.2``) of the first number in ``value`` beyond a double's range."""
+    if isinstance(value, float) and math.isinf(value):
+        return path
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, inner in items:
+        found = _infinite(inner, f"{path}.{key}" if path else str(key))
+        if found is not None:
+            return found
+    return None
 
 
 def _id_problem(value, id_type: pa.DataType) -> str | None:
