@@ -6,6 +6,7 @@ resolving the two) through the same stage functions (:meth:`curate.dedup.ExactDe
 graph instead of written stage by stage: nothing runs until the caller computes.
 """
 
+import difflib
 from dataclasses import dataclass, field
 
 import dask
@@ -348,8 +349,11 @@ def _config(mode: str | None, config, options: dict) -> RunConfig:
                 f"deduplicate() option {name}= configures reading files or the cluster, which the Python API leaves to you"
             )
         else:
+            known = ["mode", "config", *_TOP, *_IO, *FuzzyConfig.model_fields]
+            close = difflib.get_close_matches(name, known, n=1)
             raise TypeError(
-                f"deduplicate() got an unknown option {name}=; options are keep=, text_field=, id_field= and FuzzyConfig's fields"
+                f"deduplicate() got an unknown option {name}={f' (did you mean {close[0]}=?)' if close else ''}; "
+                f"options are {', '.join(f'{k}=' for k in known[:5])} and FuzzyConfig's fields ({', '.join(f'{k}=' for k in known[5:])})"
             )
     try:
         return RunConfig.model_validate(data)

@@ -250,7 +250,9 @@ def test_parquet_reads_with_merged_partitions_keep_their_keys(tmp_path):
 
 def test_options_and_columns_are_checked_at_the_call():
     docs = fixture_frame()
-    with pytest.raises(TypeError, match=r"unknown option thresold="):
+    with pytest.raises(
+        TypeError, match=r"unknown option thresold= \(did you mean threshold=\?\); options are mode=, config=, keep="
+    ):
         curate.deduplicate(docs, thresold=0.8)
     with pytest.raises(TypeError, match=r"blocksize= configures reading files"):
         curate.deduplicate(docs, blocksize="1MB")
