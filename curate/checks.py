@@ -106,7 +106,8 @@ def check_inputs(inputs: list[str], io: IOConfig, keep: str = "first") -> Inputs
         raise ValueError(f"--keep {keep}: no field {column!r} in any input file {listed}")
     if column is not None:
         schemas = [schema for schemas, _ in samples for schema in schemas]
-        check_ordered(column, *unify_schemas(schemas, io.text_field, io.id_field), schemas)
+        per_source = [(source, schemas) for source, (schemas, _) in zip(source_names(paths), samples)]
+        check_ordered(column, *unify_schemas(schemas, io.text_field, io.id_field), per_source)
     if io.on_error == "fail":
         required = {io.text_field: "--text-field names another field"}
         if io.id_field_given or io.id_field in fields:  # else ids are assigned

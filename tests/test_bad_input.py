@@ -499,9 +499,14 @@ def test_a_keep_column_that_does_not_order_is_refused(tmp_path):
     jsonl(tmp_path / "b" / "x.jsonl", *(json.dumps({"id": str(i), "text": text, "topics": [str(i)]}) for i in range(2)))
     with pytest.raises(
         ValueError,
-        match=r"^field 'score', which --keep orders, holds values of several types \(double, int64, string\)$",
+        match=r"^field 'score', which --keep orders, holds values of several types \(x\.jsonl: double, int64, string\)$",
     ):
         run(tmp_path, [tmp_path / "a"], keep="max:score")
+    # Each file's types (the message named none); integers a double would round count as another type.
+    jsonl(tmp_path / "c" / "1.jsonl", json.dumps({"id": "1", "text": text, "score": 2**60}))
+    jsonl(tmp_path / "c" / "2.jsonl", json.dumps({"id": "2", "text": text, "score": 0.5}))
+    with pytest.raises(ValueError, match=r"several types \(1\.jsonl: integers beyond 2\*\*53; 2\.jsonl: double\)$"):
+        run(tmp_path, [tmp_path / "c"], keep="max:score")
     with pytest.raises(
         ValueError, match=r"^field 'topics', which --keep orders, holds list<item: string>: give a field"
     ):

@@ -291,11 +291,13 @@ def json_type(dtype: pa.DataType) -> pa.DataType:
     return dtype
 
 
-# Marks a field whose value no Arrow type holds (a list of numbers and objects, an integer beyond
-# int64): it holds JSON text.
+# Marks a field whose value no Arrow type holds (a list of numbers and objects): it holds JSON text.
 _UNTYPED = {b"curate": b"untyped"}
 # Marks an int64 field holding an integer a double would round: widened with doubles, it holds JSON text.
 _WIDE = {b"curate": b"wide"}
+# What a marked field holds, for messages.
+_MARKED = {b"untyped": "values of no one type", b"wide": "integers beyond 2**53", b"huge": "integers beyond int64"}
+_HUGE = {b"curate": b"huge"}  # as _UNTYPED: a field with an integer beyond int64
 _EXACT = 1 << 53  # integers of at most this size are doubles exactly
 _LONG_NUMBER = re.compile(rb"\d{16}")
 
@@ -303,7 +305,7 @@ _LONG_NUMBER = re.compile(rb"\d{16}")
 def _exact_numbers(table: pa.Table, lines: list[bytes]) -> pa.Schema:
     """The schema of a sample's records as JSON holds them (:func:`json_type`), with the top-level
     fields of integers a double cannot hold marked: pyarrow reads integers beyond int64 as
-    doubles, rounded (``_UNTYPED``), and widens int64 with double (``_WIDE``)."""
+    doubles, rounded (``_HUGE``), and widens int64 with double (``_WIDE``)."""
     fields, records = [], None
     for field in table.schema:
         field = field.with_type(json_type(field.type))
@@ -315,7 +317,7 @@ def _exact_numbers(table: pa.Table, lines: list[bytes]) -> pa.Schema:
             if records is None:  # such an integer has 16 digits or more: only those lines are parsed again
                 records = [json.loads(line) for line in lines if _LONG_NUMBER.search(line)]
             if any(_wide_int(record.get(field.name)) for record in records):
-                field = pa.field(field.name, pa.null(), metadata=_UNTYPED)
+                field = pa.field(field.name, pa.null(), metadata=_HUGE)
         fields.append(field)
     return pa.schema(fields)
 
@@ -325,9 +327,11 @@ def _wide_int(value) -> bool:
 
 
 def _value_field(name: str, value) -> pa.Field:
-    """The field pyarrow's JSON reader would give one value (integers beyond int64: double)."""
+    """The field pyarrow's JSON reader would give one value, marked as :func:`_exact_numbers` marks them."""
     if isinstance(value, int) and not isinstance(value, bool):
-        return pa.field(name, pa.int64() if -(1 << 63) <= value < (1 << 63) else pa.float64())
+        if not -(1 << 63) <= value < (1 << 63):
+            return pa.field(name, pa.null(), metadata=_HUGE)
+        return pa.field(name, pa.int64(), metadata=_WIDE if abs(value) > _EXACT else None)
     try:
         return pa.field(name, pa.array([value]).type)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, UnicodeEncodeError):
@@ -341,7 +345,8 @@ def unify_schemas(schemas: list[pa.Schema], text_field: str, id_field: str) -> t
     string. Where a field's types differ, they are widened where Arrow can (``int64`` and
     ``double`` to ``double``, unless the int64 field was marked as holding integers a double
     would round: :func:`_exact_numbers`); otherwise the field holds JSON text (a string;
-    returned in the set), as a field of ``_UNTYPED`` values does. An id is an integer type only where every id seen is an integer, else a string.
+    returned in the set), as a field marked ``_UNTYPED`` or ``_HUGE`` does. An id is an integer
+    type only where every id seen is an integer, else a string.
     """
     types: dict[str, pa.DataType] = {}
     json_text: set[str] = set()
@@ -351,7 +356,7 @@ def unify_schemas(schemas: list[pa.Schema], text_field: str, id_field: str) -> t
             if field.metadata == _WIDE:
                 wide.add(field.name)
             seen = types.get(field.name)
-            if field.metadata == _UNTYPED:
+            if field.metadata in (_UNTYPED, _HUGE):
                 json_text.add(field.name)
                 types.setdefault(field.name, pa.null())
             elif seen is None or pa.types.is_null(seen):
@@ -378,17 +383,27 @@ def unify_schemas(schemas: list[pa.Schema], text_field: str, id_field: str) -> t
     return pa.schema(out), json_text - {text_field, id_field}
 
 
-def check_ordered(name: str, schema: pa.Schema, json_text: set[str], samples: list[pa.Schema]) -> None:
+def check_ordered(
+    name: str, schema: pa.Schema, json_text: set[str], samples: list[tuple[str, list[pa.Schema]]]
+) -> None:
     """Raise ValueError unless field ``name`` has one type that orders in every file sampled.
 
-    ``schema`` and ``json_text`` are :func:`unify_schemas`' of ``samples`` (the files' schemas).
-    Values of several types (numbers and strings) are read as their JSON text, which orders as
-    text: 7.5 before 12 and 100, a string or ``true`` anywhere."""
+    ``samples`` holds each file's name and sampled schemas; ``schema`` and ``json_text`` are
+    :func:`unify_schemas`' of all those schemas. Values of several types (numbers and strings)
+    are read as their JSON text, which orders as text: 7.5 before 12 and 100, a string or
+    ``true`` anywhere. The error names the types found in each file (the first three files)."""
     if name not in schema.names:
         return
     if name in json_text:
-        types = sorted({str(f.type) for s in samples for f in s if f.name == name and not pa.types.is_null(f.type)})
-        raise ValueError(f"field {name!r}, which --keep orders, holds values of several types ({', '.join(types)})")
+        found = {}  # file -> its types
+        for source, schemas in samples:
+            for field in (f for s in schemas for f in s if f.name == name):
+                kind = _MARKED.get(field.metadata and dict(field.metadata).get(b"curate"), str(field.type))
+                if kind != "null":
+                    found.setdefault(source, {})[kind] = None
+        shown = "; ".join(f"{source}: {', '.join(sorted(kinds))}" for source, kinds in list(found.items())[:3])
+        more = f"; {len(found) - 3} more files" if len(found) > 3 else ""
+        raise ValueError(f"field {name!r}, which --keep orders, holds values of several types ({shown}{more})")
     dtype = schema.field(name).type
     if pa.types.is_nested(dtype):
         raise ValueError(

@@ -181,7 +181,7 @@ def read_documents(
         read = {text_field, id_name, *columns}
         schema = pa.schema([f for f in schema if f.name in read])
     for name in compared:
-        check_ordered(name, schema, json_text, [s for schemas, _ in samples for s in schemas])
+        check_ordered(name, schema, json_text, [(source, schemas) for source, (schemas, _) in zip(names, samples)])
     layout = Layout(schema, fields, only=columns is not None, json_text=frozenset(json_text) & set(schema.names))
     returned = None if columns is None else tuple(columns)
     reader = _Reader(fs, names, layout, returned, assign_ids, on_error == "skip", records)
