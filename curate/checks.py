@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from curate.config import IOConfig, parse_keep
@@ -79,7 +80,7 @@ def check_inputs(inputs: list[str], io: IOConfig, keep: str = "first") -> Inputs
         If the files mix formats or have an unknown type, if no file has the text field (or the
         given id field, or the keep column), if the keep column's values do not order (values
         of several types, lists), or, failing on bad records, if a file's first
-        records lack a field every record needs.
+        records lack a field every record needs or hold a text that is not a string.
     """
     fs, paths, fmt, _ = find_inputs(inputs)
     samples = sample_files(fs, paths, fmt)
@@ -114,13 +115,47 @@ def check_inputs(inputs: list[str], io: IOConfig, keep: str = "first") -> Inputs
             required[io.id_field] = "--id-field names another field" + (
                 "" if io.id_field_given else " (other files have this one)"
             )
-        for name, path, present in zip(source_names(paths), paths, per_file):
+        for name, path, present, (schemas, _) in zip(source_names(paths), paths, per_file, samples):
             for field, fix in required.items():
                 if present and field not in present and _has_rows(fs, path, fmt):
                     raise ValueError(
                         f"{name}: no field {field!r} in its first records (fields: {list(present)}); {fix}, {_SKIP_HINT}"
                     )
+            # A text field that holds no string in a file's first records is another field: the run
+            # would stop at its first record, after the cluster started. (One bad record among
+            # strings is named with its line by the run.)
+            texts = [f for s in schemas for f in s if f.name == io.text_field]
+            other = next((f for f in texts if not _text_type(f)), None)
+            if (
+                other is not None
+                and not any(_text_type(f) and f.type != pa.null() for f in texts)
+                and _has_rows(fs, path, fmt)
+            ):
+                raise ValueError(
+                    f"{name}: field {io.text_field!r} holds {_kind(other)} in its first records, not strings; "
+                    f"--text-field names the field that holds the text, {_SKIP_HINT}"
+                )
     return found
+
+
+def _text_type(field: pa.Field) -> bool:
+    """Whether a sampled field can be a text: strings (Parquet: large or dictionary-encoded), or nulls."""
+    dtype = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
+    unmarked_null = pa.types.is_null(dtype) and not field.metadata
+    return unmarked_null or pa.types.is_string(dtype) or pa.types.is_large_string(dtype)
+
+
+def _kind(field: pa.Field) -> str:
+    dtype = field.type
+    if field.metadata:  # marked by the sample (curate.io.files): an integer beyond int64, a mixed array
+        return "numbers or mixed arrays"
+    if pa.types.is_struct(dtype):
+        return "objects"
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        return "arrays"
+    if pa.types.is_integer(dtype) or pa.types.is_floating(dtype) or pa.types.is_decimal(dtype):
+        return "numbers"
+    return "booleans" if pa.types.is_boolean(dtype) else str(dtype)
 
 
 def _has_rows(fs, path: str, fmt: str) -> bool:

@@ -106,6 +106,28 @@ def test_a_file_without_a_needed_field_fails_only_where_the_run_would(tmp_path):
 # -- the output folder -----------------------------------------------------------------------------
 
 
+def test_a_text_field_of_another_type_stops_before_the_cluster(tmp_path):
+    # --text-field meta (objects) stopped at the first record, after the cluster had started (19 s).
+    write_jsonl(tmp_path / "a.jsonl", [{"text": "a", "meta": {"x": 1}, "n": 5, "mixed": [1, "a"], "none": None}])
+    pq.write_table(pa.table({"text": ["a"], "n": [5]}), tmp_path / "p.parquet")
+    for field, kind in [("meta", "objects"), ("n", "numbers"), ("mixed", "numbers or mixed arrays")]:
+        with pytest.raises(
+            ValueError, match=rf"^a\.jsonl: field '{field}' holds {kind} in its first records, not strings"
+        ):
+            check_inputs([str(tmp_path / "a.jsonl")], IOConfig(text_field=field))
+        check_inputs([str(tmp_path / "a.jsonl")], IOConfig(text_field=field, on_error="skip"))  # rejected there
+    check_inputs([str(tmp_path / "a.jsonl")], IOConfig(text_field="none"))  # null texts read as empty
+    # One record among strings is a bad record, named with its line when the run reads it.
+    write_jsonl(tmp_path / "b.jsonl", [{"text": "a"}, {"text": 5}, {"text": None}])
+    check_inputs([str(tmp_path / "b.jsonl")], IOConfig())
+    with pytest.raises(ValueError, match=r"^p\.parquet: field 'n' holds numbers in its first records"):
+        check_inputs([str(tmp_path / "p.parquet")], IOConfig(text_field="n"))
+    result = CliRunner().invoke(
+        main, ["dedup", str(tmp_path / "a.jsonl"), "-o", str(tmp_path / "out"), "--text-field", "meta"]
+    )
+    assert result.exit_code == 1 and "field 'meta' holds objects" in result.output and not (tmp_path / "out").exists()
+
+
 def test_a_spill_folder_that_cannot_be_one_stops_before_the_cluster(tmp_path):
     # It was Dask's bare "[Errno 20] Not a directory: '<dir>/dask-scratch-space'" as workers started.
     (tmp_path / "file").write_text("x")
