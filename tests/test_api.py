@@ -302,6 +302,12 @@ def test_a_skip_mode_read_rejects_what_the_cli_rejects(tmp_path):
     assert rejected._line.tolist() == cli_rejected.line.tolist() == [3, 4, 5, 6]
     assert rejected._record.tolist() == cli_rejected.record.tolist()
     assert rejected._reason.iloc[-1] == "duplicate id 'a': first at _doc 0"
+    # Where they are, as rejected/ and its reasons say (the API's table named no file).
+    where = curate.io.locate([str(path)], rejected._doc)
+    assert where == [f"bad.jsonl:{line}" for line in cli_rejected.line] and curate.io.locate([str(path)], [0]) == [
+        "bad.jsonl:1"
+    ]
+    assert cli_rejected.source.tolist() == ["bad.jsonl"] * 4
     assert result.counts["documents"] == 9 and result.counts["rejected"] == 4 and result.counts["kept"] == 2
 
 

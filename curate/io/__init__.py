@@ -10,6 +10,7 @@ import importlib
 _HOMES = {
     "DOC": "curate.schema",  # kept here for `from curate.io import DOC`
     "read_documents": "read",
+    "locate": "lookup",
     "read_records": "lookup",
     "split_rejected": "read",
     "count_rows": "write",

@@ -19,10 +19,24 @@ from curate.schema import POSITION_BITS
 
 
 def locate(inputs, keys) -> list[str]:
-    """``"<file>:<line>"`` (JSONL) or ``"<file>:<row>"`` (Parquet) of documents by ``_doc`` key.
+    """``"<file>:<line>"`` (JSONL, from 1) or ``"<file>:<row>"`` (Parquet, from 0) of documents by ``_doc`` key.
+
+    Parameters
+    ----------
+    inputs : list of str
+        The inputs given to :func:`curate.io.read_documents` (files are named as in ``OUT/rejected/``).
+    keys : iterable of int
+        ``_doc`` keys of that read, e.g. ``result.rejected._doc`` of :func:`curate.deduplicate`.
 
     Reads each JSONL file up to the record (decompressing if needed), so use it for a few keys
-    (error messages), not for many.
+    (error messages, rejected records), not for many.
+
+    Raises
+    ------
+    FileNotFoundError
+        If an input matches no file.
+    IndexError
+        For a key whose file index is not among the inputs' files.
     """
     fs, paths, fmt = expand_paths(inputs)
     names = source_names(paths)
