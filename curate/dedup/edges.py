@@ -23,7 +23,7 @@ _HALF = 1 << 32  # a label is _high * _HALF + _low
 _COMPONENT = "_component"
 _OLD = "_old"
 _EDGE_META = {"u": "int64", "v": "int64"}  # a description: Dask builds it in the partitions' backend
-_HOST_EDGES = pd.DataFrame({"u": np.zeros(0, np.int64), "v": np.zeros(0, np.int64)})  # a host step's
+_HOST_EDGES = pd.DataFrame({"u": np.zeros(0, np.int64), "v": np.zeros(0, np.int64)})  # what a host step answers
 
 
 def bucket_stars(buckets: dd.DataFrame) -> dd.DataFrame:

@@ -293,11 +293,11 @@ def json_type(dtype: pa.DataType) -> pa.DataType:
 
 # Marks a field whose value no Arrow type holds (a list of numbers and objects): it holds JSON text.
 _UNTYPED = {b"curate": b"untyped"}
+_HUGE = {b"curate": b"huge"}  # the same for a field with an integer beyond int64
 # Marks an int64 field holding an integer a double would round: widened with doubles, it holds JSON text.
 _WIDE = {b"curate": b"wide"}
 # What a marked field holds, for messages.
-_MARKED = {b"untyped": "values of no one type", b"wide": "integers beyond 2**53", b"huge": "integers beyond int64"}
-_HUGE = {b"curate": b"huge"}  # as _UNTYPED: a field with an integer beyond int64
+_MARKED = {b"untyped": "values of no one type", b"huge": "integers beyond int64", b"wide": "integers beyond 2**53"}
 _EXACT = 1 << 53  # integers of at most this size are doubles exactly
 _LONG_NUMBER = re.compile(rb"\d{16}")
 

@@ -150,9 +150,9 @@ def read_documents(
     Parquet schema). Where a field's types differ, they are widened where Arrow can (``int64``
     and ``double`` to ``double``, unless that would round an integer seen beyond 2**53); an id
     becomes a string; any other field holds each value's JSON text (a string column: ``3``,
-    ``"high"``), as does a field with an integer beyond int64. Reading every field (``columns=None``), a
-    value found later that does not fit its field's type, or a field that first appears after
-    the first MiB of every JSONL file, makes its record bad.
+    ``"high"``), as does a field with an integer beyond int64. Reading every field
+    (``columns=None``), a value found later that does not fit its field's type, or a field that
+    first appears after the first MiB of every JSONL file, makes its record bad.
     """
     if files_per_partition is not None and files_per_partition < 1:
         raise ValueError(f"files_per_partition must be >= 1, got {files_per_partition}")
