@@ -117,7 +117,7 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
             config = _validated(RunConfig.model_validate, data)
             config = _resolved(config)
             if config.cluster.local_directory:  # else Dask's bare OSError as the cluster starts
-                check_folder(config.cluster.local_directory, "spill folder", "--local-directory")
+                _spill_folder(config.cluster.local_directory)
             with hold_output(out_dir):
                 check_output(out_dir, overwrite=overwrite, resume=resume, inputs=tuple(inputs), files=found.paths)
                 summary = _run(list(inputs), out_dir, config, show_progress, overwrite, resume, keep_stages, verbose)
@@ -165,6 +165,17 @@ def _run(
             )
     except ClusterError as err:
         raise click.ClickException(str(err)) from None
+
+
+def _spill_folder(folder: str) -> None:
+    """Create the workers' spill folder (Dask would), or raise naming ``--local-directory``."""
+    check_folder(folder, "spill folder", "--local-directory")
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    except OSError as err:  # a folder no one may create in, e.g. under /proc
+        raise ValueError(
+            f"spill folder {folder}: cannot create it ({err.strerror}); choose another --local-directory"
+        ) from None
 
 
 def _resolved(config: RunConfig) -> RunConfig:

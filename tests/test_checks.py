@@ -138,6 +138,14 @@ def test_a_spill_folder_that_cannot_be_one_stops_before_the_cluster(tmp_path):
         f"spill folder {tmp_path}/file/spill: {tmp_path}/file is a file, not a folder; --local-directory names a folder"
     )
     assert result.output == f"Error: {expected}\n"
+    # One that cannot be created (as root, where os.access allows anything; else a folder not writable):
+    # the flag is named too.
+    result = CliRunner().invoke(main, [*args, "/proc/curate-test/spill"])
+    assert result.exit_code == 1 and not (tmp_path / "out").exists()
+    why = r"(cannot create it \(.+\)|cannot write in /proc)"
+    assert re.fullmatch(
+        rf"Error: spill folder /proc/curate-test/spill: {why}; choose another --local-directory\n", result.output
+    )
 
 
 def test_output_folder_problems_name_the_fix(tmp_path):
