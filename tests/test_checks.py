@@ -281,6 +281,7 @@ def curate(*args, cwd=None) -> tuple[int, list[str], set[str]]:
      ("keep a list", "field 'tags', which --keep orders, holds list<item: string>"),
      ("memory limit", "'0.5' is not a size: give bytes (e.g. 4GB), auto, or 0 for no limit (--memory-limit)"),
      ("empty memory limit", "'' is not a size: give bytes (e.g. 4GB), auto, or 0 for no limit (--memory-limit)"),
+     ("small memory limit", "'300MB' is too small for a worker: one holds about 300 MB before any data"),
      ("dashboard address", "':abc' is not an address: give [HOST]:PORT, e.g. :8787 (--dashboard-address)")],
 )  # fmt: skip
 def test_user_errors_stop_before_dask(case, fix, tmp_path, held_elsewhere):
@@ -300,6 +301,7 @@ def test_user_errors_stop_before_dask(case, fix, tmp_path, held_elsewhere):
         "keep a list": [tmp_path / "tagged.jsonl", "-o", tmp_path / "x", "--keep", "max:tags"],  # after Dask's import
         "memory limit": [DOCS, "-o", tmp_path / "x", "--memory-limit", "0.5"],  # 0 bytes: a stall after 300 s
         "empty memory limit": [DOCS, "-o", tmp_path / "x", "--memory-limit", ""],  # 1 byte: workers restarted for ever
+        "small memory limit": [DOCS, "-o", tmp_path / "x", "--memory-limit", "300MB"],  # a stall after 300 s
         "dashboard address": [
             DOCS,
             "-o",
