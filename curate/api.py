@@ -53,7 +53,8 @@ class Deduplication:
         representative id), ``kind``, ``kept`` (bool), ``jaccard``, as ``duplicates.parquet``
         (which also locates each document in the input files).
     counts : dict
-        Filled by :meth:`compute` (ints): ``documents`` (rows of ``docs``), ``kept``, ``removed``,
+        Filled by :meth:`compute` (ints): ``documents`` (rows of ``docs``), ``empty`` (documents
+        whose text is empty or null, as ``summary.json``'s ``counts.input.empty``), ``kept``, ``removed``,
         ``exact_removed``, ``fuzzy_removed``, ``candidate_edges``, ``verified_edges`` (not
         without verification), ``member_pairs``, ``buckets_over_cap``, and ``rejected`` for a
         skip-mode read. Empty before.
@@ -216,6 +217,7 @@ def deduplicate(
     keyed, rejected, ids_checked = _checked_ids(keyed, id_field, own_keys)
     if rejected is not None:
         counts["rejected"] = count_rows(rejected)
+    counts["empty"] = (keyed[io.text_field].fillna("").str.len() == 0).sum()  # null reads as empty
     # Host tables, as the host steps that make the groups here give them (curate dedup reads
     # its group tables back in the run's backend).
     exact_groups = fuzzy_groups = empty_groups(on_host(keyed), id_field)

@@ -309,6 +309,8 @@ def test_a_skip_mode_read_rejects_what_the_cli_rejects(tmp_path):
     ]
     assert cli_rejected.source.tolist() == ["bad.jsonl"] * 4
     assert result.counts["documents"] == 9 and result.counts["rejected"] == 4 and result.counts["kept"] == 2
+    cli_counts = json.loads((tmp_path / "out" / "summary.json").read_text())["counts"]
+    assert result.counts["empty"] == cli_counts["input"]["empty"] == 2  # g (null) and h ("")
 
 
 def test_bad_ids_and_columns_are_errors():
