@@ -94,7 +94,8 @@ def connect(config: ClusterConfig, backend: str = "cpu", *, quiet: bool = True):
         )
         check_workers(client)
         try:
-            yield client
+            with client.as_current():  # see below
+                yield client
         finally:
             client.close()  # our tasks are released; the cluster stays up
         return
@@ -117,7 +118,10 @@ def connect(config: ClusterConfig, backend: str = "cpu", *, quiet: bool = True):
             _workers(client),
             _dashboard(client, config.dashboard_address),
         )
-        yield client
+        # The run's client, even inside another's `with Client(...)` block: that one would stay
+        # Dask's current client (a context variable) and run every task.
+        with client.as_current():
+            yield client
     except BaseException:
         if cluster is not None:
             with _sigint_ignored():  # a second Ctrl-C must not cut the shutdown short

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 from click.testing import CliRunner
-from distributed import Client, LocalCluster
+from distributed import Client, LocalCluster, get_task_stream
 
 from curate.cli import main
 from curate.cluster import check_workers
@@ -236,3 +236,13 @@ def test_a_dashboard_address_without_bokeh_is_a_warning(monkeypatch):
     assert [r.getMessage() for r in seen] == [
         "--dashboard-address :0: no dashboard, it needs bokeh (pip install bokeh)"
     ]
+
+
+def test_a_run_inside_another_clients_block_computes_on_its_own_cluster(client, tmp_path):
+    # Inside a `with Client(...)` block (the session's here) that client stayed Dask's current
+    # one: the run started its cluster, then ran every task on the other.
+    args = ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(tmp_path / "out"), "--n-workers", "1", "--no-progress"]
+    with get_task_stream(client) as tasks:
+        result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert tasks.data == [] and (tmp_path / "out" / "summary.json").exists()
