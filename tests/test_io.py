@@ -2,6 +2,7 @@
 
 import gzip
 import json
+import os
 
 import pandas as pd
 import pyarrow as pa
@@ -101,3 +102,15 @@ def test_date_like_strings_stay_the_strings_they_are(tmp_path):
         docs = read_documents(str(tmp_path / folder)).compute(scheduler="sync")
         assert docs.c.tolist() == values and pd.api.types.is_string_dtype(docs.c.dtype), folder
     assert [e["at"] for e in docs.e] == ["2021-03-04", "y"]
+
+
+def test_a_rewritten_file_is_read_again_where_a_cluster_holds_an_earlier_read(client, tmp_path):
+    # Task names did not depend on the files' state: a cluster still holding an earlier read's
+    # result (a persisted frame, a future in a traceback) handed back the old records, and a
+    # second `curate dedup` run in one process reported the first run's bad record.
+    path = write_jsonl(tmp_path / "a.jsonl", [{"id": "a", "text": "old text"}])
+    held = client.compute(read_documents(str(path)))
+    assert held.result().text.tolist() == ["old text"]
+    write_jsonl(path, [{"id": "a", "text": "new text"}])  # the same size
+    os.utime(path, ns=(0, path.stat().st_mtime_ns + 10**9))  # and surely a later time
+    assert read_documents(str(path)).compute().text.tolist() == ["new text"]

@@ -184,7 +184,8 @@ def read_documents(
         check_ordered(name, schema, json_text, [(source, schemas) for source, (schemas, _) in zip(names, samples)])
     layout = Layout(schema, fields, only=columns is not None, json_text=frozenset(json_text) & set(schema.names))
     returned = None if columns is None else tuple(columns)
-    reader = _Reader(fs, names, layout, returned, assign_ids, on_error == "skip", records)
+    versions = tuple(fs.ukey(path) for path in paths)
+    reader = _Reader(fs, names, layout, returned, assign_ids, on_error == "skip", records, versions)
     sources = plan_sources(paths, fmt, blocksize, files_per_partition, [size for _, size in samples])
     if assign_ids or reader.skip:
         sources = with_line_numbers(fs, sources)
@@ -270,6 +271,10 @@ class _Reader:
     assign_ids: bool
     skip: bool
     records: bool  # return each JSONL record's line as _record
+    # Each file's fsspec ukey (size and modification time, or ETag), as Dask's own readers put in
+    # their task names: a file rewritten since an earlier read gets new names, where a cluster
+    # still holding that read's results (or errors) would hand them back.
+    versions: tuple[str, ...] = ()
 
     def output_schema(self) -> pa.Schema:
         """``_doc``, an assigned id, the returned fields, ``_record`` and, skipping, the reject columns."""
