@@ -196,11 +196,11 @@ def _user_errors(verbose: bool):
         if verbose:
             click.echo(traceback.format_exc(), err=True, nl=False)
         message = str(err)
-        if isinstance(err, BadRecordError) and not err.first:  # read in parallel: which one stops the run varies
-            message += (
-                "\n(parts of the input are read in parallel, so an earlier record may be bad too; "
-                "--on-error skip lists every bad record in OUT/rejected/ and goes on)"
+        if isinstance(err, BadRecordError):  # read in parallel: unless it is the first part, which one stops varies
+            earlier = (
+                "" if err.first else "parts of the input are read in parallel, so an earlier record may be bad too; "
             )
+            message += f"\n({earlier}--on-error skip lists every bad record in OUT/rejected/ and goes on)"
         raise click.ClickException(message) from None
 
 

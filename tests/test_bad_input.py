@@ -338,7 +338,9 @@ def test_duplicate_ids_within_and_across_files(sync, tmp_path):
         run(tmp_path / "fail", [tmp_path / "in"])
     assert (
         str(err.value)
-        == "2 id(s) in field 'id' appear more than once, e.g. 1 (a.jsonl:1, a.jsonl:3), 7 (a.jsonl:2, b.jsonl:1)"
+        == "2 id(s) in field 'id' appear more than once, e.g. 1 (a.jsonl:1, a.jsonl:3), 7 (a.jsonl:2, b.jsonl:1); "
+        "ids must be unique: --id-field names another field, or --on-error skip keeps each id's first record "
+        "and lists the later ones in OUT/rejected/"
     )
     out, summary = run(tmp_path / "skip", [tmp_path / "in"], io={"on_error": "skip"})
     rejected = pd.read_parquet(out / "rejected")
@@ -689,6 +691,15 @@ def test_cli_fail_mode_says_an_earlier_record_may_be_bad(tmp_path):
     assert re.search(r"in\.jsonl:(101|2901): field 'text': expected a string, got a number\n", result.output)
     assert (
         "so an earlier record may be bad too; --on-error skip lists every bad record in OUT/rejected/" in result.output
+    )
+    # In the input's first part no earlier record can be bad: the error says only how to list them all.
+    lines = doc_lines(3000)
+    lines[1] = '{"id": "bad", "text": 5}'
+    jsonl(tmp_path / "in.jsonl", *lines)
+    result = CliRunner().invoke(main, [*args, "--overwrite"])
+    assert result.exit_code == 1 and result.output.endswith(
+        "in.jsonl:2: field 'text': expected a string, got a number\n"
+        "(--on-error skip lists every bad record in OUT/rejected/ and goes on)\n"
     )
 
 

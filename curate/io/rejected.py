@@ -45,7 +45,11 @@ def repeated_ids_error(docs: dd.DataFrame, repeated: pd.Series, id_field: str, i
     rows = on_host(docs[docs[id_field].isin(examples)][[DOC, id_field]]).compute().sort_values(DOC)
     where = dict(zip(rows[DOC].tolist(), locate(inputs, rows[DOC].tolist())))
     shown = [f"{value!r} ({', '.join(where[k] for k in rows[DOC][rows[id_field] == value])})" for value in examples]
-    return ValueError(f"{len(repeated)} id(s) in field {id_field!r} appear more than once, e.g. {', '.join(shown)}")
+    return ValueError(
+        f"{len(repeated)} id(s) in field {id_field!r} appear more than once, e.g. {', '.join(shown)}; ids must be "
+        "unique: --id-field names another field, or --on-error skip keeps each id's first record and lists the "
+        "later ones in OUT/rejected/"
+    )
 
 
 def reject_repeated_ids(docs: dd.DataFrame, repeated: pd.Index, id_field: str, names, path: str) -> dd.DataFrame:
