@@ -97,7 +97,8 @@ class Deduplication:
             If input documents != kept + removed.
         ValueError
             If the frames were built for a client (P2P shuffles) and ``kwargs`` or ``dask.config``
-            now name a local scheduler.
+            now name a local scheduler, or that client is closed; if the keep policy's column is
+            an object column (pandas') of values that do not order (an int and a str), naming it.
 
         Notes
         -----
@@ -108,6 +109,12 @@ class Deduplication:
         scheduler = kwargs.get("scheduler")
         with dask.config.set({} if scheduler is None else {"scheduler": scheduler}):
             if current_client() is None and self._needs_workers:
+                if dask.config.get("scheduler", None) is None:  # no scheduler named: the client is gone
+                    raise ValueError(
+                        "this result was built for a distributed client, which is now closed (its P2P "
+                        "shuffles run only on that client's workers); build it again with a running "
+                        "client, or with none to compute on local threads"
+                    )
                 raise ValueError(
                     "this result was built for the distributed client (P2P shuffles, which run only on its "
                     "workers); to compute it on a local scheduler, build it there too: "
@@ -116,11 +123,33 @@ class Deduplication:
             # A result built where no client was picks its shuffles now: beside a client that
             # does not compute it, disk ones (local_shuffles), not P2P.
             with one_at_a_time(), local_shuffles(), one_task_per_gpu(self.kept):
-                results = dask.compute(self.kept, self.removed, self.duplicates, *self._lazy_counts.values(), **kwargs)
+                try:
+                    results = dask.compute(
+                        self.kept, self.removed, self.duplicates, *self._lazy_counts.values(), **kwargs
+                    )
+                except RuntimeError as err:
+                    unordered = self._unordered(err)
+                    if unordered is None:
+                        raise
+                    raise unordered from err
         kept, removed, duplicates, *counts = results
         self.counts = {name: int(value) for name, value in zip(self._lazy_counts, counts)}
         self._check()
         return kept, removed, duplicates
+
+    def _unordered(self, err: RuntimeError) -> ValueError | None:
+        """The keep column's error where a P2P shuffle failed on it: an object column of several
+        types (an int and a str) converts to no Arrow type, in one partition or across them."""
+        column = KeepPolicy.parse(self.config.keep).column
+        cause = err.__cause__
+        if column is None or not isinstance(cause, (pa.ArrowInvalid, pa.ArrowTypeError)):
+            return None
+        if f"column {column} " not in str(cause) and f"Field {column} " not in str(cause):
+            return None
+        return ValueError(
+            f"keep={self.config.keep!r}: column {column!r} holds values of several types, which do not order "
+            f"(Arrow: {'; '.join(map(str, cause.args))})"
+        )
 
     def _check(self) -> None:
         n = self.counts
@@ -287,17 +316,28 @@ def _refuse_ids(later, id_field: str, own_keys: bool) -> int:
     """Raise ValueError for a partition of :func:`curate.io.rejected.later_occurrences` that holds any row."""
     if not len(later):
         return 0
-    null = later[id_field].isna()
-    if null.any():
-        doc = int(later[DOC][null].iloc[0])
-        where = (
+
+    def where(doc: int) -> str:
+        return (
             f"row {doc & ((1 << POSITION_BITS) - 1)} of partition {doc >> POSITION_BITS}" if own_keys else f"_doc {doc}"
         )
-        raise ValueError(f"id_field={id_field!r}: {int(null.sum())} null id(s), e.g. at {where}; ids must be set")
-    shown = ", ".join(repr(value) for value in later[id_field].drop_duplicates().head(5))
+
+    # A frame with curate's keys (read_documents) names records by _doc, which curate.io.locate turns into lines.
+    locate = "" if own_keys else "; curate.io.locate(paths, keys) gives the file and line of read_documents' keys"
+    null = later[id_field].isna()
+    if null.any():
+        raise ValueError(
+            f"id_field={id_field!r}: {int(null.sum())} null id(s), e.g. at {where(int(later[DOC][null].iloc[0]))}; "
+            f"ids must be set{locate}"
+        )
+    examples = later.drop_duplicates(id_field).head(5)
+    shown = ", ".join(
+        f"{value!r} (at {where(int(first))} and {where(int(doc))})"
+        for value, first, doc in zip(examples[id_field], examples["_first"], examples[DOC])
+    )
     raise ValueError(
         f"id_field={id_field!r}: ids appear more than once, e.g. {shown}; ids must be unique "
-        "(in a frame without an id column, curate's keys _doc name the documents)"
+        f"(in a frame without an id column, curate's keys _doc name the documents){locate}"
     )
 
 

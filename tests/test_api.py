@@ -318,7 +318,11 @@ def test_bad_ids_and_columns_are_errors():
     frame = pd.DataFrame({"id": ["a", "b", "c", "d"], "text": text, "n": [1, 2, 3, 4]})
     with dask.config.set(scheduler="sync"):
         # Repeated and null ids made removed rows name themselves, or nothing, as representative.
-        with pytest.raises(ValueError, match=r"id_field='id': ids appear more than once, e.g. 'a'; ids must be unique"):
+        with pytest.raises(
+            ValueError,
+            match=r"id_field='id': ids appear more than once, e.g. 'a' \(at row 0 of partition 0 and row 1 of "
+            r"partition 0\); ids must be unique",
+        ):
             curate.deduplicate(dd.from_pandas(frame.assign(id=["a", "a", "b", "c"]), npartitions=2)).compute()
         with pytest.raises(ValueError, match=r"id_field='id': 1 null id\(s\), e.g. at row 0 of partition 1"):
             curate.deduplicate(dd.from_pandas(frame.assign(id=["a", "b", None, "c"]), npartitions=2)).compute()
@@ -331,6 +335,20 @@ def test_bad_ids_and_columns_are_errors():
         curate.deduplicate(docs, keep="max:text")  # a KeyError on the workers; then pydantic's many lines
     with pytest.raises(ValueError, match=r"docs has a column '_doc' of .*: that name is curate's int64 key"):
         curate.deduplicate(docs.assign(_doc=docs.id))  # a merge error deep in exact dedup
+
+
+def test_a_read_documents_frame_names_repeated_ids_by_keys_that_locate_finds(tmp_path):
+    # The ids alone were named: the file and line of each occurrence could not be found.
+    text = "words enough to make a document of some length here"
+    records = [{"id": i, "text": f"{text} {i}"} for i in ("a", "b", "a", "c")]
+    path = write_jsonl(tmp_path / "a.jsonl", records)
+    with dask.config.set(scheduler="sync"), pytest.raises(ValueError) as raised:
+        curate.deduplicate(read_documents([str(path)])).compute()
+    message = str(raised.value)
+    keys = [int(k) for k in re.findall(r"_doc (\d+)", message)]
+    assert message.startswith("id_field='id': ids appear more than once, e.g. 'a' (at _doc ") and len(keys) == 2
+    assert message.endswith("; curate.io.locate(paths, keys) gives the file and line of read_documents' keys")
+    assert curate.io.locate([str(path)], keys) == ["a.jsonl:1", "a.jsonl:3"]
 
 
 def test_readme_example_runs(tmp_path):
@@ -387,6 +405,43 @@ def test_columns_of_python_objects_ride_along_and_are_checked(tmp_path):
         with pytest.raises(ValueError, match=r"text column 'text' holds int 12345: texts must be strings"):
             numbers = frame.assign(text=[12345, "12345", b"12345"]).astype(object)  # all three were "12345"
             curate.deduplicate(dd.from_pandas(numbers, npartitions=1)).compute()
+
+
+def test_a_keep_column_of_several_types_is_named_on_the_cluster_too(client):
+    # P2P shuffles convert partitions to Arrow before the keep policy sees them: a column of an
+    # int and a str stopped as "P2P ... failed during transfer phase" (one partition) or "...
+    # unpack phase" (an int partition and a str one), naming no column.
+    text = "the same words in all of these records here"
+    within = pd.DataFrame({"id": list("abc"), "text": [text] * 3, "score": [1000, "999", 5]})
+    across = pd.DataFrame({"id": list("abcd"), "text": [text] * 4, "score": [1, 2, "z", "y"]})
+    for frame, npartitions in ((within, 1), (across, 2)):
+        with dask.config.set({"dataframe.convert-string": False}):
+            docs = dd.from_pandas(frame.astype(object), npartitions=npartitions)
+            with pytest.raises(
+                ValueError, match=r"keep='max:score': column 'score' holds values of several types, which do not order"
+            ):
+                curate.deduplicate(docs, keep="max:score").compute()
+
+
+def test_a_result_whose_client_was_closed_says_so():
+    # It said "to compute it on a local scheduler, build it there too", where none was asked for.
+    code = f"""
+import logging, dask.dataframe as dd, pandas as pd, curate
+from distributed import Client
+logging.getLogger("distributed").setLevel(logging.CRITICAL)
+docs = dd.from_pandas(pd.read_json({str(FIXTURES / "docs.jsonl")!r}, lines=True, dtype=False), npartitions=2)
+with Client(processes=False, n_workers=1, dashboard_address=None):
+    result = curate.deduplicate(docs, threshold=0.8)
+try:
+    result.compute()
+except ValueError as err:
+    print(err)
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.splitlines()[-1].startswith(
+        "this result was built for a distributed client, which is now closed"
+    ), run.stdout
 
 
 def test_ids_keys_and_frames_that_lost_their_keys():
