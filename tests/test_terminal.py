@@ -124,13 +124,14 @@ def test_ctrl_c_stops_quietly_and_resume_finishes_the_run(client, tmp_path):
     assert outputs(out) == outputs(tmp_path / "reference")
 
 
-def test_bad_record_is_one_line_without_worker_logs(tmp_path):
+def test_bad_record_is_named_with_what_to_do_without_worker_logs(tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"id": 1, "text": "hello"}\n{"id": 2, "text": "oops\n{"id": 3, "text": "x"}\n')
     run = start("dedup", "bad.jsonl", "-o", "out", *CLUSTER, cwd=tmp_path)
     printed, _ = run.communicate(timeout=300)
     assert run.returncode == 1
     assert printed.splitlines() == [
-        "Error: bad.jsonl:2: invalid JSON: Unterminated string starting at: line 1 column 19 (char 18)"
+        "Error: bad.jsonl:2: invalid JSON: Unterminated string starting at: line 1 column 19 (char 18)",
+        "(--on-error skip lists every bad record in OUT/rejected/ and goes on)",
     ]
 
 
