@@ -274,7 +274,7 @@ class _Reader:
     # Each file's fsspec ukey (size and modification time, or ETag), as Dask's own readers put in
     # their task names: a file rewritten since an earlier read gets new names, where a cluster
     # still holding that read's results (or errors) would hand them back.
-    versions: tuple[str, ...] = ()
+    versions: tuple[str, ...]
 
     def output_schema(self) -> pa.Schema:
         """``_doc``, an assigned id, the returned fields, ``_record`` and, skipping, the reject columns."""
