@@ -77,6 +77,7 @@ class StageStore:
     def __init__(self, root: Path, resume: bool):
         self.root, self.resume = root, resume
         self._started: dict[str, float] = {}
+        self._redone = False  # a finished stage of other inputs or options was met (said once)
         root.mkdir(parents=True, exist_ok=True)
 
     def path(self, name: str) -> Path:
@@ -90,6 +91,15 @@ class StageStore:
             return None
         recorded = json.loads(marker.read_text())
         if recorded["key"] != key:
+            if not self._redone:  # keys chain, so every later stage differs too: once is enough
+                logger.warning(
+                    "--resume: stage %s in %s was finished with other inputs or options (an input file's "
+                    "size or modification time, or an option, changed since); it and the stages after it "
+                    "are computed again",
+                    name,
+                    self.root,
+                )
+                self._redone = True
             return None
         logger.info("stage %s: reused from a previous run (%s)", name, _size(self.path(name)))
         return recorded["counts"]

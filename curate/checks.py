@@ -235,14 +235,15 @@ def check_output(
         )
     if not held or overwrite or (resume and STAGES in held):
         return
+    names = ", ".join(held)
     if STAGES in held:
         raise FileExistsError(
-            f"{out} already holds {held}; pass --resume to reuse its finished stages or --overwrite to replace them"
+            f"{out} already holds {names}; pass --resume to reuse its finished stages or --overwrite to replace them"
         )
     # Outputs without stages: --resume would recompute everything and replace them.
     why = " and no finished stages to reuse (a run that succeeds removes them; --keep-stages keeps them)"
     what = "a finished run" if "summary.json" in held else "outputs of a run that did not finish (no summary.json)"
-    raise FileExistsError(f"{out} already holds {held}, {what}{why if resume else ''}; pass --overwrite to replace it")
+    raise FileExistsError(f"{out} already holds {names}: {what}{why if resume else ''}; pass --overwrite to replace it")
 
 
 def _foreign_files(out: Path) -> list[Path]:

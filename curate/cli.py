@@ -123,7 +123,7 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
                 summary = _run(list(inputs), out_dir, config, show_progress, overwrite, resume, keep_stages, verbose)
     except KeyboardInterrupt:
         newline = "\n" if show_progress else ""  # after a progress bar's last line
-        click.echo(newline + _interrupted(Path(out_dir), overwrite), err=True)
+        click.echo(newline + _interrupted(Path(out_dir), overwrite, resume), err=True)
         raise click.exceptions.Exit(130) from None
     print_summary(summary, out_dir)
     _warn_if_mostly_rejected(summary["counts"], out_dir)
@@ -226,13 +226,14 @@ def _quiet_dask(verbose: bool) -> None:
         warnings.simplefilter("ignore")
 
 
-def _interrupted(out: Path, overwrite: bool) -> str:
+def _interrupted(out: Path, overwrite: bool, resume: bool) -> str:
     """The one line a Ctrl-C leaves: which stages finished (kept in OUT/_stages) and how to go on."""
     markers = sorted((out / "_stages").glob("*/_marker.json"), key=lambda m: m.stat().st_mtime)
     names = [m.parent.name for m in markers]
-    if not names:
-        done = "no stage had finished"
-    elif len(names) <= 6:
+    if not names:  # nothing to resume from; an OUT/_stages left behind needs a flag to be replaced
+        flag = not (overwrite or resume) and (out / "_stages").exists()
+        return f"interrupted: no stage had finished; run the same command {'with --overwrite' if flag else 'again'} to start over"
+    if len(names) <= 6:
         done = f"finished stages {', '.join(names)} are kept in {out / '_stages'}"
     else:
         done = f"{len(names)} finished stages ({names[0]} ... {names[-1]}) are kept in {out / '_stages'}"
@@ -496,6 +497,10 @@ def _warn_if_mostly_rejected(counts: dict, out_dir: str) -> None:
         )
 
 
+def _groups(n: int) -> str:
+    return f"{n:,} group{'' if n == 1 else 's'}"
+
+
 def print_summary(summary: dict, out_dir: str) -> None:
     """One screen: documents in, removed per kind, kept, time and memory."""
     from rich.console import Console
@@ -509,7 +514,7 @@ def print_summary(summary: dict, out_dir: str) -> None:
     table.add_row("  empty", f"{counts['input']['empty']:,}")
     if "exact" in counts:
         table.add_row(
-            "exact duplicates removed", f"{counts['exact']['removed']:,} ({counts['exact']['groups']:,} groups)"
+            "exact duplicates removed", f"{counts['exact']['removed']:,} ({_groups(counts['exact']['groups'])})"
         )
     if "fuzzy" in counts:
         f = counts["fuzzy"]
@@ -518,7 +523,7 @@ def print_summary(summary: dict, out_dir: str) -> None:
             f"{f['verified_edges']:,} edges" if summary["config"]["fuzzy"]["verify"] else "not verified (--no-verify)"
         )
         table.add_row("fuzzy candidates / verified", f"{f['candidate_edges']:,}{members} / {verified}")
-        table.add_row("fuzzy duplicates removed", f"{f['removed']:,} ({f['groups']:,} groups)")
+        table.add_row("fuzzy duplicates removed", f"{f['removed']:,} ({_groups(f['groups'])})")
     table.add_row("documents kept", f"{counts['output']['kept']:,}")
     if counts["output"].get("rejected"):
         table.add_row("records rejected (OUT/rejected/)", f"{counts['output']['rejected']:,}")

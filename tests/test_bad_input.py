@@ -603,7 +603,7 @@ def test_output_directory_with_a_previous_run(sync, tmp_path):
     out, _ = run(tmp_path, [tmp_path / "in"], io={"on_error": "skip"})
     assert len(pd.read_parquet(out / "rejected")) == 1
     with pytest.raises(
-        FileExistsError, match="already holds .*'rejected'.*, a finished run; pass --overwrite to replace it"
+        FileExistsError, match="already holds .*rejected.*: a finished run; pass --overwrite to replace it"
     ):
         run(tmp_path, [tmp_path / "in"], io={"on_error": "skip"})
     jsonl(tmp_path / "in" / "a.jsonl", '{"id": 1, "text": "a"}')

@@ -3,7 +3,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from curate.cli import main
+from curate.cli import _interrupted, main
 from tests.conftest import FIXTURES
 
 
@@ -162,3 +162,21 @@ def test_an_input_file_changed_during_the_run_is_named(tmp_path, monkeypatch):
     assert result.exit_code == 1
     assert f"input file {path} changed during the run" in result.output
     assert "(ValueError: document numbers must be in [0, 6254))" in result.output
+
+
+def test_ctrl_c_before_any_stage_finished_says_how_to_start_over(tmp_path):
+    # It said "run the same command with --resume to continue" where nothing could be resumed.
+    out = tmp_path / "out"
+    assert (
+        _interrupted(out, False, False)
+        == "interrupted: no stage had finished; run the same command again to start over"
+    )
+    (out / "_stages" / "read.tmp").mkdir(parents=True)  # a stage was under way: OUT holds _stages
+    assert _interrupted(out, False, False).endswith("run the same command with --overwrite to start over")
+    assert _interrupted(out, True, False).endswith("run the same command again to start over")
+    assert _interrupted(out, False, True).endswith("run the same command again to start over")
+    (out / "_stages" / "read").mkdir()
+    (out / "_stages" / "read" / "_marker.json").write_text("{}")
+    assert _interrupted(out, False, False) == (
+        f"interrupted: finished stages read are kept in {out / '_stages'}; run the same command with --resume to continue"
+    )

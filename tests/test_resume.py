@@ -187,7 +187,12 @@ def test_changed_input_recomputes_everything(server, tmp_path):
     first = run(server, out, inputs=data)
     data.write_bytes(data.read_bytes().replace(b"a12", b"b12"))  # same size: the modification time tells
     os.utime(data, ns=(time.time_ns(), time.time_ns() + 10**9))
-    second = run(server, out, resume=True, inputs=data)
+    status, printed = drive(server, out, resume=True, overrides={}, keep_stages=True, inputs=data)
+    assert status == 0, printed
+    # The stages were recomputed without a word, as if --resume had found nothing.
+    assert printed.count("--resume: stage read in ") == 1 and printed.count("--resume:") == 1, printed
+    assert "was finished with other inputs or options" in printed
+    second = json.loads((out / "summary.json").read_text())
     assert second["reused_stages"] == [] and second["counts"] == first["counts"]
     assert "b12" in (out / "removed.parquet").read_bytes().decode("latin-1")
 
