@@ -3,7 +3,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from curate.cli import _interrupted, main
+from curate.cli import _groups, _interrupted, main
 from tests.conftest import FIXTURES
 
 
@@ -180,3 +180,8 @@ def test_ctrl_c_before_any_stage_finished_says_how_to_start_over(tmp_path):
     assert _interrupted(out, False, False) == (
         f"interrupted: finished stages read are kept in {out / '_stages'}; run the same command with --resume to continue"
     )
+
+
+def test_the_summary_counts_groups_in_english():
+    # It printed "1 (1 groups)".
+    assert [_groups(n) for n in (0, 1, 2, 1234)] == ["0 groups", "1 group", "2 groups", "1,234 groups"]
