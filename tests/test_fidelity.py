@@ -172,6 +172,34 @@ def test_parquet_to_jsonl_keeps_float_precision(sync, tmp_path):
     ]
 
 
+def test_parquet_to_jsonl_writes_dates_in_iso_8601(sync, tmp_path):
+    # Timestamps were written as Python's str ("2020-01-01 12:00:00", a space, not ISO's "T")
+    # and durations as "0:01:30"; JSON readers (pandas, pyarrow) take ISO 8601.
+    pq.write_table(
+        pa.table(
+            {
+                "id": [1],
+                "text": ["a"],
+                "at": pa.array([1_577_880_000_000_000], pa.timestamp("us", tz="UTC")),
+                "local": pa.array([1_577_880_000_000_000_001], pa.timestamp("ns")),
+                "day": pa.array([18262], pa.date32()),
+                "took": pa.array([90_000_000], pa.duration("us")),
+            }
+        ),
+        tmp_path / "in.parquet",
+    )
+    out = tmp_path / "out"
+    run(out, [tmp_path / "in.parquet"], mode="exact", io={"output_format": "jsonl"})
+    assert json.loads(output_lines(out)[0]) == {
+        "id": 1,
+        "text": "a",
+        "at": "2020-01-01T12:00:00+00:00",
+        "local": "2020-01-01T12:00:00.000000001",
+        "day": "2020-01-01",
+        "took": "P0DT0H1M30S",
+    }
+
+
 def test_parquet_to_jsonl_writes_each_files_own_values(sync, tmp_path):
     # A column of other types in other files (int64 here, strings there) was written as its
     # values' JSON text inside a JSON string ("\\"s1\\""; 0 as "0"), and a null text as "".

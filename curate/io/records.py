@@ -12,12 +12,14 @@ the files is a bad record). Ids are read exactly: an integer id that does not fi
 never a double.
 """
 
+import datetime
 import json
 import math
 import re
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.json as pajson
 
@@ -282,7 +284,8 @@ def json_text(value) -> str:
     reads back as the same double (Python's ``repr``), non-ASCII characters as they are.
 
     Values JSON has no notation for are written as strings: bytes decoded as UTF-8 (other
-    bytes as ``\\xNN``), anything else (a Parquet timestamp, a decimal) as its ``str``.
+    bytes as ``\\xNN``), dates, times and durations in ISO 8601 (``2020-01-01T12:00:00+00:00``,
+    ``P0DT0H1M30S``, as pandas' ``to_json(date_format="iso")``), anything else (a decimal) as its ``str``.
     """
     return json.dumps(value, ensure_ascii=False, default=_as_string)
 
@@ -299,7 +302,13 @@ def finite(value):
 
 
 def _as_string(value) -> str:
-    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    if isinstance(value, datetime.timedelta):
+        return pd.Timedelta(value).isoformat()  # timedelta has no isoformat; pd.Timedelta is one
+    if isinstance(value, datetime.date | datetime.time):  # datetime and pd.Timestamp included
+        return value.isoformat()
+    return str(value)
 
 
 def json_kind(value) -> str:
