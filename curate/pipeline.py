@@ -328,6 +328,7 @@ def _read_for_output(
             files_per_partition=io.files_per_partition,
             on_error=io.on_error,
             records=raw,
+            keep_null_text=True,
         )
     if repeated_ids.exists():
         docs = mark_repeated_ids(docs, str(repeated_ids), io.id_field)

@@ -217,6 +217,17 @@ def test_parquet_to_jsonl_writes_each_files_own_values(sync, tmp_path):
     ]
 
 
+def test_parquet_output_keeps_null_texts(sync, tmp_path):
+    # A null text (read as empty for the dedup) was written to Parquet output as "".
+    pq.write_table(pa.table({"id": [1, 2, 3], "text": ["a", None, "b"]}), tmp_path / "in.parquet")
+    (tmp_path / "in.jsonl").write_text('{"id": 1, "text": null}\n{"id": 2, "text": "b"}\n')
+    for name in ("in.parquet", "in.jsonl"):
+        out = tmp_path / f"out-{name}"
+        run(out, [tmp_path / name], mode="fuzzy", io={"output_format": "parquet"})
+        texts = pq.read_table(out / "deduplicated").column("text").to_pylist()
+        assert texts == (["a", None, "b"] if name == "in.parquet" else [None, "b"])
+
+
 def test_jsonl_to_parquet_keeps_values(sync, tmp_path):
     records = [
         {"id": 1, "text": "a", "score": 0.1234567890123456, "tiny": 1.5e-12, "tags": ["x"]},

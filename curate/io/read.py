@@ -78,6 +78,7 @@ def read_documents(
     on_error: Literal["fail", "skip"] = "fail",
     records: bool = False,
     compared: tuple[str, ...] = (),
+    keep_null_text: bool = False,
 ) -> dd.DataFrame:
     """Read documents into a Dask DataFrame with ``_doc``, the id and text fields and all other fields.
 
@@ -117,6 +118,9 @@ def read_documents(
     compared : tuple of str, default=()
         Fields whose values are ordered (a keep policy's column, ``--keep max:FIELD``): each
         must have one type, and one that orders (not a list, struct or map).
+    keep_null_text : bool, default=False
+        Whether a null text stays null (to write the documents as they were read); otherwise
+        it reads as empty, as the dedup stages take it.
 
     Returns
     -------
@@ -182,7 +186,13 @@ def read_documents(
         schema = pa.schema([f for f in schema if f.name in read])
     for name in compared:
         check_ordered(name, schema, json_text, [(source, schemas) for source, (schemas, _) in zip(names, samples)])
-    layout = Layout(schema, fields, only=columns is not None, json_text=frozenset(json_text) & set(schema.names))
+    layout = Layout(
+        schema,
+        fields,
+        only=columns is not None,
+        json_text=frozenset(json_text) & set(schema.names),
+        keep_null_text=keep_null_text,
+    )
     returned = None if columns is None else tuple(columns)
     versions = tuple(fs.ukey(path) for path in paths)
     reader = _Reader(fs, names, layout, returned, assign_ids, on_error == "skip", records, versions)

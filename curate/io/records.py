@@ -57,13 +57,15 @@ class Layout:
     as it comes (sampling). ``only``: read just ``schema``'s fields (pyarrow ignores the others);
     otherwise every field is read and one not in ``schema`` makes the record bad. Fields in
     ``json_text`` (typed string in ``schema``) hold each value's JSON text: their types differ
-    between files, so no Arrow type holds them all.
+    between files, so no Arrow type holds them all. ``keep_null_text``: a null text stays null
+    (the final write); otherwise it reads as empty (the dedup's view).
     """
 
     schema: pa.Schema | None
     fields: Fields
     only: bool = False
     json_text: frozenset = frozenset()
+    keep_null_text: bool = False
 
     def explicit(self) -> bool:
         """Whether pyarrow reads only the schema's fields (others ignored): reading just some
@@ -229,8 +231,9 @@ def conform(table: pa.Table, layout: Layout, lines: list[bytes] | None = None) -
             text = pa.nulls(len(text), pa.string())
         if not (pa.types.is_string(text.type) or pa.types.is_large_string(text.type) or pa.types.is_null(text.type)):
             raise Mismatch("wrong-type", fields.text, f"expected a string, got {text.type}")
+        text = text.cast(pa.string())
         table = table.set_column(
-            table.column_names.index(fields.text), fields.text, text.cast(pa.string()).fill_null("")
+            table.column_names.index(fields.text), fields.text, text if layout.keep_null_text else text.fill_null("")
         )
     if schema is None:
         return table
