@@ -509,6 +509,14 @@ def test_a_keep_column_that_does_not_order_is_refused(tmp_path):
     jsonl(tmp_path / "c" / "2.jsonl", json.dumps({"id": "2", "text": text, "score": 0.5}))
     with pytest.raises(ValueError, match=r"several types \(1\.jsonl: integers beyond 2\*\*53; 2\.jsonl: double\)$"):
         run(tmp_path, [tmp_path / "c"], keep="max:score")
+    # Integers beyond int64 (the only type in the file) were said to be "of several types".
+    jsonl(tmp_path / "d" / "big.jsonl", *(json.dumps({"id": str(i), "text": text, "score": 2**63 + i}) for i in (1, 2)))
+    jsonl(tmp_path / "d" / "small.jsonl", json.dumps({"id": "3", "text": text, "score": 5}))
+    with pytest.raises(
+        ValueError,
+        match=r"^field 'score', which --keep orders, holds integers beyond int64 \(big\.jsonl\), which it cannot order: ",
+    ):
+        run(tmp_path, [tmp_path / "d"], keep="max:score")
     with pytest.raises(
         ValueError, match=r"^field 'topics', which --keep orders, holds list<item: string>: give a field"
     ):

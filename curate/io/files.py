@@ -401,6 +401,13 @@ def check_ordered(
                 kind = _MARKED.get(field.metadata and dict(field.metadata).get(b"curate"), str(field.type))
                 if kind != "null":
                     found.setdefault(source, {})[kind] = None
+        huge = [source for source, kinds in found.items() if _MARKED[b"huge"] in kinds]
+        if huge:  # read as their exact text, which does not order as numbers
+            more = f", {len(huge) - 3} more files" if len(huge) > 3 else ""
+            raise ValueError(
+                f"field {name!r}, which --keep orders, holds integers beyond int64 ({', '.join(huge[:3])}{more}),"
+                " which it cannot order: give a field of numbers within int64, strings or dates"
+            )
         shown = "; ".join(f"{source}: {', '.join(sorted(kinds))}" for source, kinds in list(found.items())[:3])
         more = f"; {len(found) - 3} more files" if len(found) > 3 else ""
         raise ValueError(f"field {name!r}, which --keep orders, holds values of several types ({shown}{more})")
