@@ -200,7 +200,8 @@ def check_output(
     OutputBusyError
         If another process holds ``out_dir`` (see :func:`hold_output`).
     FileExistsError
-        If ``out_dir`` holds a previous run's outputs or finished stages and neither
+        If ``out_dir`` holds a previous run's outputs or finished stages (unfinished ones
+        are replaced) and neither
         ``overwrite`` nor ``resume`` is set, or outputs without stages (nothing to resume) and
         ``overwrite`` is not set, or its ``deduplicated/`` or ``rejected/`` folder holds files that
         no run writes (a run would delete them).
@@ -225,7 +226,9 @@ def check_output(
         raise ValueError(
             f"input file {inside} is inside the output folder {out}, where a run writes and deletes; choose another -o"
         )
-    held = [name for name in (*OUTPUTS, *PARTIAL, STAGES) if (out / name).exists()]
+    held = [name for name in (*OUTPUTS, *PARTIAL) if (out / name).exists()]
+    # Stages count once one has finished: a run stopped before that left nothing to reuse.
+    held += [STAGES] if any((out / STAGES).glob(f"*/{MARKER}")) else []
     foreign = _foreign_files(out)
     if foreign:  # a run deletes these folders whole, with --overwrite and --resume alike
         folder = out / foreign[0].relative_to(out).parts[0]

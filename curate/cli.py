@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import json
 import logging
+import re
 import sys
 import traceback
 import warnings
@@ -115,7 +116,9 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
             check_output(out_dir, overwrite=overwrite, resume=resume, inputs=tuple(inputs))
             found = check_inputs(list(inputs), io, data.get("keep") or "first")
             config = _validated(RunConfig.model_validate, data)
+            asked = config.backend
             config = _resolved(config)
+            _warn_if_gpu_settings_unused(config, asked)
             if config.cluster.local_directory:  # else Dask's bare OSError as the cluster starts
                 _spill_folder(config.cluster.local_directory)
             with hold_output(out_dir):
@@ -123,7 +126,7 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
                 summary = _run(list(inputs), out_dir, config, show_progress, overwrite, resume, keep_stages, verbose)
     except KeyboardInterrupt:
         newline = "\n" if show_progress else ""  # after a progress bar's last line
-        click.echo(newline + _interrupted(Path(out_dir), overwrite, resume), err=True)
+        click.echo(newline + _interrupted(Path(out_dir), overwrite), err=True)
         raise click.exceptions.Exit(130) from None
     print_summary(summary, out_dir)
     _warn_if_mostly_rejected(summary["counts"], out_dir)
@@ -226,13 +229,12 @@ def _quiet_dask(verbose: bool) -> None:
         warnings.simplefilter("ignore")
 
 
-def _interrupted(out: Path, overwrite: bool, resume: bool) -> str:
+def _interrupted(out: Path, overwrite: bool) -> str:
     """The one line a Ctrl-C leaves: which stages finished (kept in OUT/_stages) and how to go on."""
     markers = sorted((out / "_stages").glob("*/_marker.json"), key=lambda m: m.stat().st_mtime)
     names = [m.parent.name for m in markers]
-    if not names:  # nothing to resume from; an OUT/_stages left behind needs a flag to be replaced
-        flag = not (overwrite or resume) and (out / "_stages").exists()
-        return f"interrupted: no stage had finished; run the same command {'with --overwrite' if flag else 'again'} to start over"
+    if not names:  # nothing to resume from (an unfinished stage is replaced by the next run)
+        return "interrupted: no stage had finished; run the same command again to start over"
     if len(names) <= 6:
         done = f"finished stages {', '.join(names)} are kept in {out / '_stages'}"
     else:
@@ -373,15 +375,31 @@ def _validated(build, *args, section: str = "", **kwargs):
         raise ConfigError(str(err)) from None
 
 
-def _problem(loc: tuple, message: str, section: str) -> str:
-    """``fuzzy.threshold: <what is wrong> (--threshold)``: the key as in the YAML file, and the
-    flag of the running command that sets it, where there is one."""
-    flags = {
+def _flags() -> dict[str, str]:
+    """The running command's long flags by setting name (``rows_per_band``: ``--rows-per-band``)."""
+    return {
         param.name: param.opts[0]
         for param in click.get_current_context().command.params
         if param.opts[0].startswith("--")
     }
+
+
+def _problem(loc: tuple, message: str, section: str) -> str:
+    """``fuzzy.threshold: <what is wrong> (--threshold)``: the key as in the YAML file, and the
+    flag of the running command that sets it, where there is one."""
+    flags = _flags()
     flag = flags.get(loc[-1]) if loc else None
+    if flag is None:  # a rule of a section: the flag of each key it names, once
+        named = set()
+
+        def with_flag(match: re.Match) -> str:
+            key = match[0]
+            if key not in flags or key in named:
+                return key
+            named.add(key)
+            return f"{key} ({flags[key]})"
+
+        message = re.sub(r"\b[a-z]+(?:_[a-z]+)+\b", with_flag, message)
     return field_problem(loc, message, section) + (f" ({flag})" if flag else "")
 
 
@@ -482,6 +500,20 @@ def print_params(request: dict, choices: list[dict]) -> None:
         curve.add_row(f"{point['similarity']:.2f}", *(f"{p:.4f}" if p == 0 or p >= 1e-3 else f"{p:.1e}" for p in cells))
     console.print(figures)
     console.print(curve)
+
+
+def _warn_if_gpu_settings_unused(config: RunConfig, asked: str) -> None:
+    """One line when a run on the CPU was given settings of the embedded GPU cluster, which it
+    does not start (they were ignored without a word). A joined cluster refuses them already."""
+    gpu = config.cluster.gpu
+    changed = [key for key, value in gpu if value != GPUConfig.model_fields[key].default]
+    if config.backend != "cpu" or not changed or config.cluster.scheduler_address or config.cluster.scheduler_file:
+        return
+    flags = _flags()
+    named = ", ".join(f"cluster.gpu.{key} ({flags[key]})" if key in flags else f"cluster.gpu.{key}" for key in changed)
+    why = "--backend auto found no usable GPU" if asked == "auto" else "--backend cpu"
+    verb = "configures" if len(changed) == 1 else "configure"
+    click.echo(f"warning: {named} {verb} the GPU cluster, which this run does not start ({why})", err=True)
 
 
 def _warn_if_mostly_rejected(counts: dict, out_dir: str) -> None:

@@ -95,6 +95,14 @@ class IOConfig(_Section):
         description="A record that cannot be read: fail (stop, naming file, line and field) or skip (list it in OUT/rejected/ and go on).",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _null_id_field_is_unset(cls, data):
+        # `id_field: null` in YAML (as the other unset keys are written) means unset, not an error.
+        if isinstance(data, dict) and "id_field" in data and data["id_field"] is None:
+            data = {k: v for k, v in data.items() if k != "id_field"}
+        return data
+
     @field_validator("blocksize")
     @classmethod
     def _bytes(cls, value):
@@ -199,7 +207,9 @@ class FuzzyConfig(_Section):
             try:
                 bands, rows = optimal_bands(self.threshold, num_perm, self.fp_weight, self.fn_weight)
             except ValueError as err:
-                raise ValueError(f"cannot choose num_bands and rows_per_band ({err}); give both") from None
+                raise ValueError(
+                    f"cannot choose num_bands and rows_per_band ({err}); give num_bands and rows_per_band"
+                ) from None
         else:
             num_perm = self.num_perm or bands * rows
             if bands * rows > num_perm:
@@ -240,8 +250,14 @@ def field_problem(loc: tuple, message: str, section: str = "") -> str:
 
 
 def _instead(where: tuple, name: str) -> str:
-    """Where ``name`` (unknown at ``where``) is a setting, or the setting it is a typo of."""
+    """Where ``name`` (unknown at ``where``) is a setting, the setting whose flag it names
+    (``cuda_visible_devices``: ``cluster.gpu.devices``), or the setting it is a typo of."""
     sections = {"io": IOConfig, "fuzzy": FuzzyConfig, "cluster": ClusterConfig}
+    for section, model in (*sections.items(), ("cluster.gpu", GPUConfig)):
+        for key, field in model.model_fields.items():
+            flag = ((field.json_schema_extra or {}).get("cli") or {}).get("flag", "").split("/")[0]
+            if flag and flag[2:].replace("-", "_") == name != key:
+                return f"; the flag {flag} is {section}.{key} in a config file"
     model = sections.get(where[0]) if len(where) == 1 else RunConfig if not where else None
     owners = [section for section, kind in sections.items() if name in kind.model_fields and kind is not model]
     if owners:

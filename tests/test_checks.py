@@ -6,6 +6,7 @@ two lines without importing Dask. How long that takes is measured in docs/benchm
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -156,7 +157,10 @@ def test_output_folder_problems_name_the_fix(tmp_path):
         check_output(tmp_path / "file" / "out")
     with pytest.raises(ValueError, match="give --overwrite or --resume, not both"):
         check_output(tmp_path / "out", overwrite=True, resume=True)
-    (tmp_path / "run" / "_stages").mkdir(parents=True)
+    (tmp_path / "run" / "_stages" / "read.tmp").mkdir(parents=True)
+    check_output(tmp_path / "run")  # no stage finished: nothing to reuse, and a run replaces it
+    (tmp_path / "run" / "_stages" / "read").mkdir()
+    (tmp_path / "run" / "_stages" / "read" / "_marker.json").write_text("{}")
     with pytest.raises(FileExistsError, match=r"already holds _stages; pass --resume .* or --overwrite"):
         check_output(tmp_path / "run")
     check_output(tmp_path / "run", resume=True)
@@ -164,7 +168,7 @@ def test_output_folder_problems_name_the_fix(tmp_path):
     (tmp_path / "run" / "summary.json").write_text("{}")
     with pytest.raises(FileExistsError, match=r"already holds summary.json, _stages;"):
         check_output(tmp_path / "run")
-    (tmp_path / "run" / "_stages").rmdir()  # a finished run: no stages to resume from
+    shutil.rmtree(tmp_path / "run" / "_stages")  # a finished run: no stages to resume from
     with pytest.raises(FileExistsError, match=r"already holds summary.json: a finished run; pass --overwrite") as held:
         check_output(tmp_path / "run")
     assert "--resume" not in str(held.value)

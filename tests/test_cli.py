@@ -3,6 +3,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from curate.checks import check_output
 from curate.cli import _groups, _interrupted, main
 from tests.conftest import FIXTURES
 
@@ -53,9 +54,13 @@ def test_cli_dedup_band_flags_are_checked_before_running(tmp_path):
         ["dedup", docs, "-o", str(tmp_path / "a"), "--num-bands", "20", "--rows-per-band", "13", "--num-perm", "128"],
     )
     assert mismatch.exit_code == 2, mismatch.output
-    assert "fuzzy: num_bands x rows_per_band = 20 x 13 = 260 MinHash values, more than num_perm 128" in mismatch.output
+    assert (
+        "fuzzy: num_bands (--num-bands) x rows_per_band (--rows-per-band) = 20 x 13 = 260 MinHash values, "
+        "more than num_perm (--num-perm) 128" in mismatch.output
+    )
     half = CliRunner().invoke(main, ["dedup", docs, "-o", str(tmp_path / "b"), "--num-bands", "20"])
-    assert half.exit_code == 2 and "give both num_bands and rows_per_band" in half.output
+    assert half.exit_code == 2
+    assert "fuzzy: give both num_bands (--num-bands) and rows_per_band (--rows-per-band), or" in half.output
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
@@ -141,6 +146,45 @@ def test_a_setting_in_the_wrong_place_or_misspelt_says_where_it_goes(tmp_path):
         assert problem in result.output
 
 
+def test_a_rule_of_a_section_names_the_flags_of_its_keys(tmp_path):
+    # "give both" named neither key nor flag (also test_cli_dedup_band_flags_are_checked_before_running).
+    docs, out = str(FIXTURES / "docs.jsonl"), str(tmp_path / "o")
+    result = CliRunner().invoke(main, ["dedup", docs, "-o", out, "--threshold", "1.0"])
+    assert result.exit_code == 2 and result.output.splitlines()[-1] == (
+        "Error: invalid configuration: fuzzy: cannot choose num_bands (--num-bands) and rows_per_band "
+        "(--rows-per-band) (threshold must be strictly between 0 and 1, got 1.0); give num_bands and rows_per_band"
+    ), result.output
+    # A flag written as a YAML key was "not a setting" with no hint; `id_field: null` was refused.
+    (tmp_path / "c.yaml").write_text('io:\n  id_field: null\ncluster:\n  gpu:\n    cuda_visible_devices: "0"\n')
+    result = CliRunner().invoke(main, ["dedup", docs, "-o", out, "--config", str(tmp_path / "c.yaml")])
+    assert result.output.splitlines()[-1] == (
+        "Error: invalid configuration: cluster.gpu.cuda_visible_devices: not a setting; "
+        "the flag --cuda-visible-devices is cluster.gpu.devices in a config file"
+    ), result.output
+    from curate.config import load_config
+
+    (tmp_path / "c.yaml").write_text("io:\n  id_field: null\n")
+    assert not load_config(tmp_path / "c.yaml").io.id_field_given
+
+
+def test_gpu_settings_on_the_cpu_are_named_not_ignored(tmp_path, monkeypatch):
+    # --rmm-pool-size and the other GPU cluster settings were ignored without a word on the CPU.
+    import curate.cli
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(curate.cli, "_run", interrupted)
+    docs, out = str(FIXTURES / "docs.jsonl"), str(tmp_path / "o")
+    result = CliRunner().invoke(main, ["dedup", docs, "-o", out, "--rmm-pool-size", "1GB", "--protocol", "ucx"])
+    assert result.output.splitlines()[0] == (
+        "warning: cluster.gpu.rmm_pool_size (--rmm-pool-size), cluster.gpu.protocol (--protocol) configure "
+        "the GPU cluster, which this run does not start (--backend cpu)"
+    ), result.output
+    result = CliRunner().invoke(main, ["dedup", docs, "-o", out])
+    assert "warning" not in result.output, result.output
+
+
 def test_an_input_file_changed_during_the_run_is_named(tmp_path, monkeypatch):
     # A file truncated while the run read it stopped it with "document numbers must be in
     # [0, 6254)", or an AccountingError traceback, naming no file.
@@ -165,21 +209,22 @@ def test_an_input_file_changed_during_the_run_is_named(tmp_path, monkeypatch):
 
 
 def test_ctrl_c_before_any_stage_finished_says_how_to_start_over(tmp_path):
-    # It said "run the same command with --resume to continue" where nothing could be resumed.
+    # It said "run the same command with --resume to continue" where nothing could be resumed,
+    # and a stage under way (OUT/_stages/read.tmp) made the same command refuse OUT.
     out = tmp_path / "out"
-    assert (
-        _interrupted(out, False, False)
-        == "interrupted: no stage had finished; run the same command again to start over"
-    )
+    start_over = "interrupted: no stage had finished; run the same command again to start over"
+    assert _interrupted(out, False) == start_over
     (out / "_stages" / "read.tmp").mkdir(parents=True)  # a stage was under way: OUT holds _stages
-    assert _interrupted(out, False, False).endswith("run the same command with --overwrite to start over")
-    assert _interrupted(out, True, False).endswith("run the same command again to start over")
-    assert _interrupted(out, False, True).endswith("run the same command again to start over")
+    (out / "_stages" / "read.tmp" / "part.0.parquet").write_bytes(b"")
+    assert _interrupted(out, False) == _interrupted(out, True) == start_over
+    check_output(out)  # the same command takes OUT again
     (out / "_stages" / "read").mkdir()
     (out / "_stages" / "read" / "_marker.json").write_text("{}")
-    assert _interrupted(out, False, False) == (
+    assert _interrupted(out, False) == (
         f"interrupted: finished stages read are kept in {out / '_stages'}; run the same command with --resume to continue"
     )
+    with pytest.raises(FileExistsError, match="already holds _stages; pass --resume"):
+        check_output(out)
 
 
 def test_the_summary_counts_groups_in_english():

@@ -19,7 +19,6 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.json as pajson
 
@@ -308,6 +307,8 @@ def _as_string(value) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", "backslashreplace")
     if isinstance(value, datetime.timedelta):
+        import pandas as pd  # here: the command line's checks import this module, and pandas is slow to import
+
         return pd.Timedelta(value).isoformat()  # timedelta has no isoformat; pd.Timedelta is one
     if isinstance(value, datetime.date | datetime.time):  # datetime and pd.Timestamp included
         return value.isoformat()
