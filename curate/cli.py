@@ -323,7 +323,11 @@ def _warn_inputs(run: RunOutput) -> None:
     help=f"Show this many removed documents drawn at random (with --group/--id: at most this many). {default_help('3; with --group/--id all')}",
 )
 @click.option("--seed", default=0, help=f"Seed of the random draw. {default_help(0)}")
-@click.option("--width", type=int, help=f"Terminal width in columns. {default_help('the terminal width')}")
+@click.option(
+    "--width",
+    type=click.IntRange(min=40),  # 0 or less printed nothing at all and exited 0
+    help=f"Terminal width in columns, at least 40. {default_help('the terminal width')}",
+)
 def inspect(out_dir, group, doc_id, sample, seed, width):
     """Removed documents of the run in OUT_DIR beside their representatives, differing words marked."""
     from rich.console import Console

@@ -296,7 +296,7 @@ def test_dedup_report_flag_and_errors(tmp_path, joined):
         (
             {"mode": "exact"},
             None,
-            {"documents_in": 12, "exact_removed": 3, "fuzzy_removed": 0, "rejected": 0, "kept": 9},
+            {"documents_in": 12, "exact_removed": 3, "rejected": 0, "kept": 9},  # no fuzzy card, as the CLI summary
         ),
         (
             {"fuzzy": {"verify": False}},
@@ -313,6 +313,9 @@ def test_report_of_other_runs(client, tmp_path, fixture_docs, overrides, ids, sh
     page = write_report(tmp_path / "out").read_text()
     assert {k: int(v) for k, v in re.findall(r'data-count="(\w+)">([\d,]+)<', page)} == shown
     assert page.count("<figure>") == (2 if overrides.get("mode") == "exact" else 3)  # no S-curve without fuzzy dedup
+    # Exact mode listed the fuzzy settings it never used; output_compression was shown as None.
+    assert ("fuzzy.threshold" in page) == (overrides.get("mode") != "exact")
+    assert "<td>io.output_compression</td><td>none (default)</td>" in page
     if overrides.get("fuzzy") == {"verify": False}:
         assert (
             page.count("Jaccard not computed (--no-verify)") == 2 + 2
@@ -324,8 +327,15 @@ def test_report_of_other_runs(client, tmp_path, fixture_docs, overrides, ids, sh
         assert "not verified (--no-verify)" in capsys.readouterr().out
     if ids:
         assert "No duplicate groups." in page and "Nothing was removed." in page
+        # --groups 0 / --sample 0 said "The 0 largest groups ... No duplicate groups.": no section at all now.
+        page = write_report(tmp_path / "out", groups=0, sample=0).read_text()
+        assert "largest groups" not in page and "at random" not in page
         result = CliRunner().invoke(main, ["inspect", str(tmp_path / "out"), "--width", "240"])
         assert result.exit_code == 0 and "3 documents in, 0 removed, 3 kept; showing 0" in result.output
+        result = CliRunner().invoke(
+            main, ["inspect", str(tmp_path / "out"), "--width", "0"]
+        )  # it printed nothing, exit 0
+        assert result.exit_code == 2 and "Invalid value for '--width': 0 is not in the range x>=40" in result.output
 
 
 def test_inspect_sides_meet_again_after_a_change():

@@ -45,7 +45,7 @@ def write_report(out_dir, *, groups: int = 20, sample: int = 20, seed: int = 0) 
         As :class:`curate.review.inspect.RunOutput`.
     """
     run = out_dir if isinstance(out_dir, RunOutput) else RunOutput(out_dir)
-    page = _page(run, run.largest_groups(groups), run.sample(sample, seed), seed)
+    page = _page(run, run.largest_groups(groups), run.sample(sample, seed), groups, sample, seed)
     path = run.out_dir / "report.html"
     tmp = path.with_name("report.html.tmp")
     tmp.write_text(page, encoding="utf-8")
@@ -53,7 +53,7 @@ def write_report(out_dir, *, groups: int = 20, sample: int = 20, seed: int = 0) 
     return path
 
 
-def _page(run: RunOutput, largest: list[Pair], sampled: list[Pair], seed: int) -> str:
+def _page(run: RunOutput, largest: list[Pair], sampled: list[Pair], groups: int, sample: int, seed: int) -> str:
     s = run.summary
     fuzzy = s["config"]["fuzzy"]
     written = datetime.datetime.fromtimestamp((run.out_dir / "summary.json").stat().st_mtime).strftime("%Y-%m-%d %H:%M")
@@ -72,20 +72,33 @@ def _page(run: RunOutput, largest: list[Pair], sampled: list[Pair], seed: int) -
   <div><h2>Stages</h2>{_stages(s)}</div>
   <div><h2>Parameters</h2>{_parameters(s)}</div>
 </section>
-<section><h2>The {len(largest)} largest groups</h2>
-  <p class="note">Each group's representative (kept) beside the member least similar to it (removed). Among groups of equal
-  size, exact and near-duplicate groups take turns, least similar first.</p>
-  {_pairs(largest) or "<p>No duplicate groups.</p>"}
-</section>
-<section><h2>{len(sampled)} removed documents at random</h2>
-  <p class="note">Drawn with seed {seed} from all {len(run.removed):,} removed documents, shown in input order.</p>
-  {_pairs(sampled) or "<p>Nothing was removed.</p>"}
-</section>
+{_largest(largest, groups)}{_sampled(run, sampled, sample, seed)}
 <footer>versions: {_e(", ".join(f"{k} {v}" for k, v in s["versions"].items()))}</footer>"""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>curate report: {_e(run.out_dir.name)}</title><style>{_CSS}</style></head>
 <body>{body}</body></html>
+"""
+
+
+def _largest(largest: list[Pair], groups: int) -> str:
+    if not groups:  # --groups 0: none asked for (it said "No duplicate groups")
+        return ""
+    return f"""<section><h2>The {len(largest)} largest groups</h2>
+  <p class="note">Each group's representative (kept) beside the member least similar to it (removed). Among groups of equal
+  size, exact and near-duplicate groups take turns, least similar first.</p>
+  {_pairs(largest) or "<p>No duplicate groups.</p>"}
+</section>
+"""
+
+
+def _sampled(run: RunOutput, sampled: list[Pair], sample: int, seed: int) -> str:
+    if not sample:
+        return ""
+    return f"""<section><h2>{len(sampled)} removed documents at random</h2>
+  <p class="note">Drawn with seed {seed} from all {len(run.removed):,} removed documents, shown in input order.</p>
+  {_pairs(sampled) or "<p>Nothing was removed.</p>"}
+</section>
 """
 
 
@@ -105,20 +118,25 @@ def _warning(run: RunOutput) -> str:
 def _counts(s: dict) -> str:
     counts = s["counts"]
     exact, fuzzy, output = counts.get("exact", {}), counts.get("fuzzy", {}), counts["output"]
-    cards = [
-        ("documents in", "documents_in", counts["input"]["documents"], f"{counts['input']['empty']:,} empty"),
-        ("exact duplicates removed", "exact_removed", exact.get("removed", 0), f"{exact.get('groups', 0):,} groups"),
-        (
-            "fuzzy duplicates removed",
-            "fuzzy_removed",
-            fuzzy.get("removed", 0),
-            f"{fuzzy.get('groups', 0):,} groups · {fuzzy.get('candidate_edges', 0):,} candidate / "
-            + (
-                f"{fuzzy.get('verified_edges', 0):,} verified edges"
-                if s["config"]["fuzzy"]["verify"]
-                else "no verified edges (--no-verify)"
-            ),
-        ),
+    # A card for each dedup that ran (as the command line's summary): no "0 removed" for one that did not.
+    cards = [("documents in", "documents_in", counts["input"]["documents"], f"{counts['input']['empty']:,} empty")]
+    if "exact" in counts:
+        cards.append(("exact duplicates removed", "exact_removed", exact["removed"], f"{exact['groups']:,} groups"))
+    if "fuzzy" in counts:
+        verified = (
+            f"{fuzzy['verified_edges']:,} verified edges"
+            if s["config"]["fuzzy"]["verify"]
+            else "no verified edges (--no-verify)"
+        )
+        cards.append(
+            (
+                "fuzzy duplicates removed",
+                "fuzzy_removed",
+                fuzzy["removed"],
+                f"{fuzzy['groups']:,} groups · {fuzzy['candidate_edges']:,} candidate / {verified}",
+            )
+        )
+    cards += [
         (
             "rejected",
             "rejected",
@@ -178,15 +196,16 @@ def _parameters(s: dict) -> str:
         ("mode", s["config"]["mode"]),
         ("keep", s["config"]["keep"]),
     ]
+    sections = ("io",) if s["config"]["mode"] == "exact" else ("fuzzy", "io")  # exact mode uses no fuzzy setting
     rows += [
         (f"{section}.{key}", value)
-        for section in ("fuzzy", "io")
+        for section in sections
         for key, value in s["config"][section].items()
-        if key != "output_format"
+        if key not in ("output_format", "output_compression")
     ]
-    rows.append(
-        ("io.output_format", s["output_format"] + ("" if s["config"]["io"]["output_format"] else " (the input's)"))
-    )
+    io = s["config"]["io"]  # as written: None where the input's format or compression was taken
+    rows.append(("io.output_format", s["output_format"] + ("" if io["output_format"] else " (the input's)")))
+    rows.append(("io.output_compression", s["output_compression"] + ("" if io["output_compression"] else " (default)")))
     return (
         '<table class="params">' + "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in rows) + "</table>"
     )
