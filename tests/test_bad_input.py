@@ -573,9 +573,43 @@ def test_parquet_file_cut_short_or_not_parquet(tmp_path):
     data = bytearray((tmp_path / "d.parquet").read_bytes())
     data[200:5000] = bytes(range(256)) * 18 + bytes(range(192))
     (tmp_path / "d.parquet").write_bytes(bytes(data))
-    assert fail_message(tmp_path).startswith("d.parquet:0: not a readable Parquet file (")
+    assert fail_message(tmp_path).startswith("d.parquet:0: Parquet data that cannot be read (")
     good, rejected = read_skip(tmp_path)
-    assert good.id.tolist() == ["a", "b"] and [r[:3] for r in rejected] == [(0, "truncated", None)]
+    assert good.id.tolist() == ["a", "b"] and [r[:3] for r in rejected] == [(0, "corrupt", None)]
+
+
+def test_parquet_damage_in_a_column_the_dedup_does_not_read(tmp_path):
+    # The stages read the id and text only; the final write, every column: a damaged page of
+    # another column rejected the file there, after the dedup had kept and removed its rows
+    # (AccountingError "20 input records != 10 kept + 0 removed + 1 rejected", no results).
+    texts = [f"document number {i} " + "lorem ipsum dolor sit amet " * (i % 5 + 1) for i in range(10)]
+    (tmp_path / "in").mkdir()
+    pq.write_table(
+        pa.table({"id": [f"g{i}" for i in range(10)], "text": texts, "meta": list(range(10))}),
+        tmp_path / "in" / "a.parquet",
+    )
+    damaged = tmp_path / "in" / "b.parquet"
+    table = pa.table(
+        {"id": [f"b{i}" for i in range(10)], "text": [t + " more" for t in texts], "meta": list(range(10))}
+    )
+    pq.write_table(table, damaged, compression="zstd", row_group_size=2)
+    page = pq.ParquetFile(damaged).metadata.row_group(3).column(2)  # meta, rows 6-7
+    data = bytearray(damaged.read_bytes())
+    at = page.data_page_offset + bytes(data[page.data_page_offset :]).index(b"\x28\xb5\x2f\xfd")  # zstd frame
+    data[at : at + 4] = b"XXXX"
+    damaged.write_bytes(bytes(data))
+    assert pq.ParquetFile(damaged).read(columns=["id", "text"]).num_rows == 10  # what the stages read is whole
+    assert fail_message(tmp_path / "in", columns=["id", "text"]).startswith(
+        "b.parquet:0: Parquet data that cannot be read ("
+    )
+    for fmt in ("parquet", "jsonl"):
+        out, summary = run(
+            tmp_path / fmt, [tmp_path / "in"], io={"on_error": "skip", "output_format": fmt}, mode="exact"
+        )
+        assert summary["counts"]["output"] == {"kept": 10, "removed": 0, "rejected": 1}
+        assert pd.read_parquet(out / "rejected")[["source", "line", "kind"]].values.tolist() == [
+            ["b.parquet", 0, "corrupt"]
+        ]
 
 
 def test_missing_and_unreadable_paths(tmp_path, monkeypatch):

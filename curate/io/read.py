@@ -100,7 +100,8 @@ def read_documents(
         The input fields to return (an assigned ``id`` is always returned; naming it is
         allowed). None: all. Only these, the id and the text are read from JSONL and Parquet,
         and only they are checked: other fields are never parsed, so their values and types
-        cannot make a record bad.
+        cannot make a record bad (Parquet pages of every column are decoded, though: a damaged
+        one rejects its file, as the final write would find it).
     blocksize : int or str or None, default="64MB"
         Target partition size in bytes of JSONL as read (decompressed) or Parquet on disk:
         larger uncompressed JSONL files are split at line ends, smaller files of any kind are
@@ -334,24 +335,26 @@ class _Reader:
         return self._assemble(pieces, bad, records, positions, (first_line or 1) + line_index, index, lines)
 
     def _parquet(self, src: Source, path: str, index: int) -> pa.Table:
+        kind, what = "truncated", "not a readable Parquet file"
         try:
             with self.fs.open(path, "rb") as f:
                 parquet = pq.ParquetFile(f)
-                present = parquet.schema_arrow.names
-                columns = [n for n in self.layout.schema.names if n in present] if self.layout.only else None
-                table = parquet.read(columns=None if self.records else columns)
+                kind, what = "corrupt", "Parquet data that cannot be read"  # the footer was whole
+                # Every column, though the stages use some: the final write reads them all, so
+                # damage in any column rejects the file here, in every read, not after the dedup.
+                table = parquet.read()
         except (
             pa.ArrowInvalid,
             OSError,
         ) as err:  # no row can be read: the file is one rejected record, as a broken .gz is
             if isinstance(err, OSError) and err.errno is not None:  # the file system's error, not the file's
                 raise
-            bad = [Bad(0, "truncated", None, f"not a readable Parquet file ({err})")]
+            bad = [Bad(0, kind, None, f"{what} ({err})")]
             return self._assemble([], bad, [b""], np.zeros(1, np.int64), np.zeros(1, np.int64), index)
         table = table.replace_schema_metadata(None)
         lines = _row_json(table) if self.records else None  # in this file's own types, as JSONL output writes them
-        if self.records and columns is not None:
-            table = table.select(columns)
+        if self.layout.only:
+            table = table.select([n for n in self.layout.schema.names if n in table.column_names])
         problems = _row_problems(table, self.layout)
         rows = np.arange(table.num_rows, dtype=np.int64)
         good = np.setdiff1d(rows, list(problems))
