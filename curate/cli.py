@@ -513,11 +513,19 @@ def _warn_if_gpu_settings_unused(config: RunConfig, asked: str) -> None:
     changed = [key for key, value in gpu if value != GPUConfig.model_fields[key].default]
     if config.backend != "cpu" or not changed or config.cluster.scheduler_address or config.cluster.scheduler_file:
         return
-    flags = _flags()
-    named = ", ".join(f"cluster.gpu.{key} ({flags[key]})" if key in flags else f"cluster.gpu.{key}" for key in changed)
+    params = {param.name: param for param in click.get_current_context().command.params}
+
+    def named(key: str) -> str:  # with the flag that gives its value: --disable-cudf-spill for False
+        param = params.get(key)
+        if param is None:
+            return f"cluster.gpu.{key}"
+        opts = param.secondary_opts if getattr(gpu, key) is False and param.secondary_opts else param.opts
+        return f"cluster.gpu.{key} ({opts[0]})"
+
     why = "--backend auto found no usable GPU" if asked == "auto" else "--backend cpu"
     verb = "configures" if len(changed) == 1 else "configure"
-    click.echo(f"warning: {named} {verb} the GPU cluster, which this run does not start ({why})", err=True)
+    names = ", ".join(map(named, changed))
+    click.echo(f"warning: {names} {verb} the GPU cluster, which this run does not start ({why})", err=True)
 
 
 def _warn_if_mostly_rejected(counts: dict, out_dir: str) -> None:

@@ -252,13 +252,13 @@ def field_problem(loc: tuple, message: str, section: str = "") -> str:
 def _instead(where: tuple, name: str) -> str:
     """Where ``name`` (unknown at ``where``) is a setting, the setting whose flag it names
     (``cuda_visible_devices``: ``cluster.gpu.devices``), or the setting it is a typo of."""
-    sections = {"io": IOConfig, "fuzzy": FuzzyConfig, "cluster": ClusterConfig}
-    for section, model in (*sections.items(), ("cluster.gpu", GPUConfig)):
+    sections = {"io": IOConfig, "fuzzy": FuzzyConfig, "cluster": ClusterConfig, "cluster.gpu": GPUConfig}
+    for section, model in sections.items():
         for key, field in model.model_fields.items():
             flag = ((field.json_schema_extra or {}).get("cli") or {}).get("flag", "").split("/")[0]
             if flag and flag[2:].replace("-", "_") == name != key:
                 return f"; the flag {flag} is {section}.{key} in a config file"
-    model = sections.get(where[0]) if len(where) == 1 else RunConfig if not where else None
+    model = sections.get(".".join(where)) if where else RunConfig
     owners = [section for section, kind in sections.items() if name in kind.model_fields and kind is not model]
     if owners:
         return f"; it belongs under {owners[0]}:"

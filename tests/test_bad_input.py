@@ -237,6 +237,12 @@ def test_a_value_of_another_type_after_the_sample(tmp_path):
     assert fail_message(path, blocksize="256KB") == f"x.jsonl:5001: field 'score': {convert}"  # every field read
     assert read(path, blocksize="256KB", columns=["id", "text"]).id.tolist() == list(range(6000))  # not read
     assert fail_message(path, blocksize="256KB", columns=["score"]) == f"x.jsonl:5001: field 'score': {convert}"
+    # An integer beyond int64 there was "invalid JSON: The string 'd5000' is not a valid decimal128
+    # number" (the last of the string id's parse types), naming no field.
+    lines = [json.dumps({"id": f"d{i}", "text": "x" * 250, "score": 10**20 if i == 5000 else i}) for i in range(6000)]
+    path = jsonl(tmp_path / "y.jsonl", *lines)
+    huge = "field 'score': the integer 100000000000000000000 does not fit int64"
+    assert fail_message(path, blocksize="256KB", columns=["score"]) == f"y.jsonl:5001: {huge}"
 
 
 def test_field_first_seen_after_the_sample_and_null_ids(tmp_path):

@@ -161,6 +161,11 @@ def test_a_rule_of_a_section_names_the_flags_of_its_keys(tmp_path):
         "Error: invalid configuration: cluster.gpu.cuda_visible_devices: not a setting; "
         "the flag --cuda-visible-devices is cluster.gpu.devices in a config file"
     ), result.output
+    # A GPU setting one level up, or spelt with hyphens, had no hint.
+    (tmp_path / "c.yaml").write_text("cluster:\n  rmm_pool_size: 1GB\n  gpu:\n    rmm-pool-size: 1GB\n")
+    result = CliRunner().invoke(main, ["dedup", docs, "-o", out, "--config", str(tmp_path / "c.yaml")])
+    assert "cluster.gpu.rmm-pool-size: not a setting; did you mean rmm_pool_size?" in result.output
+    assert "cluster.rmm_pool_size: not a setting; it belongs under cluster.gpu: (--rmm-pool-size)" in result.output
     from curate.config import load_config
 
     (tmp_path / "c.yaml").write_text("io:\n  id_field: null\n")
@@ -181,6 +186,12 @@ def test_gpu_settings_on_the_cpu_are_named_not_ignored(tmp_path, monkeypatch):
         "warning: cluster.gpu.rmm_pool_size (--rmm-pool-size), cluster.gpu.protocol (--protocol) configure "
         "the GPU cluster, which this run does not start (--backend cpu)"
     ), result.output
+    result = CliRunner().invoke(
+        main, ["dedup", docs, "-o", out, "--disable-cudf-spill"]
+    )  # the flag given, not its pair
+    assert result.output.startswith("warning: cluster.gpu.enable_cudf_spill (--disable-cudf-spill) configures"), (
+        result.output
+    )
     result = CliRunner().invoke(main, ["dedup", docs, "-o", out])
     assert "warning" not in result.output, result.output
 

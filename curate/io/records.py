@@ -448,6 +448,8 @@ def _diagnose(line: bytes, index: int, layout: Layout, err: pa.ArrowInvalid) -> 
         try:
             found = pa.array([value])
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, UnicodeEncodeError):
+            if isinstance(value, int) and not isinstance(value, bool):  # beyond 64 bits: the field is named
+                return Bad(index, "wrong-type", field.name, f"the integer {value} does not fit {field.type}")
             continue  # not even alone: the line is invalid JSON to Arrow (say, a lone surrogate)
         try:
             found.cast(field.type)
