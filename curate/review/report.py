@@ -84,7 +84,8 @@ def _page(run: RunOutput, largest: list[Pair], sampled: list[Pair], groups: int,
 def _largest(largest: list[Pair], groups: int) -> str:
     if not groups:  # --groups 0: none asked for (it said "No duplicate groups")
         return ""
-    return f"""<section><h2>The {len(largest)} largest groups</h2>
+    heading = "The largest group" if len(largest) == 1 else f"The {len(largest)} largest groups"
+    return f"""<section><h2>{heading}</h2>
   <p class="note">Each group's representative (kept) beside the member least similar to it (removed). Among groups of equal
   size, exact and near-duplicate groups take turns, least similar first.</p>
   {_pairs(largest) or "<p>No duplicate groups.</p>"}
