@@ -379,13 +379,14 @@ def _validated(build, *args, section: str = "", **kwargs):
         raise ConfigError(str(err)) from None
 
 
+def _params() -> dict[str, click.Parameter]:
+    """The running command's parameters by setting name."""
+    return {param.name: param for param in click.get_current_context().command.params}
+
+
 def _flags() -> dict[str, str]:
     """The running command's long flags by setting name (``rows_per_band``: ``--rows-per-band``)."""
-    return {
-        param.name: param.opts[0]
-        for param in click.get_current_context().command.params
-        if param.opts[0].startswith("--")
-    }
+    return {name: param.opts[0] for name, param in _params().items() if param.opts[0].startswith("--")}
 
 
 def _problem(loc: tuple, message: str, section: str) -> str:
@@ -513,7 +514,7 @@ def _warn_if_gpu_settings_unused(config: RunConfig, asked: str) -> None:
     changed = [key for key, value in gpu if value != GPUConfig.model_fields[key].default]
     if config.backend != "cpu" or not changed or config.cluster.scheduler_address or config.cluster.scheduler_file:
         return
-    params = {param.name: param for param in click.get_current_context().command.params}
+    params = _params()
 
     def named(key: str) -> str:  # with the flag that gives its value: --disable-cudf-spill for False
         param = params.get(key)
