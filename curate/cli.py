@@ -420,7 +420,13 @@ def _bands_by_rows(ctx, param, values):
 
 
 @main.command()
-@click.option("--threshold", type=float, required=True, help="Jaccard similarity that makes two documents duplicates.")
+@click.option(
+    "--threshold",
+    # open range: at 0 or 1 no bands-by-rows choice exists (dedup takes 1.0 only with bands given)
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    required=True,
+    help="Jaccard similarity that makes two documents duplicates.",
+)
 @click.option("--num-perm", type=int, help=f"MinHash values the bands may use. {default_help(DEFAULT_NUM_PERM)}")
 @click.option(
     "--fp-weight",

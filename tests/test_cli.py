@@ -120,7 +120,9 @@ def test_cli_params_json_compare_and_plot(tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--threshold", "1.0"], "threshold must be strictly between 0 and 1"),
+        # It told the user to "give num_bands and rows_per_band", which params has no flags for.
+        (["--threshold", "1.0"], "Invalid value for '--threshold': 1.0 is not in the range 0<x<1."),
+        (["--threshold", "0"], "Invalid value for '--threshold': 0.0 is not in the range 0<x<1."),
         (["--threshold", "0.8", "--num-perm", "0"], "num_perm: Input should be greater than or equal to 1"),
         (["--threshold", "0.8", "--fp-weight", "0", "--fn-weight", "0"], "not both zero"),
         (["--threshold", "0.8", "--compare", "20y13"], "'20y13' is not BANDSxROWS"),

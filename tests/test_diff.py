@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from curate.io import read_records
 from curate.review.diff import Diff, Segment, word_diff
+from curate.review.inspect import differing
 from tests.conftest import shared_corpus
 
 SAME, CHANGED = "same", "changed"
@@ -71,6 +72,12 @@ def test_counts():
         changed_b=4,
         complete=True,
     )
+
+
+def test_differing_words_in_a_headline():
+    assert differing(word_diff("the quick fox", "the slow fox")) == "1 of 3 words differ (1 of 3 in the kept)"
+    # An exact group of empty (or whitespace-only) texts read "0 of 0 words differ (0 of 0 in the kept)".
+    assert differing(word_diff("", "")) == differing(word_diff(" \n", "\t")) == "no words on either side"
 
 
 def test_identical_texts_show_their_start():

@@ -259,6 +259,8 @@ class RunOutput:
 
 def differing(diff: Diff) -> str:
     """How many words differ on each side, e.g. "3 of 504 words differ (4 of 505 in the kept)"."""
+    if not (diff.words_a or diff.words_b):  # empty or whitespace-only texts, an exact group
+        return "no words on either side"
     text = f"{diff.changed_a:,} of {diff.words_a:,} words differ ({diff.changed_b:,} of {diff.words_b:,} in the kept)"
     return text + ("" if diff.complete else ", first words only compared")
 
