@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import json
 import logging
+import os
 import re
 import sys
 import traceback
@@ -186,6 +187,12 @@ def _resolved(config: RunConfig) -> RunConfig:
     or ValueError saying what the GPU backend lacks and how to install it."""
     from curate.backend import resolve_backend
 
+    cluster = config.cluster
+    if config.backend != "cpu" and cluster.gpu.devices and not (cluster.scheduler_address or cluster.scheduler_file):
+        # This process opens a CUDA context too (the graph's cudf metas), on its first visible
+        # device: GPU 0 even when the run was given others. CUDA reads the variable once, at
+        # its first call (the device check below), so it is set before.
+        os.environ["CUDA_VISIBLE_DEVICES"] = cluster.gpu.devices
     return config.model_copy(update={"backend": resolve_backend(config.backend)})
 
 

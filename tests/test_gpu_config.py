@@ -1,5 +1,7 @@
 """GPU configuration and backend selection: checked without a GPU."""
 
+import os
+
 import dask
 import dask.dataframe as dd
 import numpy as np
@@ -155,6 +157,23 @@ def test_backend_gpu_without_device_is_refused(monkeypatch):
     assert curate.backend.resolve_backend("auto") == "cpu"
     monkeypatch.setattr(curate.backend, "gpu_usable", lambda: True)
     assert curate.backend.resolve_backend("auto") == "gpu"
+
+
+def test_the_command_itself_sees_only_the_devices_given(tmp_path, monkeypatch):
+    # Only the workers were given --cuda-visible-devices: the command's own process (which
+    # builds the graph's cudf metas) opened its CUDA context on GPU 0, the one left out.
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    monkeypatch.setattr(curate.backend, "missing_gpu_packages", list)
+    seen = []
+    monkeypatch.setattr(curate.backend, "gpu_usable", lambda: seen.append(os.environ["CUDA_VISIBLE_DEVICES"]))
+    docs = str(FIXTURES / "docs.jsonl")
+    for backend in ("gpu", "auto", "cpu"):
+        args = ["dedup", docs, "-o", str(tmp_path / backend), "--backend", backend, "--cuda-visible-devices", "2,3"]
+        result = CliRunner().invoke(main, [*args, "--local-directory", "/proc/none"])  # stops before a cluster
+        assert "gpu" in result.output if backend == "gpu" else "spill folder /proc/none" in result.output
+        assert os.environ["CUDA_VISIBLE_DEVICES"] == ("2,3" if backend != "cpu" else "0,1,2,3")
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    assert seen == ["2,3", "2,3"]  # when the device was asked for: the gpu and auto runs
 
 
 def test_backend_gpu_on_this_machine(tmp_path):
