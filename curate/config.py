@@ -217,8 +217,13 @@ class FuzzyConfig(_Section):
                     f"num_bands x rows_per_band = {bands} x {rows} = {bands * rows} MinHash values, more than num_perm {num_perm}; "
                     "raise num_perm or leave it out"
                 )
-        # The model is frozen; resolving its own fields once, here, is the one exception.
+        # The model is frozen; resolving its own fields once, here, is the one exception. What
+        # was derived counts as not given (YAML's `num_bands: null` included), so that a copy
+        # merged with a new threshold (the API's config= with threshold=) derives it again.
+        derived = {"num_bands", "rows_per_band"} if self.num_bands is None else set()
+        derived |= {"num_perm"} if self.num_perm is None else set()
         self.__dict__.update(num_bands=bands, rows_per_band=rows, num_perm=num_perm)
+        self.__pydantic_fields_set__ -= derived
         return self
 
     @property

@@ -23,6 +23,7 @@ import curate
 import curate.backend
 from curate.config import load_config
 from curate.io import read_documents
+from curate.params import optimal_bands
 from curate.pipeline import dedup
 from tests.conftest import FIXTURES, realignments, shared_corpus, write_jsonl
 
@@ -380,6 +381,21 @@ def test_a_configuration_file_means_what_it_means_to_the_cli(tmp_path):
         assert curate.deduplicate(fixture_frame(), config=config, mode="both").config.mode == "both"
     with pytest.raises(TypeError, match=r"config must be a RunConfig or FuzzyConfig .*, got dict"):
         curate.deduplicate(fixture_frame(), config={"fuzzy": {"threshold": 0.7}})  # an AttributeError
+
+
+def test_a_configuration_file_leaves_the_bands_to_a_new_threshold():
+    # `curate config show` writes num_bands: null; loaded, the bands chosen for its threshold
+    # counted as given, and deduplicate(config=..., threshold=0.5) kept 0.8's 20 x 13.
+    config = load_config("default")
+    fuzzy = config.fuzzy
+    assert (fuzzy.threshold, fuzzy.num_bands, fuzzy.rows_per_band) == (0.8, *optimal_bands(0.8, 260, 0.01, 0.99))
+    given = curate.deduplicate(fixture_frame(), config=config, threshold=0.5).config.fuzzy
+    assert given == curate.deduplicate(fixture_frame(), threshold=0.5).config.fuzzy
+    assert (given.num_bands, given.rows_per_band, given.num_perm) == (*optimal_bands(0.5, 260, 0.01, 0.99), 260)
+    # bands given in the file stay what they are
+    config = load_config(None, {"fuzzy": {"num_bands": 10, "rows_per_band": 5}})
+    given = curate.deduplicate(fixture_frame(), config=config, threshold=0.5).config.fuzzy
+    assert (given.num_bands, given.rows_per_band, given.num_perm) == (10, 5, 50)
 
 
 def test_columns_of_python_objects_ride_along_and_are_checked(tmp_path):
