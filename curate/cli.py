@@ -543,10 +543,20 @@ def _warn_if_gpu_settings_unused(config: RunConfig, asked: str) -> None:
 
 
 def _warn_if_mostly_rejected(counts: dict, out_dir: str) -> None:
-    """One line when ``--on-error skip`` rejected half the records or more: more likely a wrong
-    field or format than bad data (an --id-field that few records have rejected all but one)."""
+    """One line when ``--on-error skip`` could not read a file to its end, whose rest no count
+    holds (the break is one rejected record); one when it rejected half the records or more,
+    some for what they hold: more likely a wrong field or format than bad data (an --id-field
+    that few records have rejected all but one)."""
     rejected, total = counts["output"].get("rejected", 0), counts["input"]["documents"]
-    if rejected and 2 * rejected >= total:
+    broken = sum(counts["rejected"].get(kind, 0) for kind in ("truncated", "corrupt"))  # one per file
+    if broken:
+        files = f"{broken:,} input file{'s' if broken > 1 else ''}"
+        click.echo(
+            f"warning: {files} could not be read to the end (truncated or corrupt): the records after "
+            f"the damage are not read and in no count; each file's reason is in {out_dir}/rejected/",
+            err=True,
+        )
+    if rejected > broken and 2 * rejected >= total:
         kinds = ", ".join(f"{kind} {n:,}" for kind, n in sorted(counts["rejected"].items(), key=lambda kv: -kv[1]))
         click.echo(
             f"warning: {rejected:,} of {total:,} records were rejected ({kinds}); check --text-field and "

@@ -475,6 +475,21 @@ def test_truncated_compressed_shard(tmp_path, codec, suffix):
     assert read(path).id.tolist() == list(range(1000)) * 2
 
 
+def test_a_file_cut_short_is_not_blamed_on_the_fields(tmp_path, joined):
+    # One good record and a .gz cut inside its first block: 1 of 2 records rejected, and the
+    # warning said to check --text-field and --id-field, not that the file's rest went uncounted.
+    jsonl(tmp_path / "in" / "a.jsonl", json.dumps({"id": "a", "text": "fine"}))
+    (tmp_path / "in" / "b.jsonl.gz").write_bytes(_cut_after("gzip", b"", "\n".join(doc_lines(100)).encode()))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["dedup", str(tmp_path / "in"), "-o", str(out), "--on-error", "skip", *joined])
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        "warning: 1 input file could not be read to the end (truncated or corrupt): the records after the "
+        f"damage are not read and in no count; each file's reason is in {out}/rejected/"
+    ]
+
+
 def test_corrupt_compressed_shard(tmp_path):
     head = "".join(line + "\n" for line in doc_lines(10)).encode()
     flushed = zlib.compressobj(wbits=zlib.MAX_WBITS | 16)
@@ -687,6 +702,11 @@ def test_cli_skip_end_to_end(tmp_path, joined):
     assert "records rejected" in result.output
     # More than half rejected is more likely a wrong field than bad data: a warning says so.
     assert "warning: 7 of 13 records were rejected (duplicate-id 1, invalid-json 1, " in result.output
+    # The cut .gz is one rejected record; what followed the cut is in no count, which was not said.
+    assert (
+        "warning: 1 input file could not be read to the end (truncated or corrupt): the records after the "
+        f"damage are not read and in no count; each file's reason is in {out}/rejected/"
+    ) in " ".join(result.output.split())
     counts = json.loads((out / "summary.json").read_text())["counts"]
     assert counts["output"] == {"kept": 5, "removed": 1, "rejected": 7}
     assert counts["input"]["documents"] == 13 == sum(counts["output"].values())
