@@ -479,7 +479,7 @@ def test_a_file_cut_short_is_not_blamed_on_the_fields(tmp_path, joined):
     # One good record and a .gz cut inside its first block: 1 of 2 records rejected, and the
     # warning said to check --text-field and --id-field, not that the file's rest went uncounted.
     jsonl(tmp_path / "in" / "a.jsonl", json.dumps({"id": "a", "text": "fine"}))
-    (tmp_path / "in" / "b.jsonl.gz").write_bytes(_cut_after("gzip", b"", "\n".join(doc_lines(100)).encode()))
+    (tmp_path / "in" / "b.jsonl.gz").write_bytes(_cut_after("gzip", b"", doc_lines(1, words=2000)[0].encode()))
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["dedup", str(tmp_path / "in"), "-o", str(out), "--on-error", "skip", *joined])
     assert result.exit_code == 0, result.output
@@ -488,6 +488,8 @@ def test_a_file_cut_short_is_not_blamed_on_the_fields(tmp_path, joined):
         "warning: 1 input file could not be read to the end (truncated or corrupt): the records after the "
         f"damage are not read and in no count; each file's reason is in {out}/rejected/"
     ]
+    reasons = pd.read_parquet(out / "rejected").reason.tolist()  # it said "after line 0"
+    assert reasons == ["truncated gzip stream before its first line (it ends inside a compressed block)"]
 
 
 def test_corrupt_compressed_shard(tmp_path):

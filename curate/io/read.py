@@ -324,7 +324,8 @@ class _Reader:
         lines = [raw[s:e].removesuffix(b"\r") for s, e in zip(starts, ends)] if self.records else None
         records = [raw[starts[b.index] : ends[b.index]].removesuffix(b"\r") for b in bad]
         if broken is not None:  # whole files only, so lines are counted from 1
-            reason = f"{broken.what} after line {len(keep)} ({broken.detail})"
+            where = f"after line {len(keep)}" if len(keep) else "before its first line"
+            reason = f"{broken.what} {where} ({broken.detail})"
             kind = "truncated" if broken.what.startswith("truncated") else "corrupt"
             bad.append(Bad(len(starts), kind, None, reason))
             positions, line_index = np.append(positions, start + len(raw)), np.append(line_index, len(keep))
