@@ -543,11 +543,13 @@ def _warn_if_gpu_settings_unused(config: RunConfig, asked: str) -> None:
 
 
 def _warn_if_mostly_rejected(counts: dict, out_dir: str) -> None:
-    """One line when ``--on-error skip`` could not read a file to its end, whose rest no count
+    """One line when the inputs hold no record; one when ``--on-error skip`` could not read a file to its end, whose rest no count
     holds (the break is one rejected record); one when it rejected half the records or more,
     some for what they hold: more likely a wrong field or format than bad data (an --id-field
     that few records have rejected all but one)."""
     rejected, total = counts["output"].get("rejected", 0), counts["input"]["documents"]
+    if not total:  # empty files (or blank lines only): an empty output, which looked like success
+        click.echo("warning: the inputs hold no records; the output is empty", err=True)
     broken = sum(counts["rejected"].get(kind, 0) for kind in ("truncated", "corrupt"))  # one per file
     if broken:
         files = f"{broken:,} input file{'s' if broken > 1 else ''}"

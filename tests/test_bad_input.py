@@ -319,6 +319,17 @@ def test_empty_file(tmp_path):
     assert both.to_dict("list") == {"_doc": [1 << 40], "id": [1], "text": ["b"]}
 
 
+def test_inputs_without_records_are_named_in_a_warning(tmp_path, joined):
+    # Empty files (blank lines only) gave an empty output and a summary of zeros, like a success.
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_bytes(b"")
+    (tmp_path / "in" / "b.jsonl").write_bytes(b"\n\n")
+    result = CliRunner().invoke(main, ["dedup", str(tmp_path / "in"), "-o", str(tmp_path / "out"), *joined])
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]
+    assert warnings == ["warning: the inputs hold no records; the output is empty"]
+
+
 def test_empty_and_whitespace_only_documents(tmp_path):
     path = jsonl(tmp_path / "ws.jsonl", '{"text": ""}', "", '{"text": " "}', "   ", '{"text": "\\n\\t "}')
     # blank lines are not records (assigned ids skip them); empty and blank texts are documents, as they are
