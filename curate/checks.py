@@ -82,7 +82,7 @@ def check_inputs(inputs: list[str], io: IOConfig, keep: str = "first") -> Inputs
         of several types, lists), or, failing on bad records, if a file's first
         records lack a field every record needs or hold a text that is not a string.
     """
-    fs, paths, fmt, _ = find_inputs(inputs)
+    fs, paths, fmt, _, _ = find_inputs(inputs)
     samples = sample_files(fs, paths, fmt)
     per_file = [dict.fromkeys(name for schema in schemas for name in schema.names) for schemas, _ in samples]
     fields = tuple(dict.fromkeys(name for found in per_file for name in found))

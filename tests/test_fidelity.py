@@ -401,7 +401,7 @@ def test_a_file_given_twice_is_counted_once(tmp_path):
     for name in "abc":
         (tmp_path / "d" / f"{name}.jsonl").write_text(f'{{"id": "{name}", "text": "{name}"}}\n')
     d = str(tmp_path / "d")
-    _, paths, _, repeats = find_inputs([d, f"{d}/a.jsonl", f"{d}/a.jsonl", f"{d}/*.jsonl"])
+    _, paths, _, repeats, _ = find_inputs([d, f"{d}/a.jsonl", f"{d}/a.jsonl", f"{d}/*.jsonl"])
     assert len(paths) == 3
     message = overlap_message(repeats)
     assert message.startswith("inputs overlap: 3 file(s) named more than once are read once: ")
@@ -415,9 +415,30 @@ def test_a_file_found_again_through_a_link_in_its_folder_is_named_by_both_spelli
     (tmp_path / "d" / "a.jsonl").write_text('{"id": "a", "text": "a"}\n')
     os.symlink(tmp_path / "d" / "a.jsonl", tmp_path / "d" / "sub" / "link.jsonl")
     d = str(tmp_path / "d")
-    _, paths, _, repeats = find_inputs([d])
+    _, paths, _, repeats, _ = find_inputs([d])
     assert paths == [f"{d}/a.jsonl"]
     assert overlap_message(repeats).endswith(f"{d}/a.jsonl (in {d!r}, also as {d}/sub/link.jsonl)")
+
+
+def test_a_folders_files_of_other_names_are_named_in_a_warning(tmp_path, caplog):
+    # They were skipped without a word: a folder of a.jsonl, c.jl, d.jsonl.bz2... read a.jsonl only.
+    d = tmp_path / "d"
+    (d / ".git").mkdir(parents=True)
+    (d / "_temporary").mkdir()
+    for name in ["a.jsonl", "B.JSONL", "c.jl", "d.jsonl.bz2", "e.jsonl.gzip", "f.jsonlines", "g.txt", ".hidden.jsonl"]:
+        (d / name).write_text(f'{{"id": "{name}", "text": "{name}"}}\n')
+    # not data by convention: left out without a word
+    for name in ["_SUCCESS", ".part-0.crc", "_common_metadata", ".git/HEAD", "_temporary/notes.txt"]:
+        (d / name).write_text("")
+    with caplog.at_level(logging.WARNING, logger="curate.io.read"):
+        assert read_documents([str(d)]).compute().id.tolist() == ["B.JSONL", "a.jsonl"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "curate.io.read"]
+    assert warnings == [
+        "inputs skipped: 5 file(s) in folders are not read, not named as JSONL (.jsonl, .json, .ndjson; "
+        f"also .gz or .zst) or Parquet (.parquet): {d}/c.jl; {d}/d.jsonl.bz2; {d}/e.jsonl.gzip; and 2 more"
+    ]
+    skipped = ["c.jl", "d.jsonl.bz2", "e.jsonl.gzip", "f.jsonlines", "g.txt"]
+    assert find_inputs([str(d)])[4] == [f"{d}/{name}" for name in skipped]
 
 
 def test_file_urls_name_local_files(sync, tmp_path):

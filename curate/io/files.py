@@ -42,6 +42,8 @@ def expand_paths(inputs: list[str] | str) -> tuple[object, list[str], str]:
     absolute, so files, folders and globs, absolute or relative, mix freely. A file named by
     more than one argument (a folder and a file inside it, a glob and a path, a symlink and its
     target) is listed once, where it first appears; :func:`read_documents` logs such overlaps.
+    A folder's files named otherwise than as data are left out; :func:`read_documents` logs them
+    too, except names starting with ``.`` or ``_``, which are not data by convention.
 
     Returns
     -------
@@ -56,21 +58,30 @@ def expand_paths(inputs: list[str] | str) -> tuple[object, list[str], str]:
     ValueError
         If the files mix formats or have an unknown extension.
     """
-    fs, paths, fmt, _ = find_inputs(inputs)
+    fs, paths, fmt, _, _ = find_inputs(inputs)
     return fs, paths, fmt
 
 
-def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, str, str]]]:
-    """:func:`expand_paths`, and the repeats left out: (path as first named, the input that first
-    named it, the input naming it again, the path as named again)."""
+def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, str, str]], list[str]]:
+    """:func:`expand_paths`, the repeats left out: (path as first named, the input that first
+    named it, the input naming it again, the path as named again), and the files that folders
+    hold under names other than data's (not those starting with . or _), left out."""
     inputs = [inputs] if isinstance(inputs, str) else list(inputs)
     fs, _ = url_to_fs(inputs[0])
     local = isinstance(fs, LocalFileSystem)
     first: dict[str, tuple[str, str]] = {}  # identity -> (path, input)
-    repeats = []
+    repeats, skipped = [], []
     for item in inputs:
         if fs.isdir(item):
-            found = sorted(p for p in fs.find(item) if _format_of(p) and not os.path.basename(p).startswith((".", "_")))
+            found, root = [], fs._strip_protocol(item)
+            for path in sorted(fs.find(item)):
+                if _format_of(path) and not os.path.basename(path).startswith((".", "_")):
+                    found.append(path)
+                # Files under names starting with . or _ (in folders so named too) are not data by
+                # convention: .crc, _SUCCESS, Parquet's _metadata, .git/. Any other file left out
+                # is named in a warning (a .jl or .bz2 file was lost without a word).
+                elif not any(part.startswith((".", "_")) for part in os.path.relpath(path, root).split(os.sep)):
+                    skipped.append(os.path.abspath(path) if local else fs.unstrip_protocol(path))
         else:
             found = sorted(fs.glob(item)) if any(c in item for c in "*?[") else ([item] if fs.exists(item) else [])
         if not found:
@@ -97,7 +108,7 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
         raise ValueError(f"inputs mix formats {sorted(formats)}; give one kind of file per run")
     if not local:
         paths = [fs.unstrip_protocol(p) for p in paths]
-    return fs, paths, formats.pop(), repeats
+    return fs, paths, formats.pop(), repeats, list(dict.fromkeys(skipped))
 
 
 def _nothing_found(fs, item: str) -> str:
@@ -132,6 +143,14 @@ def overlap_message(repeats: list[tuple[str, str, str, str]]) -> str:
     )
     more = f"; and {len(named) - 3} more" if len(named) > 3 else ""
     return f"inputs overlap: {len(named)} file(s) named more than once are read once: {shown}{more}"
+
+
+def skipped_message(skipped: list[str]) -> str:
+    """One line naming the files that folders hold under other names than data's (from
+    :func:`find_inputs`), left out, e.g. for a log: how many, and the first three."""
+    shown = "; ".join(skipped[:3])
+    more = f"; and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+    return f"inputs skipped: {len(skipped)} file(s) in folders are not read, not named as {FORMATS}: {shown}{more}"
 
 
 def source_names(paths: list[str]) -> tuple[str, ...]:

@@ -42,6 +42,7 @@ from curate.io.files import (
     lines_before,
     overlap_message,
     sample_files,
+    skipped_message,
     source_names,
     unify_schemas,
 )
@@ -85,9 +86,9 @@ def read_documents(
     Parameters
     ----------
     inputs : str or list of str
-        Files, directories (searched recursively for ``.jsonl[.gz|.zst]`` / ``.parquet``), globs
-        or fsspec URLs (``s3://...``), in any mix; a file named twice is read once (see
-        :func:`curate.io.files.expand_paths`).
+        Files, directories (searched recursively for ``.jsonl[.gz|.zst]`` / ``.parquet``; other
+        files are skipped with a warning), globs or fsspec URLs (``s3://...``), in any mix; a file
+        named twice is read once (see :func:`curate.io.files.expand_paths`).
     id_field : str or None, default=None
         Field holding unique document ids (int or string); every record must have it. None:
         ``id`` if any file has it (then every record must), else ids ``"<file>:<line>"`` (JSONL,
@@ -164,9 +165,11 @@ def read_documents(
     if on_error not in ("fail", "skip"):
         raise ValueError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
     blocksize = parse_bytes(blocksize) if isinstance(blocksize, str) else blocksize
-    fs, paths, fmt, repeats = find_inputs(inputs)
+    fs, paths, fmt, repeats, skipped = find_inputs(inputs)
     if repeats:
         logger.warning(overlap_message(repeats))
+    if skipped:
+        logger.warning(skipped_message(skipped))
     names = source_names(paths)
     id_name = id_field or "id"
     samples = sample_files(fs, paths, fmt)
