@@ -16,7 +16,7 @@ import pandas as pd
 import pyarrow as pa
 from pydantic import ValidationError
 
-from curate.backend import on_host, to_host
+from curate.backend import is_missing, on_host, shown, to_host
 from curate.cluster import current_client, local_shuffles, one_task_per_gpu, shuffles_need_workers
 from curate.config import ClusterConfig, FuzzyConfig, IOConfig, RunConfig, field_problem
 from curate.dask_fixes import one_at_a_time
@@ -75,6 +75,9 @@ class Deduplication:
     counts: dict = field(default_factory=dict)
     _lazy_counts: dict = field(default_factory=dict, repr=False)
     _needs_workers: bool = field(default=False, repr=False)  # built with P2P shuffles (shuffles_need_workers)
+    _id_kinds: object = field(
+        default=None, repr=False
+    )  # the lazy check of an object id column across partitions (_checked_values)
 
     def compute(self, **kwargs):
         """Compute the three tables and the counts in one pass (each stage runs once).
@@ -98,7 +101,9 @@ class Deduplication:
         ValueError
             If the frames were built for a client (P2P shuffles) and ``kwargs`` or ``dask.config``
             now name a local scheduler, or that client is closed; if the keep policy's column is
-            an object column (pandas') of values that do not order (an int and a str), naming it.
+            an object column (pandas') of values that do not order (an int and a str), naming it;
+            on the input errors :func:`deduplicate` lists (ids of several types, a text that is
+            not a string, repeated or null ids).
 
         Notes
         -----
@@ -128,14 +133,29 @@ class Deduplication:
                         self.kept, self.removed, self.duplicates, *self._lazy_counts.values(), **kwargs
                     )
                 except RuntimeError as err:
-                    unordered = self._unordered(err)
-                    if unordered is None:
+                    found = self._id_kinds_error(err) or self._unordered(err)
+                    if found is None:
                         raise
-                    raise unordered from err
+                    raise found from err
         kept, removed, duplicates, *counts = results
         self.counts = {name: int(value) for name, value in zip(self._lazy_counts, counts)}
         self._check()
         return kept, removed, duplicates
+
+    def _id_kinds_error(self, err: RuntimeError) -> ValueError | None:
+        """The id check's own error where a P2P shuffle failed on the id column before the check
+        ran: an object column of several types (an int partition and a str one) converts to no
+        one Arrow type."""
+        cause, id_field = err.__cause__, self.config.io.id_field
+        if self._id_kinds is None or not isinstance(cause, (pa.ArrowInvalid, pa.ArrowTypeError)):
+            return None
+        if f"column {id_field} " not in str(cause) and f"Field {id_field} " not in str(cause):
+            return None
+        try:
+            self._id_kinds.compute()  # a pass over the ids (no shuffle), which raises the check's error
+        except ValueError as found:
+            return found
+        return None
 
     def _unordered(self, err: RuntimeError) -> ValueError | None:
         """The keep column's error where a P2P shuffle failed on it: an object column of several
@@ -148,7 +168,7 @@ class Deduplication:
             return None
         return ValueError(
             f"keep={self.config.keep!r}: column {column!r} holds values of several types, which do not order "
-            f"(Arrow: {'; '.join(map(str, cause.args))})"
+            f"(Arrow: {'; '.join(_cut(str(arg), 200) for arg in cause.args)})"
         )
 
     def _check(self) -> None:
@@ -211,9 +231,13 @@ def deduplicate(
         (``text_field='body': no such column ...``), an id column that is the text column, a
         text column that does not hold strings, or a ``_doc`` column that is not curate's key
         (when computed, one that is not the index, increasing, in the frame's divisions).
-        When computed: on a repeated or null id (naming it), except in a skip-mode read, where
-        later occurrences are rejected; on an object column (pandas') whose values are not all
-        strings as the text, or do not order as the keep policy's column (an int and a str, lists).
+        When computed, on every scheduler, naming the row and partition (or ``_doc``) and
+        quoting at most 40 characters of the value: on a repeated or null id, except in a
+        skip-mode read, where later occurrences are rejected; on an object column (pandas') of
+        ids that are not all of one type (an int and a str, in one partition or across them)
+        or not scalars (tuples, lists): a P2P shuffle converts them to Arrow, which holds one
+        type per column; on an object column whose values are not all strings as the text, or
+        do not order as the keep policy's column (an int and a str, lists).
 
     Notes
     -----
@@ -240,10 +264,12 @@ def deduplicate(
     if not own_keys:  # a user's own _doc column would fail deep inside a stage
         keyed = keyed.map_partitions(_checked_keys, divisions, partition_info=True, meta=keyed._meta)
     id_field = io.id_field if io.id_field in keyed.columns and not keys_as_ids else DOC
+    keyed, id_kinds = _checked_values(keyed, io.text_field, id_field, own_keys)
     exact = ExactDedup(text_field=io.text_field, id_field=id_field, keep=keep)
     fuzzy = FuzzyDedup(run.fuzzy, text_field=io.text_field, id_field=id_field, keep=keep)
     counts = {"documents": count_rows(keyed)}
     keyed, rejected, ids_checked = _checked_ids(keyed, id_field, own_keys)
+    checks = [check for check in (id_kinds, ids_checked) if check is not None]
     if rejected is not None:
         counts["rejected"] = count_rows(rejected)
     counts["empty"] = (keyed[io.text_field].fillna("").str.len() == 0).sum()  # null reads as empty
@@ -263,8 +289,8 @@ def deduplicate(
         counts["member_pairs"] = count_rows(found["member_pairs"]) if "member_pairs" in found else 0
         counts["buckets_over_cap"] = found["buckets_over_cap"]
     removed, duplicates = resolve(exact_groups, fuzzy_groups, divisions)
-    if ids_checked is not None:  # every table (and kept, made from removed) waits for the check
-        removed, duplicates = _after(removed, ids_checked), _after(duplicates, ids_checked)
+    if checks:  # every table (and kept, made from removed) waits for the checks
+        removed, duplicates = _after(removed, checks), _after(duplicates, checks)
     if id_field == DOC:  # no id column: the keys are the ids
         removed, duplicates = removed.assign(id=removed[DOC]), duplicates.assign(id=duplicates[DOC])
     kept = _drop_positions(docs, removed, divisions) if own_keys else drop(keyed, removed)
@@ -275,8 +301,125 @@ def deduplicate(
         "fuzzy_removed": (removed.kind == "fuzzy").sum(),
     }
     return Deduplication(
-        kept, removed, duplicates, run, rejected, _lazy_counts=counts, _needs_workers=shuffles_need_workers()
+        kept,
+        removed,
+        duplicates,
+        run,
+        rejected,
+        _lazy_counts=counts,
+        _needs_workers=shuffles_need_workers(),
+        _id_kinds=id_kinds,
     )
+
+
+# What pandas infers for an object column of values of one type, which Arrow holds as one column
+# (a P2P shuffle converts partitions to Arrow; an int and a str, or tuples, stop it).
+_ONE_KIND = {
+    "empty",
+    "string",
+    "bytes",
+    "integer",
+    "floating",
+    "boolean",
+    "decimal",
+    "datetime",
+    "datetime64",
+    "date",
+    "time",
+    "timedelta",
+    "timedelta64",
+}
+
+
+def _checked_values(keyed: dd.DataFrame, text_field: str, id_field: str, own_keys: bool):
+    """``keyed`` checking its object (pandas') text and id columns in each partition, and the
+    check across partitions of an object id column.
+
+    Texts must be strings, ids of one type: each partition raises where it holds another
+    value, before any shuffle reads it. An object id column whose partitions each hold one type
+    but not all the same one (ints in one, strings in another) is refused by the returned check
+    (a lazy int), on every scheduler: a P2P shuffle would stop on it, the local ones would not.
+
+    Returns
+    -------
+    documents : dask.dataframe.DataFrame
+    check : dask Scalar or None
+        None unless the id column is an object column.
+    """
+    meta = keyed._meta
+    text = text_field if meta[text_field].dtype == object else None
+    ids = id_field if id_field != DOC and meta[id_field].dtype == object else None
+    if text is None and ids is None:
+        return keyed, None
+    keyed = keyed.map_partitions(_checked_part, text, ids, own_keys, meta=meta)
+    if ids is None:
+        return keyed, None
+    kinds = keyed[[DOC, ids]].reduction(
+        chunk=_id_kind,
+        aggregate=_refuse_kinds,
+        chunk_kwargs={"id_field": ids, "own_keys": own_keys},
+        aggregate_kwargs={"id_field": ids},
+        split_every=False,
+        meta=(None, "int64"),
+    )
+    return keyed, kinds
+
+
+def _checked_part(part, text_field: str | None, id_field: str | None, own_keys: bool):
+    """``part`` if its text column (if named) holds strings and its id column (if named) ids of one type."""
+    if text_field is not None and pd.api.types.infer_dtype(part[text_field], skipna=True) not in ("string", "empty"):
+        values, docs = part[text_field].to_numpy(), part[DOC].to_numpy()
+        i = next(i for i, v in enumerate(values) if not isinstance(v, str) and not is_missing(v))
+        raise ValueError(
+            f"text column {text_field!r} holds {type(values[i]).__name__} {shown(values[i])} "
+            f"({_where(int(docs[i]), own_keys)}): texts must be strings"
+        )
+    if id_field is not None and pd.api.types.infer_dtype(part[id_field], skipna=True) not in _ONE_KIND:
+        values, docs = part[id_field].to_numpy(), part[DOC].to_numpy()
+        present = [i for i, v in enumerate(values) if not is_missing(v)]
+        first = values[present[0]]
+        kind = pd.api.types.infer_dtype([first])
+        if kind not in _ONE_KIND:  # tuples, lists, dicts
+            raise ValueError(
+                f"id column {id_field!r} holds {type(first).__name__} values ({_where(int(docs[present[0]]), own_keys)}: "
+                f"{shown(first)}); ids must be strings, numbers or other scalars, all of one type"
+            )
+        i = next((i for i in present if pd.api.types.infer_dtype([values[i]]) != kind), present[-1])
+        raise ValueError(
+            f"id column {id_field!r} holds {type(first).__name__} and {type(values[i]).__name__} values "
+            f"({_where(int(docs[i]), own_keys)}: {shown(values[i])}); ids must be of one type"
+        )
+    return part
+
+
+def _id_kind(part, id_field: str, own_keys: bool) -> pd.DataFrame:
+    """A partition's kind of ids (checked by :func:`_checked_part`), the type and place of its first: one row, none without ids."""
+    present = part[id_field].notna().to_numpy()
+    if not present.any():
+        return pd.DataFrame({"kind": [], "type": [], "at": [], "value": []}, dtype=object)
+    i = int(np.argmax(present))
+    value = part[id_field].iloc[i]
+    return pd.DataFrame(
+        {
+            "kind": [pd.api.types.infer_dtype(part[id_field], skipna=True)],
+            "type": [type(value).__name__],
+            "at": [_where(int(part[DOC].iloc[i]), own_keys)],
+            "value": [shown(value)],
+        },
+        dtype=object,
+    )
+
+
+def _refuse_kinds(kinds: pd.DataFrame, id_field: str) -> int:
+    """Raise ValueError where the partitions' kinds of ids (:func:`_id_kind`, in partition order) differ."""
+    other = kinds[kinds["kind"] != kinds["kind"].iloc[0]] if len(kinds) else kinds
+    if len(other):
+        first, row = kinds.iloc[0], other.iloc[0]
+        raise ValueError(
+            f"id column {id_field!r} holds {first['type']} and {row['type']} values ({row['at']}: {row['value']}, "
+            f"after {first['type']} {first['value']} at {first['at']}); ids must be of one type"
+        )
+    return 0
 
 
 def _checked_ids(keyed: dd.DataFrame, id_field: str, own_keys: bool):
@@ -318,9 +461,7 @@ def _refuse_ids(later, id_field: str, own_keys: bool) -> int:
         return 0
 
     def where(doc: int) -> str:
-        return (
-            f"row {doc & ((1 << POSITION_BITS) - 1)} of partition {doc >> POSITION_BITS}" if own_keys else f"_doc {doc}"
-        )
+        return _where(doc, own_keys)
 
     # A frame with curate's keys (read_documents) names records by _doc, which curate.io.locate turns into lines.
     locate = "" if own_keys else "; curate.io.locate(paths, keys) gives the file and line of read_documents' keys"
@@ -331,14 +472,23 @@ def _refuse_ids(later, id_field: str, own_keys: bool) -> int:
             f"ids must be set{locate}"
         )
     examples = later.drop_duplicates(id_field).head(5)
-    shown = ", ".join(
-        f"{value!r} (at {where(int(first))} and {where(int(doc))})"
+    listed = ", ".join(
+        f"{shown(value)} (at {where(int(first))} and {where(int(doc))})"
         for value, first, doc in zip(examples[id_field], examples["_first"], examples[DOC])
     )
     raise ValueError(
-        f"id_field={id_field!r}: ids appear more than once, e.g. {shown}; ids must be unique "
+        f"id_field={id_field!r}: ids appear more than once, e.g. {listed}; ids must be unique "
         f"(in a frame without an id column, curate's keys _doc name the documents){locate}"
     )
+
+
+def _where(doc: int, own_keys: bool) -> str:
+    """Where a document is, by its ``_doc``: its row and partition where the call keyed the frame."""
+    return f"row {doc & ((1 << POSITION_BITS) - 1)} of partition {doc >> POSITION_BITS}" if own_keys else f"_doc {doc}"
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else f"{text[:width]}…"
 
 
 def _checked_keys(part, divisions: tuple[int, ...], partition_info=None):
@@ -356,12 +506,12 @@ def _checked_keys(part, divisions: tuple[int, ...], partition_info=None):
     return part
 
 
-def _after(frame: dd.DataFrame, check) -> dd.DataFrame:
-    """``frame`` unchanged, each partition computed after ``check`` (which raises on bad input)."""
-    return frame.map_partitions(_unchanged, check, meta=frame._meta)
+def _after(frame: dd.DataFrame, checks: list) -> dd.DataFrame:
+    """``frame`` unchanged, each partition computed after ``checks`` (which raise on bad input)."""
+    return frame.map_partitions(_unchanged, *checks, meta=frame._meta)
 
 
-def _unchanged(part, _check):
+def _unchanged(part, *_checks):
     return part
 
 

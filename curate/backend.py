@@ -241,8 +241,11 @@ def _arrow_strings(text: pd.Series) -> pa.LargeStringArray:
     if text.dtype == object and pd.api.types.infer_dtype(text, skipna=True) not in ("string", "empty"):
         # An API frame's object column (pandas' own, or Dask's string conversion turned off):
         # Arrow would take bytes as text and refuse a number without naming the column.
-        value = next(v for v in text if not isinstance(v, str) and not is_missing(v))
-        raise ValueError(f"text column {text.name!r} holds {type(value).__name__} {value!r}: texts must be strings")
+        label, value = next((k, v) for k, v in text.items() if not isinstance(v, str) and not is_missing(v))
+        raise ValueError(
+            f"text column {text.name!r} holds {type(value).__name__} {shown(value)} (index {shown(label)}): "
+            "texts must be strings"
+        )
     arr = pa.array(text, type=pa.large_string(), from_pandas=True)
     # Arrow-backed series may hold several chunks; kernels want one contiguous buffer.
     return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
@@ -253,6 +256,13 @@ def stable_sort(part, by, **options):
     needs ``kind="stable"``; cudf always sorts stably (libcudf ``stable_sorted_order``) and warns
     on every call that names a kind."""
     return part.sort_values(by, **options) if on_device(part) else part.sort_values(by, kind="stable", **options)
+
+
+def shown(value, width: int = 40) -> str:
+    """``repr(value)`` cut to ``width`` characters (and ``…``): a message that quotes a user's value
+    (a text, an id) stays readable whatever the value holds."""
+    text = repr(value)
+    return text if len(text) <= width else f"{text[:width]}…"
 
 
 def is_missing(value) -> bool:

@@ -418,7 +418,9 @@ def test_columns_of_python_objects_ride_along_and_are_checked(tmp_path):
             ValueError, match=r"keep='max:score': column 'score' holds int, str values, which do not order"
         ):
             curate.deduplicate(docs, keep="max:score").compute()  # "999" was kept
-        with pytest.raises(ValueError, match=r"text column 'text' holds int 12345: texts must be strings"):
+        with pytest.raises(
+            ValueError, match=r"text column 'text' holds int 12345 \(row 0 of partition 0\): texts must be strings"
+        ):
             numbers = frame.assign(text=[12345, "12345", b"12345"]).astype(object)  # all three were "12345"
             curate.deduplicate(dd.from_pandas(numbers, npartitions=1)).compute()
 
@@ -437,6 +439,54 @@ def test_a_keep_column_of_several_types_is_named_on_the_cluster_too(client):
                 ValueError, match=r"keep='max:score': column 'score' holds values of several types, which do not order"
             ):
                 curate.deduplicate(docs, keep="max:score").compute()
+
+
+def ids_of_two_types() -> dict[str, pd.DataFrame]:
+    """Object id columns a P2P shuffle cannot convert to Arrow, and the message each gets."""
+    text = [f"words enough to make a document of some length here {i}" for i in range(6)]
+    text[3] = text[0]
+    frame = pd.DataFrame({"text": text})
+    return {
+        r"holds int and str values \(row 1 of partition 0: 'b'\); ids must be of one type": frame.assign(
+            id=[0, "b", 2, 3, 4, 5]
+        ),
+        r"holds int and str values \(row 0 of partition 1: 'd', after int 0 at row 0 of partition 0\); "
+        r"ids must be of one type": frame.assign(id=[0, 1, 2, "d", "e", "f"]),
+        r"holds tuple values \(row 0 of partition [01]: \([03], 'a'\)\); ids must be strings, numbers or other "
+        r"scalars, all of one type": frame.assign(id=[(i, "a") for i in range(6)]),
+    }
+
+
+@pytest.mark.parametrize("scheduler", ["client", "sync"])
+def test_ids_of_several_types_are_refused_on_every_scheduler(scheduler, request):
+    # A cluster's P2P shuffles convert the ids to Arrow: an object id column of ints and strings
+    # (in one partition or across two) or of tuples stopped as "P2P ... failed during transfer
+    # phase" (or "unpack phase"), naming no column, where the sync scheduler deduplicated them.
+    if scheduler == "client":
+        request.getfixturevalue("client")
+    with dask.config.set({"dataframe.convert-string": False, **({"scheduler": "sync"} if scheduler == "sync" else {})}):
+        for message, frame in ids_of_two_types().items():
+            docs = dd.from_pandas(frame.astype({"id": object}), npartitions=2, sort=False)
+            with pytest.raises(ValueError, match=rf"^id column 'id' {message}$"):
+                curate.deduplicate(docs).compute()
+
+
+def test_messages_quote_a_short_part_of_a_long_value():
+    # A text of a megabyte of bytes (or a list of 10,000 strings) was quoted whole, so that
+    # "texts must be strings" came after a megabyte, and no row was named; a repeated long id too.
+    text = [f"words enough to make a document of some length here {i}" for i in range(6)]
+    frame = pd.DataFrame({"id": list("abcdef"), "text": text}).astype(object)
+    with dask.config.set({"scheduler": "sync", "dataframe.convert-string": False}):
+        for value, shown in ((b"x" * 1_000_000, "b'x"), (["x" * 100] * 10_000, "['x")):
+            frame.at[3, "text"] = value
+            with pytest.raises(ValueError) as raised:
+                curate.deduplicate(dd.from_pandas(frame, npartitions=2, sort=False)).compute()
+            message = str(raised.value)
+            assert len(message) < 200 and message.endswith("… (row 0 of partition 1): texts must be strings")
+            assert message.startswith(f"text column 'text' holds {type(value).__name__} {shown}"), message
+        frame = frame.assign(text=text, id=["y" * 100_000] * 2 + list("cdef"))
+        with pytest.raises(ValueError, match=r"^id_field='id': ids appear more than once, e.g. 'y{39}… \(at row 0"):
+            curate.deduplicate(dd.from_pandas(frame, npartitions=2, sort=False)).compute()
 
 
 def test_a_result_whose_client_was_closed_says_so():

@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curate.backend import on_host, to_arrow, to_host
+from curate.backend import on_host, shown, to_arrow, to_host
 from curate.io.lookup import locate
 from curate.io.read import arrow_typed
 from curate.io.records import json_text, python_rows
@@ -44,9 +44,11 @@ def repeated_ids_error(docs: dd.DataFrame, repeated: pd.Series, id_field: str, i
     examples = sorted(repeated.index)[:5]
     rows = on_host(docs[docs[id_field].isin(examples)][[DOC, id_field]]).compute().sort_values(DOC)
     where = dict(zip(rows[DOC].tolist(), locate(inputs, rows[DOC].tolist())))
-    shown = [f"{value!r} ({', '.join(where[k] for k in rows[DOC][rows[id_field] == value])})" for value in examples]
+    listed = [
+        f"{shown(value)} ({', '.join(where[k] for k in rows[DOC][rows[id_field] == value])})" for value in examples
+    ]
     return ValueError(
-        f"{len(repeated)} id(s) in field {id_field!r} appear more than once, e.g. {', '.join(shown)}; ids must be "
+        f"{len(repeated)} id(s) in field {id_field!r} appear more than once, e.g. {', '.join(listed)}; ids must be "
         "unique: --id-field names another field, or --on-error skip keeps each id's first record and lists the "
         "later ones in OUT/rejected/"
     )
