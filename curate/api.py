@@ -168,7 +168,7 @@ class Deduplication:
             return None
         return ValueError(
             f"keep={self.config.keep!r}: column {column!r} holds values of several types, which do not order "
-            f"(Arrow: {'; '.join(_cut(str(arg), 200) for arg in cause.args)})"
+            f"(Arrow: {'; '.join(shown(str(arg), 200) for arg in cause.args)})"
         )
 
     def _check(self) -> None:
@@ -485,10 +485,6 @@ def _refuse_ids(later, id_field: str, own_keys: bool) -> int:
 def _where(doc: int, own_keys: bool) -> str:
     """Where a document is, by its ``_doc``: its row and partition where the call keyed the frame."""
     return f"row {doc & ((1 << POSITION_BITS) - 1)} of partition {doc >> POSITION_BITS}" if own_keys else f"_doc {doc}"
-
-
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else f"{text[:width]}…"
 
 
 def _checked_keys(part, divisions: tuple[int, ...], partition_info=None):
