@@ -42,7 +42,8 @@ class Deduplication:
     Attributes
     ----------
     kept : dask.dataframe.DataFrame
-        The documents kept: the input's columns, index, partitions and order.
+        The documents kept: the input's columns, index, partitions and order, with unknown
+        divisions (``kept.known_divisions`` is False).
     removed : dask.dataframe.DataFrame
         One row per removed document, in input order: ``_doc`` (int64, curate's key), ``id``,
         ``kind`` ("exact"/"fuzzy"), ``representative`` (the kept document's id) and ``jaccard``
@@ -225,7 +226,7 @@ def deduplicate(
     TypeError
         On an option that is not a configuration field, or one that configures reading files
         or the cluster (``blocksize``, ``memory_limit``, ...), naming it; on a ``config`` of
-        another type.
+        another type; on ``docs`` that is not a Dask DataFrame (a pandas one: ``dd.from_pandas``).
     ValueError
         On an invalid value (naming the field), a column the options name that ``docs`` lacks
         (``text_field='body': no such column ...``), an id column that is the text column, a
@@ -552,7 +553,8 @@ def _config(mode: str | None, config, options: dict) -> RunConfig:
 
 def _check_columns(docs: dd.DataFrame, io, keep: KeepPolicy, id_given: bool) -> None:
     if not isinstance(docs, dd.DataFrame):
-        raise TypeError(f"docs must be a dask DataFrame, got {type(docs).__name__}")
+        wrap = " (dask.dataframe.from_pandas(docs, npartitions=N) makes one)" if isinstance(docs, pd.DataFrame) else ""
+        raise TypeError(f"docs must be a dask DataFrame, got {type(docs).__name__}{wrap}")
     columns = list(docs.columns)
     if io.text_field not in columns:
         raise ValueError(f"text_field={io.text_field!r}: no such column in docs (columns: {columns})")

@@ -383,6 +383,16 @@ def test_a_configuration_file_means_what_it_means_to_the_cli(tmp_path):
         curate.deduplicate(fixture_frame(), config={"fuzzy": {"threshold": 0.7}})  # an AttributeError
 
 
+def test_a_pandas_frame_is_refused_saying_how_to_wrap_it():
+    frame = pd.DataFrame({"id": [1], "text": ["a"]})
+    with pytest.raises(TypeError, match=r"^docs must be a dask DataFrame, got DataFrame \(dask.dataframe.from_pandas"):
+        curate.deduplicate(frame)
+    with pytest.raises(TypeError, match=r"^docs must be a dask DataFrame, got Series$"):
+        curate.deduplicate(frame.text)
+    docs = dd.from_pandas(frame, npartitions=1)
+    assert docs.known_divisions and not curate.deduplicate(docs).kept.known_divisions  # as the docstring says
+
+
 def test_a_configuration_file_leaves_the_bands_to_a_new_threshold():
     # `curate config show` writes num_bands: null; loaded, the bands chosen for its threshold
     # counted as given, and deduplicate(config=..., threshold=0.5) kept 0.8's 20 x 13.
