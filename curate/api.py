@@ -76,9 +76,8 @@ class Deduplication:
     counts: dict = field(default_factory=dict)
     _lazy_counts: dict = field(default_factory=dict, repr=False)
     _needs_workers: bool = field(default=False, repr=False)  # built with P2P shuffles (shuffles_need_workers)
-    _id_kinds: object = field(
-        default=None, repr=False
-    )  # the lazy check of an object id column across partitions (_checked_values)
+    # the lazy check of an object id column across partitions (_checked_values)
+    _id_kinds: object = field(default=None, repr=False)
 
     def compute(self, **kwargs):
         """Compute the three tables and the counts in one pass (each stage runs once).

@@ -131,7 +131,7 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
         click.echo(newline + _interrupted(Path(out_dir), overwrite), err=True)
         raise click.exceptions.Exit(130) from None
     print_summary(summary, out_dir)
-    _warn_if_mostly_rejected(summary["counts"], out_dir)
+    _warn_about_records(summary["counts"], out_dir)
     if with_report:
         from curate.review.report import write_report
 
@@ -543,11 +543,11 @@ def _warn_if_gpu_settings_unused(config: RunConfig, asked: str) -> None:
     click.echo(f"warning: {names} {verb} the GPU cluster, which this run does not start ({why})", err=True)
 
 
-def _warn_if_mostly_rejected(counts: dict, out_dir: str) -> None:
-    """One line when the inputs hold no record; one when ``--on-error skip`` could not read a file to its end, whose rest no count
-    holds (the break is one rejected record); one when it rejected half the records or more,
-    some for what they hold: more likely a wrong field or format than bad data (an --id-field
-    that few records have rejected all but one)."""
+def _warn_about_records(counts: dict, out_dir: str) -> None:
+    """One line when the inputs hold no record; one when ``--on-error skip`` could not read a
+    file to its end, whose rest no count holds (the break is one rejected record); one when it
+    rejected half the records or more, some for what they hold: more likely a wrong field or
+    format than bad data (an --id-field that few records have rejected all but one)."""
     rejected, total = counts["output"].get("rejected", 0), counts["input"]["documents"]
     if not total:  # empty files (or blank lines only): an empty output, which looked like success
         click.echo("warning: the inputs hold no records; the output is empty", err=True)
