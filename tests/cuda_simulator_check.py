@@ -66,6 +66,28 @@ def buffers(texts):
     return offsets, np.frombuffer(b"".join(encoded), dtype=np.uint8)
 
 
+def one_shared_array_per_line():
+    """Make the simulator's ``cuda.shared.array`` give every thread of a launch the same array.
+
+    numba-cuda's simulator (0.30) keeps a launch's shared arrays by calling line, looked up and
+    then stored: two threads switched between the two make two arrays, and a kernel that fills
+    shared memory and then reads it sees slots no thread wrote (the 64-bit MinHash check failed
+    once so, under load, with equal shingle counts). ``dict.setdefault`` is one step under the GIL.
+    """
+    from numba.cuda.simulator import kernelapi
+
+    racy = kernelapi.FakeCUDAShared.array
+
+    def array(self, shape, dtype):
+        if shape == 0:  # dynamic shared memory: one buffer made with the launch, no race
+            return racy(self, shape, dtype)
+        caller = sys._getframe(1)
+        dtype = kernelapi.numpy_support.as_dtype(dtype) if isinstance(dtype, kernelapi.types.Type) else dtype
+        return self._allocations.setdefault((caller.f_code.co_filename, caller.f_lineno), np.empty(shape, dtype))
+
+    kernelapi.FakeCUDAShared.array = array
+
+
 def main():
     args = sys.argv[1:]
     device = "--device" in args
@@ -78,6 +100,7 @@ def main():
         # (each min-reduction thread still loads two slots; 2D grids have several blocks each way,
         # with threads past the array's edge in both).
         gpu.SEGMENT, gpu._BLOCK_1D, gpu._BLOCK_2D = 64, 32, (4, 3)
+        one_shared_array_per_line()
         # Its block manager polls the threads in a loop that holds the GIL; a switch interval
         # shorter than the default 5 ms lets the threads it wakes from syncthreads run sooner.
         sys.setswitchinterval(5e-4)

@@ -14,6 +14,51 @@ import pytest
 CHECK = Path(__file__).with_name("cuda_simulator_check.py")
 
 
+SHARED_RACE = """
+import sys, time
+import numpy as np
+from numba import cuda
+from numba.cuda.simulator import kernelapi
+sys.path.insert(0, sys.argv[1])
+import cuda_simulator_check
+
+class Slow:  # a thread switch inside the simulator's lookup of a shared array, as load gives
+    def __getattr__(self, name):
+        return getattr(np, name)
+    def empty(self, *args, **kwargs):
+        time.sleep(0.001)
+        return np.empty(*args, **kwargs)
+
+kernelapi.np = cuda_simulator_check.np = Slow()  # the fix makes its array with a switch too
+if sys.argv[2] == "fixed":
+    cuda_simulator_check.one_shared_array_per_line()
+arrays = set()
+
+@cuda.jit
+def kernel(out):
+    arrays.add(id(cuda.shared.array(8, np.uint64)))
+
+kernel[1, 8](np.zeros(1))
+print(len(arrays))
+"""
+
+
+def test_the_simulator_gives_a_launch_one_shared_array():
+    # Under load, threads of one block got different shared arrays: the MinHash check failed.
+    pytest.importorskip("numba.cuda.simulator", reason="numba-cuda provides the CUDA simulator")
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
+
+    def arrays(mode):
+        run = subprocess.run(
+            [sys.executable, "-c", SHARED_RACE, str(CHECK.parent), mode], env=env, capture_output=True, text=True
+        )
+        assert run.returncode == 0, run.stderr
+        return int(run.stdout)
+
+    assert arrays("racy") > 1  # the race this guards against, forced (if it stops, the fix can go)
+    assert arrays("fixed") == 1
+
+
 def test_cuda_kernels_match_cpu_kernels_under_the_simulator():
     pytest.importorskip(
         "numba.cuda.simulator", reason="numba-cuda (pip install numba-cuda) provides the CUDA simulator"
