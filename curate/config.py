@@ -44,7 +44,8 @@ def check_keep(rule: str, column: str | None) -> None:
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # inf and nan are no setting's value: an infinite weight chose 0 x 0 bands (no fuzzy dedup)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def _shown(default: str | None, **cli) -> dict:

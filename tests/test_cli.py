@@ -125,6 +125,9 @@ def test_cli_params_json_compare_and_plot(tmp_path):
         (["--threshold", "0"], "Invalid value for '--threshold': 0.0 is not in the range 0<x<1."),
         (["--threshold", "0.8", "--num-perm", "0"], "num_perm: Input should be greater than or equal to 1"),
         (["--threshold", "0.8", "--fp-weight", "0", "--fn-weight", "0"], "not both zero"),
+        # ZeroDivisionError in params; dedup chose 0 x 0 bands and removed no near duplicate
+        (["--threshold", "0.8", "--fn-weight", "inf"], "fn_weight: Input should be a finite number (--fn-weight)"),
+        (["--threshold", "nan"], "threshold: Input should be a finite number (--threshold)"),
         (["--threshold", "0.8", "--compare", "20y13"], "'20y13' is not BANDSxROWS"),
         ([], "Missing option '--threshold'"),
     ],

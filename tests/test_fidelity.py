@@ -430,6 +430,10 @@ def test_a_folders_files_of_other_names_are_named_in_a_warning(tmp_path, caplog)
     # not data by convention: left out without a word
     for name in ["_SUCCESS", ".part-0.crc", "_common_metadata", ".git/HEAD", "_temporary/notes.txt"]:
         (d / name).write_text("")
+    # nor the copies in such folders, which were read: a notebook's checkpoint, Spark's leftovers
+    (d / ".ipynb_checkpoints").mkdir()
+    for name in [".ipynb_checkpoints/a-checkpoint.jsonl", "_temporary/part-00000.jsonl"]:
+        (d / name).write_text(f'{{"id": "{name}", "text": "{name}"}}\n')
     with caplog.at_level(logging.WARNING, logger="curate.io.read"):
         assert read_documents([str(d)]).compute().id.tolist() == ["B.JSONL", "a.jsonl"]
     warnings = [r.getMessage() for r in caplog.records if r.name == "curate.io.read"]

@@ -208,6 +208,9 @@ def test_config_explicit_bands():
         FuzzyConfig(rows_per_band=13)
     with pytest.raises(ValidationError, match="threshold must be strictly between 0 and 1"):
         FuzzyConfig(threshold=1.0)
+    for weights in ({"fp_weight": float("inf")}, {"fn_weight": float("inf")}):  # they chose 0 x 0 bands
+        with pytest.raises(ValidationError, match="Input should be a finite number"):
+            FuzzyConfig(**weights)
     assert FuzzyConfig(threshold=1.0, num_bands=1, rows_per_band=1).threshold == 1.0
     with pytest.raises(ValidationError, match="not both zero"):
         FuzzyConfig(fp_weight=0.0, fn_weight=0.0)

@@ -42,8 +42,9 @@ def expand_paths(inputs: list[str] | str) -> tuple[object, list[str], str]:
     absolute, so files, folders and globs, absolute or relative, mix freely. A file named by
     more than one argument (a folder and a file inside it, a glob and a path, a symlink and its
     target) is listed once, where it first appears; :func:`read_documents` logs such overlaps.
-    A folder's files named otherwise than as data are left out; :func:`read_documents` logs them
-    too, except names starting with ``.`` or ``_``, which are not data by convention.
+    A folder's files named otherwise than as data are left out, and :func:`read_documents` logs
+    them; names starting with ``.`` or ``_``, and all that folders so named hold, are not data by
+    convention and are left out without a word.
 
     Returns
     -------
@@ -75,12 +76,15 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
         if fs.isdir(item):
             found, root = [], fs._strip_protocol(item)
             for path in sorted(fs.find(item)):
-                if _format_of(path) and not os.path.basename(path).startswith((".", "_")):
+                # Names starting with . or _, and whatever folders so named hold, are not data by
+                # convention (as Spark and Arrow datasets read them): .crc, _SUCCESS, Parquet's
+                # _metadata, Spark's _temporary/, .ipynb_checkpoints/, .git/. Any other file left
+                # out is named in a warning (a .jl or .bz2 file was lost without a word).
+                if any(part.startswith((".", "_")) for part in os.path.relpath(path, root).split(os.sep)):
+                    continue
+                if _format_of(path):
                     found.append(path)
-                # Files under names starting with . or _ (in folders so named too) are not data by
-                # convention: .crc, _SUCCESS, Parquet's _metadata, .git/. Any other file left out
-                # is named in a warning (a .jl or .bz2 file was lost without a word).
-                elif not any(part.startswith((".", "_")) for part in os.path.relpath(path, root).split(os.sep)):
+                else:
                     skipped.append(os.path.abspath(path) if local else fs.unstrip_protocol(path))
         else:
             found = sorted(fs.glob(item)) if any(c in item for c in "*?[") else ([item] if fs.exists(item) else [])
