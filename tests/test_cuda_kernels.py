@@ -15,31 +15,32 @@ CHECK = Path(__file__).with_name("cuda_simulator_check.py")
 
 
 SHARED_RACE = """
-import sys, time
+import sys, threading
 import numpy as np
 from numba import cuda
 from numba.cuda.simulator import kernelapi
 sys.path.insert(0, sys.argv[1])
 import cuda_simulator_check
 
-class Slow:  # a thread switch inside the simulator's lookup of a shared array, as load gives
+class Slow:  # every thread switched out inside the lookup of a shared array, as load may do
+    all_in = threading.Barrier(8, timeout=30)  # the block's 8 threads
     def __getattr__(self, name):
         return getattr(np, name)
     def empty(self, *args, **kwargs):
-        time.sleep(0.001)
+        self.all_in.wait()
         return np.empty(*args, **kwargs)
 
 kernelapi.np = cuda_simulator_check.np = Slow()  # the fix makes its array with a switch too
 if sys.argv[2] == "fixed":
     cuda_simulator_check.one_shared_array_per_line()
-arrays = set()
+arrays = []  # the arrays themselves: an id alone may be a freed array's, reused
 
 @cuda.jit
 def kernel(out):
-    arrays.add(id(cuda.shared.array(8, np.uint64)))
+    arrays.append(cuda.shared.array(8, np.uint64))
 
 kernel[1, 8](np.zeros(1))
-print(len(arrays))
+print(len({id(a) for a in arrays}))
 """
 
 
@@ -55,7 +56,7 @@ def test_the_simulator_gives_a_launch_one_shared_array():
         assert run.returncode == 0, run.stderr
         return int(run.stdout)
 
-    assert arrays("racy") > 1  # the race this guards against, forced (if it stops, the fix can go)
+    assert arrays("racy") == 8  # the race this guards against, forced (if it stops, the fix can go)
     assert arrays("fixed") == 1
 
 
