@@ -420,7 +420,7 @@ def test_a_file_found_again_through_a_link_in_its_folder_is_named_by_both_spelli
     assert overlap_message(repeats).endswith(f"{d}/a.jsonl (in {d!r}, also as {d}/sub/link.jsonl)")
 
 
-def test_a_folders_files_of_other_names_are_named_in_a_warning(tmp_path, caplog):
+def test_a_folders_files_of_other_names_are_named_in_a_warning(tmp_path, caplog, monkeypatch):
     # They were skipped without a word: a folder of a.jsonl, c.jl, d.jsonl.bz2... read a.jsonl only.
     d = tmp_path / "d"
     (d / ".git").mkdir(parents=True)
@@ -438,11 +438,21 @@ def test_a_folders_files_of_other_names_are_named_in_a_warning(tmp_path, caplog)
         assert read_documents([str(d)]).compute().id.tolist() == ["B.JSONL", "a.jsonl"]
     warnings = [r.getMessage() for r in caplog.records if r.name == "curate.io.read"]
     assert warnings == [
-        "inputs skipped: 5 file(s) in folders are not read, not named as JSONL (.jsonl, .json, .ndjson; "
+        "inputs skipped: 5 file(s) in folders or globs are not read, not named as JSONL (.jsonl, .json, .ndjson; "
         f"also .gz or .zst) or Parquet (.parquet): {d}/c.jl; {d}/d.jsonl.bz2; {d}/e.jsonl.gzip; and 2 more"
     ]
     skipped = ["c.jl", "d.jsonl.bz2", "e.jsonl.gzip", "f.jsonlines", "g.txt"]
     assert find_inputs([str(d)])[4] == [f"{d}/{name}" for name in skipped]
+    # A glob the same: `d/*` stopped the run on _SUCCESS ("unknown file type"), `d/**` on d itself,
+    # and `d/*.jsonl` read .hidden.jsonl (fsspec's globs match dot files).
+    for pattern in ("*", "**", "*.*"):
+        paths, _, _, skipped_here = find_inputs([f"{d}/{pattern}"])[1:]
+        assert [os.path.basename(p) for p in paths] == ["B.JSONL", "a.jsonl"], pattern
+        assert skipped_here == [f"{d}/{name}" for name in skipped], pattern
+    assert [os.path.basename(p) for p in find_inputs([f"{d}/*.jsonl"])[1]] == ["a.jsonl"]
+    with monkeypatch.context() as m:  # a relative glob
+        m.chdir(d)
+        assert [os.path.basename(p) for p in find_inputs(["*.jsonl"])[1]] == ["a.jsonl"]
 
 
 def test_file_urls_name_local_files(sync, tmp_path):

@@ -42,8 +42,8 @@ def expand_paths(inputs: list[str] | str) -> tuple[object, list[str], str]:
     absolute, so files, folders and globs, absolute or relative, mix freely. A file named by
     more than one argument (a folder and a file inside it, a glob and a path, a symlink and its
     target) is listed once, where it first appears; :func:`read_documents` logs such overlaps.
-    A folder's files named otherwise than as data are left out, and :func:`read_documents` logs
-    them; names starting with ``.`` or ``_``, and all that folders so named hold, are not data by
+    A folder's or glob's files named otherwise than as data are left out, and
+    :func:`read_documents` logs them; names starting with ``.`` or ``_``, and all that folders so named hold, are not data by
     convention and are left out without a word.
 
     Returns
@@ -66,28 +66,35 @@ def expand_paths(inputs: list[str] | str) -> tuple[object, list[str], str]:
 def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, str, str]], list[str]]:
     """:func:`expand_paths`, the repeats left out: (path as first named, the input that first
     named it, the input naming it again, the path as named again), and the files that folders
-    hold under names other than data's (not those starting with . or _), left out."""
+    and globs hold under names other than data's (not those starting with . or _), left out."""
     inputs = [inputs] if isinstance(inputs, str) else list(inputs)
     fs, _ = url_to_fs(inputs[0])
     local = isinstance(fs, LocalFileSystem)
     first: dict[str, tuple[str, str]] = {}  # identity -> (path, input)
     repeats, skipped = [], []
     for item in inputs:
+        magic = min((item.find(c) for c in "*?[" if c in item), default=-1)
         if fs.isdir(item):
-            found, root = [], fs._strip_protocol(item)
-            for path in sorted(fs.find(item)):
-                # Names starting with . or _, and whatever folders so named hold, are not data by
-                # convention (as Spark and Arrow datasets read them): .crc, _SUCCESS, Parquet's
-                # _metadata, Spark's _temporary/, .ipynb_checkpoints/, .git/. Any other file left
-                # out is named in a warning (a .jl or .bz2 file was lost without a word).
-                if any(part.startswith((".", "_")) for part in os.path.relpath(path, root).split(os.sep)):
-                    continue
-                if _format_of(path):
-                    found.append(path)
-                else:
-                    skipped.append(os.path.abspath(path) if local else fs.unstrip_protocol(path))
+            root, listed = item, fs.find(item)
+        elif magic >= 0:  # a glob's files, below the folder its pattern starts in
+            root = item[: item.rfind("/", 0, magic) + 1] or "."
+            listed = [path for path, info in fs.glob(item, detail=True).items() if info["type"] != "directory"]
         else:
-            found = sorted(fs.glob(item)) if any(c in item for c in "*?[") else ([item] if fs.exists(item) else [])
+            root, listed = None, [item] if fs.exists(item) else []
+        found = []
+        for path in sorted(listed):
+            # Names starting with . or _, and whatever folders so named hold, are not data by
+            # convention (as Spark and Arrow datasets read them): .crc, _SUCCESS, Parquet's
+            # _metadata, Spark's _temporary/, .ipynb_checkpoints/, .git/. Any other file a folder
+            # or glob holds is named in a warning (a .jl or .bz2 file was lost without a word).
+            # A file named itself is read, or refused below.
+            below = None if root is None else os.path.relpath(path, fs._strip_protocol(root)).split(os.sep)
+            if below and any(part.startswith((".", "_")) for part in below):
+                continue
+            if below is None or _format_of(path):
+                found.append(path)
+            else:
+                skipped.append(os.path.abspath(path) if local else fs.unstrip_protocol(path))
         if not found:
             raise FileNotFoundError(f"input {item!r} matches no JSONL or Parquet file: {_nothing_found(fs, item)}")
         for path in found:
@@ -154,7 +161,7 @@ def skipped_message(skipped: list[str]) -> str:
     :func:`find_inputs`), left out, e.g. for a log: how many, and the first three."""
     shown = "; ".join(skipped[:3])
     more = f"; and {len(skipped) - 3} more" if len(skipped) > 3 else ""
-    return f"inputs skipped: {len(skipped)} file(s) in folders are not read, not named as {FORMATS}: {shown}{more}"
+    return f"inputs skipped: {len(skipped)} file(s) in folders or globs are not read, not named as {FORMATS}: {shown}{more}"
 
 
 def source_names(paths: list[str]) -> tuple[str, ...]:
