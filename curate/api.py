@@ -16,7 +16,7 @@ import pandas as pd
 import pyarrow as pa
 from pydantic import ValidationError
 
-from curate.backend import is_missing, on_host, shown, to_host
+from curate.backend import first_non_string, is_missing, on_host, shown, to_host
 from curate.cluster import current_client, local_shuffles, one_task_per_gpu, shuffles_need_workers
 from curate.config import ClusterConfig, FuzzyConfig, IOConfig, RunConfig, field_problem
 from curate.dask_fixes import one_at_a_time
@@ -369,7 +369,7 @@ def _checked_part(part, text_field: str | None, id_field: str | None, own_keys: 
     """``part`` if its text column (if named) holds strings and its id column (if named) ids of one type."""
     if text_field is not None and pd.api.types.infer_dtype(part[text_field], skipna=True) not in ("string", "empty"):
         values, docs = part[text_field].to_numpy(), part[DOC].to_numpy()
-        i = next(i for i, v in enumerate(values) if not isinstance(v, str) and not is_missing(v))
+        i = first_non_string(values)
         raise ValueError(
             f"text column {text_field!r} holds {type(values[i]).__name__} {shown(values[i])} "
             f"({_where(int(docs[i]), own_keys)}): texts must be strings"
@@ -460,20 +460,17 @@ def _refuse_ids(later, id_field: str, own_keys: bool) -> int:
     if not len(later):
         return 0
 
-    def where(doc: int) -> str:
-        return _where(doc, own_keys)
-
     # A frame with curate's keys (read_documents) names records by _doc, which curate.io.locate turns into lines.
     locate = "" if own_keys else "; curate.io.locate(paths, keys) gives the file and line of read_documents' keys"
     null = later[id_field].isna()
     if null.any():
         raise ValueError(
-            f"id_field={id_field!r}: {int(null.sum())} null id(s), e.g. at {where(int(later[DOC][null].iloc[0]))}; "
+            f"id_field={id_field!r}: {int(null.sum())} null id(s), e.g. at {_where(int(later[DOC][null].iloc[0]), own_keys)}; "
             f"ids must be set{locate}"
         )
     examples = later.drop_duplicates(id_field).head(5)
     listed = ", ".join(
-        f"{shown(value)} (at {where(int(first))} and {where(int(doc))})"
+        f"{shown(value)} (at {_where(int(first), own_keys)} and {_where(int(doc), own_keys)})"
         for value, first, doc in zip(examples[id_field], examples["_first"], examples[DOC])
     )
     raise ValueError(

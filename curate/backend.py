@@ -241,9 +241,10 @@ def _arrow_strings(text: pd.Series) -> pa.LargeStringArray:
     if text.dtype == object and pd.api.types.infer_dtype(text, skipna=True) not in ("string", "empty"):
         # An API frame's object column (pandas' own, or Dask's string conversion turned off):
         # Arrow would take bytes as text and refuse a number without naming the column.
-        label, value = next((k, v) for k, v in text.items() if not isinstance(v, str) and not is_missing(v))
+        i = first_non_string(text.to_numpy())
+        value = text.iloc[i]
         raise ValueError(
-            f"text column {text.name!r} holds {type(value).__name__} {shown(value)} (index {shown(label)}): "
+            f"text column {text.name!r} holds {type(value).__name__} {shown(value)} (index {shown(text.index[i])}): "
             "texts must be strings"
         )
     arr = pa.array(text, type=pa.large_string(), from_pandas=True)
@@ -263,6 +264,11 @@ def shown(value, width: int = 40) -> str:
     (a text, an id) stays readable whatever the value holds."""
     text = repr(value)
     return text if len(text) <= width else f"{text[:width]}…"
+
+
+def first_non_string(values) -> int:
+    """Position of the first value of an object array that is neither a string nor a null."""
+    return next(i for i, v in enumerate(values) if not isinstance(v, str) and not is_missing(v))
 
 
 def is_missing(value) -> bool:

@@ -395,7 +395,7 @@ def test_a_pandas_frame_is_refused_saying_how_to_wrap_it():
 
 def test_a_configuration_file_leaves_the_bands_to_a_new_threshold():
     # `curate config show` writes num_bands: null; loaded, the bands chosen for its threshold
-    # counted as given, and deduplicate(config=..., threshold=0.5) kept 0.8's 20 x 13.
+    # counted as given, and deduplicate(config=..., threshold=0.5) kept 0.8's 28 x 9.
     config = load_config("default")
     fuzzy = config.fuzzy
     assert (fuzzy.threshold, fuzzy.num_bands, fuzzy.rows_per_band) == (0.8, *optimal_bands(0.8, 260, 0.01, 0.99))

@@ -81,14 +81,14 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
             listed = [path for path, info in fs.glob(item, detail=True).items() if info["type"] != "directory"]
         else:
             root, listed = None, [item] if fs.exists(item) else []
-        found = []
+        found, base = [], None if root is None else fs._strip_protocol(root)
         for path in sorted(listed):
             # Names starting with . or _, and whatever folders so named hold, are not data by
             # convention (as Spark and Arrow datasets read them): .crc, _SUCCESS, Parquet's
             # _metadata, Spark's _temporary/, .ipynb_checkpoints/, .git/. Any other file a folder
             # or glob holds is named in a warning (a .jl or .bz2 file was lost without a word).
             # A file named itself is read, or refused below.
-            below = None if root is None else os.path.relpath(path, fs._strip_protocol(root)).split(os.sep)
+            below = None if base is None else os.path.relpath(path, base).split(os.sep)
             if below and any(part.startswith((".", "_")) for part in below):
                 continue
             if below is None or _format_of(path):
