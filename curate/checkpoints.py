@@ -8,7 +8,8 @@ Parquet files skip the marker, as Arrow skips every file whose name starts with 
 A stage's key is a SHA-256 over its name, its parameters and the keys of the stages it reads.
 The first key fingerprints the input files (path, size in bytes, modification time), the
 reading options and the curate version, so with ``--resume`` a changed parameter or input
-changes the key of the stage that uses it and of every stage after it, and of no other.
+changes the key of the stage that uses it and of every stage after it, and of no other. The
+marker also keeps what the key was made of, so that such a run can say what changed.
 
 :class:`Checkpoints` is the stage hook (:mod:`curate.dedup.stages`) that ``curate dedup`` gives
 the dedup classes: each stage computed, written here and read back.
@@ -84,20 +85,23 @@ class StageStore:
         """Where the finished stage ``name`` lives."""
         return self.root / name
 
-    def finished(self, name: str, key: str) -> dict | None:
-        """The counts recorded by stage ``name`` if it finished with ``key`` and may be reused, else None."""
+    def finished(self, name: str, key: str, made_of: dict | None = None) -> dict | None:
+        """The counts recorded by stage ``name`` if it finished with ``key`` and may be reused, else
+        None. ``made_of`` is the stage's part of the key (its parameters; the first stage's also
+        its input files), compared with the recorded one to say what changed."""
         marker = self.path(name) / MARKER
         if not self.resume or not marker.exists():
             return None
         recorded = json.loads(marker.read_text())
         if recorded["key"] != key:
             if not self._redone:  # keys chain, so every later stage differs too: once is enough
+                changes = _changes(recorded.get("made_of", {}), _as_json(made_of or {}))
                 logger.warning(
-                    "--resume: stage %s in %s was finished with other inputs or options (an input file's "
-                    "size or modification time, or an option, changed since); it and the stages after it "
-                    "are computed again",
+                    "--resume: stage %s in %s was finished with other inputs or options (%s); it and the "
+                    "stages after it are computed again",
                     name,
                     self.root,
+                    "; ".join(changes) if changes else "an input file's size or modification time, or an option",
                 )
                 self._redone = True
             return None
@@ -113,15 +117,48 @@ class StageStore:
         self._started[name] = time.perf_counter()
         return tmp
 
-    def publish(self, name: str, key: str, counts: dict) -> None:
-        """Mark the temporary folder of ``name`` finished with ``key`` and ``counts`` and move it into place."""
+    def publish(self, name: str, key: str, counts: dict, made_of: dict | None = None) -> None:
+        """Mark the temporary folder of ``name`` finished with ``key``, ``counts`` and ``made_of``
+        (as :meth:`finished`) and move it into place."""
         tmp, final = self.root / f"{name}.tmp", self.path(name)
-        (tmp / MARKER).write_text(json.dumps({"stage": name, "key": key, "counts": counts}, indent=1) + "\n")
+        marker = {"stage": name, "key": key, "counts": counts, "made_of": _as_json(made_of or {})}
+        (tmp / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
         shutil.rmtree(final, ignore_errors=True)  # a stale result with another key
         os.replace(tmp, final)
         if logger.isEnabledFor(logging.INFO):
             seconds = time.perf_counter() - self._started.pop(name, time.perf_counter())
             logger.info("stage %s: finished in %.1f s (%s)", name, seconds, _size(final))
+
+
+def _as_json(params: dict) -> dict:
+    """``params`` as its JSON reads back (tuples become lists), as :func:`stage_key` hashes it."""
+    return json.loads(json.dumps(params, sort_keys=True, default=str))
+
+
+def _changes(before: dict, now: dict, shown: int = 3) -> list[str]:
+    """What differs between a stage's recorded ``made_of`` and this run's, as short phrases (at
+    most ``shown``, then a count): input files new, gone or changed, then options by dotted name."""
+    old, new = _flat(before), _flat(now)
+    old_files, new_files = ({path: rest for path, *rest in d.pop("files", [])} for d in (old, new))
+    changes = [
+        f"input file {path} is new"
+        if path not in old_files
+        else f"input file {path} changed (size or modification time)"
+        for path, rest in new_files.items()
+        if old_files.get(path) != rest
+    ] + [f"input file {path} is gone" for path in old_files if path not in new_files]
+    changes += [
+        f"{k}: {old.get(k, 'unset')} -> {new.get(k, 'unset')}" for k in sorted(old | new) if old.get(k) != new.get(k)
+    ]
+    return changes[:shown] + [f"{len(changes) - shown} more"] if len(changes) > shown else changes
+
+
+def _flat(params: dict, prefix: str = "") -> dict:
+    """Nested dicts as one dict of dotted names (``fuzzy.threshold``); other values as they are."""
+    flat = {}
+    for k, v in params.items():
+        flat |= _flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v}
+    return flat
 
 
 def _size(folder: Path) -> str:
@@ -239,7 +276,7 @@ class Checkpoints:
             counted = {k: int(done[f"counted {k}"]) for k in tallies}
             return {"counts": counts, "counted": counted, "frames": [k or "" for k in frames], "divisions": divisions}
 
-        recorded = self.run.stage(name, self.key, compute)
+        recorded = self.run.stage(name, self.key, compute, params)
         self.counted[name] = recorded["counted"]
         path = self.run.store.path(name)
         out = dict(recorded["counts"])

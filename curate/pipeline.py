@@ -142,14 +142,17 @@ def dedup(
     )
     run = Runner(stats, show_progress, StageStore(out / "_stages", resume), config.cluster.stall_timeout, hint)
     files = input_fingerprint(inputs)
-    # Everything a stage computes follows from this key's parts (the output's format and compression only affect the last write).
-    key = stage_key(
-        "input",
-        {"files": files, "io": io.model_dump(exclude={"output_format", "output_compression"}), "curate": __version__},
-    )
+    # Everything a stage computes follows from the first key's parts (the output's format and
+    # compression only affect the last write).
+    made_of = {
+        "files": files,
+        "io": io.model_dump(exclude={"output_format", "output_compression"}),
+        "curate": __version__,
+        "mode": config.mode,
+    }
     with _inputs_unchanged(inputs, files):  # a file rewritten meanwhile fails in ways that do not name it
-        key = read_key = stage_key("read", {"mode": config.mode}, (key,))
-        docs, candidates = _read(everything, inputs, key, config, keep, run, stats)
+        key = read_key = stage_key("read", made_of)
+        docs, candidates = _read(everything, inputs, key, made_of, config, keep, run, stats)
         # From here on, the stages are the Python API's (curate.deduplicate), each written to disk.
         fuzzy = FuzzyDedup(config.fuzzy, text_field=io.text_field, id_field=io.id_field, keep=keep)
         stages = Checkpoints(run, key, counters=_counters(fuzzy))
@@ -250,17 +253,17 @@ def _absolute(path: str) -> str:
     return path if "://" in path else os.path.abspath(path)  # so the run can be read from another folder
 
 
-def _read(everything, inputs, key: str, config: RunConfig, keep: KeepPolicy, run, stats: Stats):
+def _read(everything, inputs, key: str, made_of: dict, config: RunConfig, keep: KeepPolicy, run, stats: Stats):
     """Stage ``read``: count documents, empty texts and rejected records, refuse (or reject)
     repeated ids and, in the same pass, shuffle the digests of exact dedup.
 
-    ``key`` is the stage's key. Returns the documents and exact dedup's candidates (lazy; None
-    when the mode has no exact dedup).
+    ``key`` is the stage's key and ``made_of`` its parts. Returns the documents and exact dedup's
+    candidates (lazy; None when the mode has no exact dedup).
     """
     io, exact = config.io, config.mode in ("exact", "both")
     dedup_exact = ExactDedup(text_field=io.text_field, id_field=io.id_field, keep=keep)
     repeated_ids = str(_repeated_ids_path(run, key))
-    if Path(repeated_ids).exists() and run.store.finished("read", key) is not None:
+    if Path(repeated_ids).exists() and run.store.finished("read", key, made_of) is not None:
         everything = mark_repeated_ids(everything, repeated_ids, io.id_field)
 
     def compute(path: Path) -> dict:
@@ -294,7 +297,7 @@ def _read(everything, inputs, key: str, config: RunConfig, keep: KeepPolicy, run
         counts["rejected"] = {str(k): int(v) for k, v in kinds.sort_index().items()}
         return counts
 
-    counts = run.stage("read", key, compute)
+    counts = run.stage("read", key, compute, made_of)
     stats.count("input", documents=counts["documents"], empty=counts["empty"], partitions=counts["partitions"])
     stats.count("rejected", **counts["rejected"])
     docs, _ = split_rejected(everything)

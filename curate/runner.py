@@ -108,15 +108,16 @@ class Runner:
                         print(file=sys.stderr)
         return dict(zip(names, results))
 
-    def stage(self, name: str, key: str, compute) -> dict:
+    def stage(self, name: str, key: str, compute, made_of: dict) -> dict:
         """Counts of stage ``name``: reused if finished with ``key``, else ``compute(folder)``, which
-        writes the stage's files into ``folder`` and returns its counts (JSON-able), then published."""
-        counts = self.store.finished(name, key)
+        writes the stage's files into ``folder`` and returns its counts (JSON-able), then published
+        with ``made_of`` (the stage's part of the key: :meth:`curate.checkpoints.StageStore.finished`)."""
+        counts = self.store.finished(name, key, made_of)
         if counts is not None:
             self.stats.reused.append(name)
             return counts
         counts = compute(self.store.begin(name))
-        self.store.publish(name, key, counts)
+        self.store.publish(name, key, counts, made_of)
         return counts
 
 

@@ -13,6 +13,7 @@ import dask
 import pytest
 from distributed import Client, LocalCluster
 
+from curate.checkpoints import _changes
 from curate.config import load_config
 from curate.pipeline import dedup
 from curate.runner import Runner
@@ -49,10 +50,10 @@ from curate.config import load_config
 def run(inputs, out, kill_at, resume, overrides, keep_stages):
     publish, call = stages.StageStore.publish, runner.Runner.__call__
 
-    def publish_or_die(self, name, key, counts):
+    def publish_or_die(self, name, *args):
         if name == kill_at:
             os.kill(os.getpid(), signal.SIGKILL)
-        publish(self, name, key, counts)
+        publish(self, name, *args)
 
     def call_or_die(self, stage, **collections):
         done = call(self, stage, **collections)
@@ -160,8 +161,13 @@ def test_changed_parameter_recomputes_exactly_the_stages_after_it(server, tmp_pa
     bands = {"num_bands": 20, "rows_per_band": 13}  # given: else a new threshold may choose new bands
     run(server, out, fuzzy={"threshold": 0.9, **bands})
     assert run(server, out, resume=True, fuzzy={"threshold": 0.9, **bands})["reused_stages"] == STAGES
-    changed = run(server, out, resume=True, fuzzy={"threshold": 0.7, **bands})
+    status, printed = drive(
+        server, out, resume=True, overrides={"fuzzy": {"threshold": 0.7, **bands}}, keep_stages=True
+    )
+    assert status == 0, printed
+    changed = json.loads((out / "summary.json").read_text())
     assert changed["reused_stages"] == STAGES[:4]  # up to candidate selection
+    assert "stage verify in " in printed and "options (threshold: 0.9 -> 0.7); it and" in printed, printed
     capped = run(server, out, resume=True, fuzzy={"threshold": 0.7, "max_member_pairs": 1, **bands})
     assert capped["reused_stages"] == STAGES[:5]  # the second verification round onwards
     fresh = run(server, tmp_path / "fresh", fuzzy={"threshold": 0.7, **bands})
@@ -191,10 +197,25 @@ def test_changed_input_recomputes_everything(server, tmp_path):
     assert status == 0, printed
     # The stages were recomputed without a word, as if --resume had found nothing.
     assert printed.count("--resume: stage read in ") == 1 and printed.count("--resume:") == 1, printed
-    assert "was finished with other inputs or options" in printed
+    assert (
+        f"was finished with other inputs or options (input file {data} changed (size or modification time));" in printed
+    )
     second = json.loads((out / "summary.json").read_text())
     assert second["reused_stages"] == [] and second["counts"] == first["counts"]
     assert "b12" in (out / "removed.parquet").read_bytes().decode("latin-1")
+
+
+def test_resume_names_what_changed_files_first():
+    before = {"files": [["a", 1, "t"], ["b", 2, "t"]], "io": {"blocksize": 64, "id_field": "id"}, "mode": "both"}
+    now = {"files": [["a", 1, "u"], ["c", 3, "t"]], "io": {"blocksize": 64, "id_field": "key"}, "mode": "both"}
+    assert _changes(before, now, shown=4) == [
+        "input file a changed (size or modification time)",
+        "input file c is new",
+        "input file b is gone",
+        "io.id_field: id -> key",
+    ]
+    assert _changes(before, now)[2:] == ["input file b is gone", "1 more"]
+    assert _changes(now, now) == []
 
 
 def test_previous_run_needs_resume_or_overwrite(server, tmp_path):
