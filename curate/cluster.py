@@ -342,12 +342,20 @@ def worker_settings(config: ClusterConfig, backend: str = "cpu") -> dict:
     ``ARROW_DEFAULT_MEMORY_POOL`` is read when pyarrow is imported, so it goes into the worker
     processes' environment (``distributed.nanny.pre-spawn-environ``) before they start.
 
+    GPU workers with cuDF spilling also get ``CUDF_SPILL_DEVICE_LIMIT`` (read when cuDF is
+    imported) there: dask-cuda's own spilling does not see the buffers cuDF spills, so without
+    it ``device_memory_limit`` would not bound the tables. (Not LocalCUDACluster's ``env``:
+    dask-cuda 26.x replaces that per worker with ``CUDA_VISIBLE_DEVICES`` alone.)
+
     Distributed lets a worker buffer up to 1 GiB of outgoing P2P shuffle shards
     (``distributed.p2p.comm.buffer``) whatever its memory limit, so a 1 GB worker passed its
     limit while shuffling and was restarted again and again. An eighth of the limit keeps
     the buffer, a partition being read and the worker's own ~0.3 GB inside it.
     """
     environ = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), "ARROW_DEFAULT_MEMORY_POOL": "system"}
+    gpu = config.gpu
+    if backend == "gpu" and gpu.enable_cudf_spill and gpu.device_memory_limit is not None:
+        environ["CUDF_SPILL_DEVICE_LIMIT"] = str(parse_bytes(gpu.device_memory_limit))
     settings = {"distributed.nanny.pre-spawn-environ": environ}
     limit = worker_memory(config, backend)
     if limit is not None:
@@ -554,8 +562,7 @@ def local_cuda_cluster_options(config: ClusterConfig, gpus: int) -> dict:
 
     Sizes are passed as dask-cuda reads them: a string with a ``.`` is a fraction of device
     memory, anything else bytes. With cuDF spilling on, ``device_memory_limit`` also becomes
-    each worker's ``CUDF_SPILL_DEVICE_LIMIT``: dask-cuda's own spilling ignores cuDF buffers
-    when cuDF spills them, so without it the limit would not bound the tables.
+    each worker's ``CUDF_SPILL_DEVICE_LIMIT``, through :func:`worker_settings`.
 
     Each worker declares one ``GPU`` resource and has the node's cores shared among the
     workers as threads (unless ``threads_per_worker`` is given): the run then takes the GPU
@@ -577,8 +584,6 @@ def local_cuda_cluster_options(config: ClusterConfig, gpus: int) -> dict:
     }
     if gpu.device_memory_limit is not None:
         options["device_memory_limit"] = _size(gpu.device_memory_limit)
-        if gpu.enable_cudf_spill:
-            options["env"] = {"CUDF_SPILL_DEVICE_LIMIT": str(parse_bytes(gpu.device_memory_limit))}
     # None means "dask-cuda's default" and is left out; the dashboard as on the CPU path.
     return {key: value for key, value in options.items() if value is not None} | {
         "dashboard_address": config.dashboard_address

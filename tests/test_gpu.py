@@ -216,6 +216,18 @@ def test_the_embedded_cluster_gives_each_gpu_worker_its_gpu_and_the_cores():
     assert all(w["resources"] == {"GPU": 1} and w["nthreads"] == max(1, CPU_COUNT // len(workers)) for w in workers)
 
 
+def test_the_embedded_cluster_gives_cudf_the_device_limit():
+    # The limit went into LocalCUDACluster's env, which dask-cuda replaces per worker with
+    # CUDA_VISIBLE_DEVICES alone: cuDF spilled only when an allocation failed.
+    from curate.cluster import connect
+    from curate.config import load_config
+
+    config = load_config(None, {"cluster": {"gpu": {"enable_cudf_spill": True, "device_memory_limit": "32MB"}}})
+    with connect(config.cluster, "gpu") as client:
+        limits = client.run(lambda: __import__("cudf").get_option("spill_device_limit"))
+    assert set(limits.values()) == {32_000_000}
+
+
 def dedup(inputs, out: Path, *flags) -> dict[str, bytes]:
     """Every output file of a run by its path in OUT, but summary.json (times, backend)."""
     result = CliRunner().invoke(main, ["dedup", *map(str, inputs), "-o", str(out), "--no-progress", *flags])

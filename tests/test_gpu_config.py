@@ -21,7 +21,7 @@ import curate.cluster
 import curate.io.read
 from curate.backend import host_step
 from curate.cli import main
-from curate.cluster import local_cuda_cluster_options, one_task_per_gpu, task_resources
+from curate.cluster import local_cuda_cluster_options, one_task_per_gpu, task_resources, worker_settings
 from curate.config import load_config
 from curate.dedup.representatives import _split
 from curate.io.rejected import mark_listed
@@ -69,8 +69,12 @@ def test_options_reach_local_cuda_cluster_as_dask_cuda_reads_them():
     assert options["threads_per_worker"] == max(1, CPU_COUNT // 2) and options["resources"] == {"GPU": 1}
     assert options["CUDA_VISIBLE_DEVICES"] == "0,1" and options["n_workers"] == 2 and options["protocol"] == "ucx"
     assert options["rmm_release_threshold"] == "30GB" and options["local_directory"] == "/scratch"
-    # cuDF spilling hides cuDF buffers from dask-cuda's limit, so the limit also goes to cuDF.
-    assert options["device_memory_limit"] == "20GB" and options["env"] == {"CUDF_SPILL_DEVICE_LIMIT": "20000000000"}
+    # cuDF spilling hides cuDF buffers from dask-cuda's limit, so the limit also goes to cuDF,
+    # through the nannies' environment: dask-cuda replaces LocalCUDACluster's env per worker.
+    assert options["device_memory_limit"] == "20GB" and "env" not in options
+    environ = worker_settings(cluster, "gpu")["distributed.nanny.pre-spawn-environ"]
+    assert environ["CUDF_SPILL_DEVICE_LIMIT"] == "20000000000"
+    assert "CUDF_SPILL_DEVICE_LIMIT" not in worker_settings(cluster, "cpu")["distributed.nanny.pre-spawn-environ"]
     no_spill = local_cuda_cluster_options(
         gpu(enable_cudf_spill=False, device_memory_limit=0.5, rmm_pool_size="40GB"), gpus=CPU_COUNT + 1
     )
