@@ -11,6 +11,7 @@ import pytest
 import zstandard
 
 from curate.io import read_documents, write_documents
+from curate.io.write import write_table
 from tests.conftest import FIXTURES, write_jsonl
 
 LINES = (FIXTURES / "docs.jsonl").read_bytes()
@@ -32,6 +33,24 @@ def test_blocksize_splits_without_changing_documents(tmp_path):
     split = read_documents(str(FIXTURES / "docs.jsonl"), blocksize=300)
     assert whole.npartitions == 1 and split.npartitions == len(LINES) // 300 + 1
     pd.testing.assert_frame_equal(split.compute().reset_index(drop=True), whole.compute().reset_index(drop=True))
+
+
+def test_result_tables_do_not_depend_on_the_parts_writer(tmp_path):
+    # cuDF (the GPU run's parts) writes strings as `string` and a column without nulls as
+    # required; the table took part 0's schema, so it differed from the CPU run's and a null
+    # in a later part failed the cast.
+    rows = [{"id": "a", "kind": "exact", "jaccard": 1.0}, {"id": "b", "kind": "fuzzy", "jaccard": None}]
+    for name, nullable, strings in (("cpu", True, pa.large_string()), ("gpu", False, pa.string())):
+        (tmp_path / name).mkdir()
+        for i, row in enumerate(rows):
+            fields = [pa.field("id", strings, nullable), pa.field("kind", strings, nullable)]
+            fields.append(pa.field("jaccard", pa.float64(), nullable or row["jaccard"] is None))
+            pq.write_table(pa.Table.from_pylist([row], pa.schema(fields)), tmp_path / name / f"part.{i}.parquet")
+        write_table(str(tmp_path / name), str(tmp_path / f"{name}.parquet"), ["id", "kind", "jaccard"])
+    assert (tmp_path / "gpu.parquet").read_bytes() == (tmp_path / "cpu.parquet").read_bytes()
+    table = pq.read_table(tmp_path / "gpu.parquet")
+    assert table.schema.field("id").type == pa.large_string() and table.schema.field("jaccard").nullable
+    assert table.to_pylist() == rows
 
 
 def test_missing_ids_are_file_and_line(tmp_path):

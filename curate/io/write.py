@@ -151,11 +151,12 @@ def write_table(source: str, path: str, columns: list[str]) -> None:
     columns : list of str
 
     Row groups have a fixed number of rows (``ROW_GROUP_ROWS``), so the bytes depend only on the
-    rows, never on how they were partitioned, and at most about two row groups are in memory.
+    rows, never on how they were partitioned or which engine wrote them, and at most about two
+    row groups are in memory.
     """
     files = sorted(Path(source).glob("part.*.parquet"), key=lambda f: int(f.name.split(".")[1]))
-    schema = pq.read_schema(files[0]).remove_metadata()
-    schema = pa.schema([schema.field(c) for c in columns])
+    written = pq.read_schema(files[0])
+    schema = pa.schema([_canonical(written.field(c)) for c in columns])
     tmp, pending, rows = f"{path}.tmp", [], 0
     with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
         for file in files:
@@ -169,6 +170,16 @@ def write_table(source: str, path: str, columns: list[str]) -> None:
         if rows:
             writer.write_table(pa.Table.from_batches(pending, schema), row_group_size=ROW_GROUP_ROWS)
     os.replace(tmp, path)
+
+
+def _canonical(field: pa.Field) -> pa.Field:
+    """``field`` as pyarrow writes a pandas column: large strings and bytes, nullable, no metadata.
+
+    cuDF writes strings as ``string`` and a column without nulls as required, so a GPU run's
+    table differed from the CPU run's and a later part's null failed the cast to part 0's schema.
+    """
+    large = {pa.string(): pa.large_string(), pa.binary(): pa.large_binary()}
+    return pa.field(field.name, large.get(field.type, field.type), nullable=True)
 
 
 def count_rows(docs: dd.DataFrame):
