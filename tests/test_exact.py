@@ -1,5 +1,6 @@
 import dask
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from curate.dedup import ExactDedup, KeepPolicy
@@ -31,6 +32,21 @@ def test_md5_and_length_match_but_sha256_differs(monkeypatch, tmp_path):
     docs = read_documents(str(write_jsonl(tmp_path / "d.jsonl", records)))
     groups = ExactDedup(keep=KeepPolicy("longest"))(docs).compute(scheduler="sync")
     assert dict(zip(groups._id, groups._rep_id)) == {"x": "x", "z": "x"}
+
+
+@pytest.mark.parametrize("rule", ["max", "min"])
+def test_a_nan_keep_value_ranks_last_as_a_null_does(rule):
+    # An Arrow float column (the CPU read of Parquet) sorted NaN above every number and apart
+    # from nulls; the host copy of a cuDF column is numpy float64, NaN for both: a GPU run kept
+    # another representative.
+    scores = pa.array([float("nan"), 1.0, None, 2.0])
+    part = pd.DataFrame(
+        {"group": [7] * 4, "score": pd.array(scores, dtype=pd.ArrowDtype(scores.type)), "_doc": range(4)}
+    )
+    keep = KeepPolicy(rule, "score")
+    on_cpu = keep.sort(part, ["group"])["_doc"].tolist()
+    on_gpu = keep.sort(part.assign(score=scores.to_numpy(zero_copy_only=False)), ["group"])["_doc"].tolist()
+    assert on_cpu == on_gpu == ([3, 1, 0, 2] if rule == "max" else [1, 3, 0, 2])
 
 
 def test_keep_column_may_be_the_id_column():

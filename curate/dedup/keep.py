@@ -19,7 +19,7 @@ class KeepPolicy:
     ----------
     rule : {"first", "longest", "max", "min"}
         ``first``: earliest in input order. ``longest``: most UTF-8 bytes of text. ``max`` /
-        ``min``: largest / smallest value of ``column`` (missing values rank last).
+        ``min``: largest / smallest value of ``column`` (missing values, null or NaN, rank last).
         Ties always fall back to input order, so the choice is deterministic.
     column : str, optional
         Required for ``max`` / ``min``.
@@ -71,7 +71,15 @@ class KeepPolicy:
             _check_orders(part[self.column], self)
             keys.append(self.column)
             ascending.append(self.rule == "min")
-        return part.sort_values(keys + [DOC], ascending=ascending + [True], na_position="last", kind="stable")
+        return part.sort_values(
+            keys + [DOC], ascending=ascending + [True], na_position="last", kind="stable", key=self._nan_missing
+        )
+
+    def _nan_missing(self, values: pd.Series) -> pd.Series:
+        # A float NaN ranks last, as a null does: an Arrow float column (the CPU read) sorts NaN
+        # above every number and apart from nulls, while the host copy of a cuDF column is numpy
+        # float64, where both are NaN, so a GPU run kept another representative.
+        return values.astype("float64") if values.name == self.column and values.dtype.kind == "f" else values
 
 
 # What pandas infers for an object column whose values order with each other.
