@@ -102,7 +102,12 @@ def text_buffers_cudf(text: cudf.Series) -> tuple[cupy.ndarray, cupy.ndarray]:
     Zero-copy views of the strings column (``Series.to_pylibcudf``); nulls become empty strings
     first. Offsets are int32 or int64, as the column holds them, and index into ``data``.
     """
-    column, _ = text.fillna("").to_pylibcudf()
+    filled = text.fillna("")
+    # to_pylibcudf unwraps the buffers without unspilling them (a spilled one has no device
+    # memory to view) or keeping cuDF from spilling them later: marked exposed first, as cuDF
+    # does for ``__cuda_array_interface__`` (``.values``), they are on the device and stay there.
+    with filled._column.access(mode="read", scope="external"):
+        column, _ = filled.to_pylibcudf()
     if column.size() == 0:
         return cupy.zeros(1, np.int64), cupy.zeros(0, np.uint8)
     offsets_child = column.children()[0]

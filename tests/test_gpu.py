@@ -89,6 +89,23 @@ def test_text_buffers(texts):
     assert host(data)[offsets[0] : offsets[-1]].tobytes() == cpu_data[cpu_offsets[0] : cpu_offsets[-1]].tobytes()
 
 
+def test_text_buffers_of_a_column_that_cudf_spills(texts):
+    # to_pylibcudf unwraps buffers without unspilling them: a spilled one has no device memory.
+    # With cuDF's device limit at 0, every buffer is spilled as it is made.
+    from cudf.core.buffer.spill_manager import SpillManager, get_global_manager, set_global_manager
+
+    previous = get_global_manager()
+    set_global_manager(SpillManager(device_memory_limit=0))
+    try:
+        offsets, data = backend.text_buffers(on_gpu(texts.iloc[5:50]))
+        offsets, data = host(offsets), host(data)
+    finally:
+        set_global_manager(previous)
+    cpu_offsets, cpu_data = backend.text_buffers(texts.iloc[5:50])
+    assert np.array_equal(np.diff(offsets), np.diff(cpu_offsets))
+    assert data[offsets[0] : offsets[-1]].tobytes() == cpu_data[cpu_offsets[0] : cpu_offsets[-1]].tobytes()
+
+
 @pytest.mark.parametrize("bits", [32, 64])
 @pytest.mark.parametrize(("width", "words"), [(24, False), (5, False), (2, False), (1, False), (3, True)])
 def test_minhash_and_bands(texts, bits, width, words):
