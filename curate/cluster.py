@@ -342,8 +342,9 @@ def worker_settings(config: ClusterConfig, backend: str = "cpu") -> dict:
     ``ARROW_DEFAULT_MEMORY_POOL`` is read when pyarrow is imported, so it goes into the worker
     processes' environment (``distributed.nanny.pre-spawn-environ``) before they start.
 
-    GPU workers with cuDF spilling also get ``CUDF_SPILL_DEVICE_LIMIT`` (read when cuDF is
-    imported) there: dask-cuda's own spilling does not see the buffers cuDF spills, so without
+    GPU workers get ``NUMBA_CUDA_MEMORY_MANAGER`` there, so that the kernels' arrays come from
+    RMM, where cuDF can spill to make room for them, and with cuDF spilling
+    ``CUDF_SPILL_DEVICE_LIMIT`` (read when cuDF is imported): dask-cuda's own spilling does not see the buffers cuDF spills, so without
     it ``device_memory_limit`` would not bound the tables. (Not LocalCUDACluster's ``env``:
     dask-cuda 26.x replaces that per worker with ``CUDA_VISIBLE_DEVICES`` alone.)
 
@@ -354,6 +355,8 @@ def worker_settings(config: ClusterConfig, backend: str = "cpu") -> dict:
     """
     environ = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), "ARROW_DEFAULT_MEMORY_POOL": "system"}
     gpu = config.gpu
+    if backend == "gpu":  # numba's device arrays from RMM, as dask-cuda sets CuPy's (local_cuda_cluster_options)
+        environ["NUMBA_CUDA_MEMORY_MANAGER"] = "rmm.allocators.numba"
     if backend == "gpu" and gpu.enable_cudf_spill and gpu.device_memory_limit is not None:
         environ["CUDF_SPILL_DEVICE_LIMIT"] = str(parse_bytes(gpu.device_memory_limit))
     settings = {"distributed.nanny.pre-spawn-environ": environ}
@@ -581,6 +584,9 @@ def local_cuda_cluster_options(config: ClusterConfig, gpus: int) -> dict:
         "rmm_pool_size": _size(gpu.rmm_pool_size),
         "rmm_release_threshold": _size(gpu.rmm_release_threshold),
         "enable_cudf_spill": gpu.enable_cudf_spill,
+        # CuPy's own pool keeps what it freed where RMM (and cuDF's spilling on demand) cannot
+        # see it; numba's arrays go to RMM through the workers' environment (worker_settings).
+        "rmm_allocator_external_lib_list": ["cupy"],
     }
     if gpu.device_memory_limit is not None:
         options["device_memory_limit"] = _size(gpu.device_memory_limit)

@@ -233,16 +233,31 @@ def test_the_embedded_cluster_gives_each_gpu_worker_its_gpu_and_the_cores():
     assert all(w["resources"] == {"GPU": 1} and w["nthreads"] == max(1, CPU_COUNT // len(workers)) for w in workers)
 
 
-def test_the_embedded_cluster_gives_cudf_the_device_limit():
+def _memory_setup():
+    import cudf
+    import cupy
+    from numba.cuda.cudadrv import driver
+
+    driver._ensure_memory_manager()
+    allocator = cupy.cuda.get_allocator()
+    return (
+        cudf.get_option("spill_device_limit"),
+        f"{allocator.__module__}.{allocator.__name__}",
+        driver._memory_manager.__name__,
+    )
+
+
+def test_the_embedded_cluster_gives_cudf_the_device_limit_and_kernels_rmm():
     # The limit went into LocalCUDACluster's env, which dask-cuda replaces per worker with
-    # CUDA_VISIBLE_DEVICES alone: cuDF spilled only when an allocation failed.
+    # CUDA_VISIBLE_DEVICES alone: cuDF spilled only when an allocation failed. CuPy and numba
+    # allocated outside RMM, where neither RMM nor cuDF's spilling on demand sees their memory.
     from curate.cluster import connect
     from curate.config import load_config
 
     config = load_config(None, {"cluster": {"gpu": {"enable_cudf_spill": True, "device_memory_limit": "32MB"}}})
     with connect(config.cluster, "gpu") as client:
-        limits = client.run(lambda: __import__("cudf").get_option("spill_device_limit"))
-    assert set(limits.values()) == {32_000_000}
+        setups = client.run(_memory_setup)
+    assert set(setups.values()) == {(32_000_000, "rmm.allocators.cupy.rmm_cupy_allocator", "RMMNumbaManager")}
 
 
 def dedup(inputs, out: Path, *flags) -> dict[str, bytes]:

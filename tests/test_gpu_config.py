@@ -43,8 +43,12 @@ def test_defaults_follow_rapids_best_practice():
         "protocol": "tcp",
         "rmm_async": True,
         "enable_cudf_spill": True,
+        "rmm_allocator_external_lib_list": ["cupy"],  # and numba's through the environment
         "dashboard_address": None,
     }
+    assert worker_settings(cluster, "gpu")["distributed.nanny.pre-spawn-environ"]["NUMBA_CUDA_MEMORY_MANAGER"] == (
+        "rmm.allocators.numba"
+    )
     given = load_config(None, {"cluster": {"threads_per_worker": 3}}).cluster
     assert local_cuda_cluster_options(given, gpus=1)["threads_per_worker"] == 3
 
