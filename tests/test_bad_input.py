@@ -543,6 +543,13 @@ def test_a_keep_column_that_does_not_order_is_refused(tmp_path):
     jsonl(tmp_path / "c" / "2.jsonl", json.dumps({"id": "2", "text": text, "score": 0.5}))
     with pytest.raises(ValueError, match=r"several types \(1\.jsonl: integers beyond 2\*\*53; 2\.jsonl: double\)$"):
         run(tmp_path, [tmp_path / "c"], keep="max:score")
+    # The same in one file was said to hold "integers beyond int64" (2**53 + 1 is within int64).
+    jsonl(
+        tmp_path / "e" / "k.jsonl",
+        *(json.dumps({"id": str(i), "text": text, "score": s}) for i, s in enumerate([2**53 + 1, 0.5])),
+    )
+    with pytest.raises(ValueError, match=r"several types \(k\.jsonl: double, integers beyond 2\*\*53\)$"):
+        run(tmp_path, [tmp_path / "e"], keep="max:score")
     # Integers beyond int64 (the only type in the file) were said to be "of several types".
     jsonl(tmp_path / "d" / "big.jsonl", *(json.dumps({"id": str(i), "text": text, "score": 2**63 + i}) for i in (1, 2)))
     jsonl(tmp_path / "d" / "small.jsonl", json.dumps({"id": "3", "text": text, "score": 5}))

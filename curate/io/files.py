@@ -324,10 +324,17 @@ def json_type(dtype: pa.DataType) -> pa.DataType:
 # Marks a field whose value no Arrow type holds (a list of numbers and objects): it holds JSON text.
 _UNTYPED = {b"curate": b"untyped"}
 _HUGE = {b"curate": b"huge"}  # the same for a field with an integer beyond int64
+# The same for a field of doubles and integers a double would round (read as doubles, rounded).
+_MIXED = {b"curate": b"mixed"}
 # Marks an int64 field holding an integer a double would round: widened with doubles, it holds JSON text.
 _WIDE = {b"curate": b"wide"}
 # What a marked field holds, for messages.
-_MARKED = {b"untyped": "values of no one type", b"huge": "integers beyond int64", b"wide": "integers beyond 2**53"}
+_MARKED = {
+    b"untyped": "values of no one type",
+    b"huge": "integers beyond int64",
+    b"mixed": "double, integers beyond 2**53",
+    b"wide": "integers beyond 2**53",
+}
 _EXACT = 1 << 53  # integers of at most this size are doubles exactly
 _LONG_NUMBER = re.compile(rb"\d{16}")
 
@@ -335,7 +342,8 @@ _LONG_NUMBER = re.compile(rb"\d{16}")
 def _exact_numbers(table: pa.Table, lines: list[bytes]) -> pa.Schema:
     """The schema of a sample's records as JSON holds them (:func:`json_type`), with the top-level
     fields of integers a double cannot hold marked: pyarrow reads integers beyond int64 as
-    doubles, rounded (``_HUGE``), and widens int64 with double (``_WIDE``)."""
+    doubles, rounded (``_HUGE``), and integers beyond 2**53 beside doubles too (``_MIXED``), and
+    widens int64 with double (``_WIDE``)."""
     fields, records = [], None
     for field in table.schema:
         field = field.with_type(json_type(field.type))
@@ -346,8 +354,10 @@ def _exact_numbers(table: pa.Table, lines: list[bytes]) -> pa.Schema:
         elif pa.types.is_floating(field.type):
             if records is None:  # such an integer has 16 digits or more: only those lines are parsed again
                 records = [json.loads(line) for line in lines if _LONG_NUMBER.search(line)]
-            if any(_wide_int(record.get(field.name)) for record in records):
-                field = pa.field(field.name, pa.null(), metadata=_HUGE)
+            wide = [value for record in records if _wide_int(value := record.get(field.name))]
+            if wide:
+                huge = any(not -(1 << 63) <= value < (1 << 63) for value in wide)
+                field = pa.field(field.name, pa.null(), metadata=_HUGE if huge else _MIXED)
         fields.append(field)
     return pa.schema(fields)
 
@@ -375,7 +385,7 @@ def unify_schemas(schemas: list[pa.Schema], text_field: str, id_field: str) -> t
     string. Where a field's types differ, they are widened where Arrow can (``int64`` and
     ``double`` to ``double``, unless the int64 field was marked as holding integers a double
     would round: :func:`_exact_numbers`); otherwise the field holds JSON text (a string;
-    returned in the set), as a field marked ``_UNTYPED`` or ``_HUGE`` does. An id is an integer
+    returned in the set), as a field marked ``_UNTYPED``, ``_HUGE`` or ``_MIXED`` does. An id is an integer
     type only where every id seen is an integer, else a string.
     """
     types: dict[str, pa.DataType] = {}
@@ -386,7 +396,7 @@ def unify_schemas(schemas: list[pa.Schema], text_field: str, id_field: str) -> t
             if field.metadata == _WIDE:
                 wide.add(field.name)
             seen = types.get(field.name)
-            if field.metadata in (_UNTYPED, _HUGE):
+            if field.metadata in (_UNTYPED, _HUGE, _MIXED):
                 json_text.add(field.name)
                 types.setdefault(field.name, pa.null())
             elif seen is None or pa.types.is_null(seen):
