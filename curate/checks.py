@@ -192,7 +192,8 @@ def check_output(
     Raises
     ------
     ValueError
-        If both ``overwrite`` and ``resume`` are set, or ``out_dir`` and the inputs overlap.
+        If ``out_dir`` is a URL, both ``overwrite`` and ``resume`` are set, or ``out_dir`` and the
+        inputs overlap.
     NotADirectoryError
         If ``out_dir`` (or a folder above it) is a file.
     PermissionError
@@ -206,6 +207,10 @@ def check_output(
         ``overwrite`` is not set, or its ``deduplicated/`` or ``rejected/`` folder holds files that
         no run writes (a run would delete them).
     """
+    if "://" in str(out_dir):  # Path() would make s3://b/out the local folder s3:/b/out
+        raise ValueError(
+            f"output {out_dir} is a URL: the output must be a local (or mounted) folder; copy it from there"
+        )
     out = Path(out_dir)
     if overwrite and resume:
         raise ValueError("give --overwrite or --resume, not both")

@@ -1,3 +1,4 @@
+import importlib.util
 import json
 
 import pytest
@@ -62,6 +63,22 @@ def test_cli_dedup_band_flags_are_checked_before_running(tmp_path):
     assert half.exit_code == 2
     assert "fuzzy: give both num_bands (--num-bands) and rows_per_band (--rows-per-band), or" in half.output
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_urls_the_run_cannot_use_are_one_line(tmp_path, monkeypatch):
+    # -o s3://b/out wrote the local folder s3:/b/out and exited 0; an input of a protocol whose
+    # package (gcsfs) is missing printed fsspec's 50-line traceback.
+    monkeypatch.chdir(tmp_path)
+    remote = CliRunner().invoke(main, ["dedup", str(FIXTURES / "docs.jsonl"), "-o", "s3://bucket/out"])
+    assert remote.exit_code == 1 and list(tmp_path.iterdir()) == []
+    assert remote.output == (
+        "Error: output s3://bucket/out is a URL: the output must be a local (or mounted) folder; copy it from there\n"
+    )
+    if importlib.util.find_spec("gcsfs") is not None:
+        pytest.skip("gcsfs is installed")
+    missing = CliRunner().invoke(main, ["dedup", "gcs://bucket/crawl/*.jsonl", "-o", "out"])
+    assert missing.exit_code == 1 and missing.output.startswith("Error: input 'gcs://bucket/crawl/*.jsonl': ")
+    assert "gcsfs" in missing.output and len(missing.output.splitlines()) == 1, missing.output
 
 
 def test_cli_params_table():

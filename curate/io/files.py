@@ -57,7 +57,8 @@ def expand_paths(inputs: list[str] | str) -> tuple[object, list[str], str]:
     FileNotFoundError
         If an input matches no file, or a broken symbolic link.
     ValueError
-        If the files mix formats or have an unknown extension.
+        If the files mix formats or have an unknown extension, or the package that reads a
+        URL's protocol (s3fs, gcsfs, ...) is not installed.
     """
     fs, paths, fmt, _, _ = find_inputs(inputs)
     return fs, paths, fmt
@@ -68,7 +69,10 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
     named it, the input naming it again, the path as named again), and the files that folders
     and globs hold under names other than data's (not those starting with . or _), left out."""
     inputs = [inputs] if isinstance(inputs, str) else list(inputs)
-    fs, _ = url_to_fs(inputs[0])
+    try:
+        fs, _ = url_to_fs(inputs[0])
+    except ImportError as err:  # fsspec knows the protocol; the package that reads it is missing
+        raise ValueError(f"input {inputs[0]!r}: {err}") from None
     local = isinstance(fs, LocalFileSystem)
     first: dict[str, tuple[str, str]] = {}  # identity -> (path, input)
     repeats, skipped = [], []
