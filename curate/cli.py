@@ -338,8 +338,6 @@ def _warn_inputs(run: RunOutput) -> None:
 )
 def inspect(out_dir, group, doc_id, sample, seed, width):
     """Removed documents of the run in OUT_DIR beside their representatives, differing words marked."""
-    from rich.console import Console
-
     from curate.review.inspect import RunOutput
     from curate.review.terminal import print_pair
 
@@ -358,7 +356,7 @@ def inspect(out_dir, group, doc_id, sample, seed, width):
     except KeyError as err:
         raise click.ClickException(err.args[0]) from None
     _warn_inputs(run)
-    console = Console(width=width)
+    console = _reader_console(width)
     counts = run.summary["counts"]
     console.print(
         f"{out_dir}: {counts['input']['documents']:,} documents in, {counts['output']['removed']:,} removed, "
@@ -366,6 +364,19 @@ def inspect(out_dir, group, doc_id, sample, seed, width):
     )
     for pair in pairs:
         print_pair(console, pair)
+
+
+def _reader_console(width: int | None):
+    """A rich console that stops printing once its reader is gone (``curate inspect | head``), as a
+    success: rich exits 1, so a script's pipeline failed or not depending on the output's size."""
+    from rich.console import Console
+
+    class ReaderConsole(Console):
+        def on_broken_pipe(self) -> None:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # what is left to flush goes nowhere
+            self.quiet = True
+
+    return ReaderConsole(width=width)
 
 
 class ConfigError(click.ClickException):
