@@ -25,6 +25,8 @@ PARTIAL = ("deduplicated.tmp", "rejected.tmp")  # what a run killed while writin
 STAGES = "_stages"
 MARKER = "_marker.json"  # in each finished stage's folder (curate.checkpoints)
 _WRITTEN = re.compile(r"part\.\d+\.(parquet|jsonl|jsonl\.gz|jsonl\.zst)")  # in deduplicated/ and rejected/
+REPEATED_IDS = "repeated_ids-{key}.parquet"  # in _stages: a skipping run's repeated ids, by the read's key
+_REPEATED_IDS = re.compile(r"repeated_ids-[0-9a-f]{16}\.parquet")
 _SKIP_HINT = "or --on-error skip lists such records in OUT/rejected/"
 
 
@@ -256,7 +258,8 @@ def check_output(
 
 def _foreign_files(out: Path) -> list[Path]:
     """What OUT's document folders hold besides the ``part.N.*`` files a run writes there, and
-    ``_stages`` besides its stages (``STAGE/_marker.json``, ``STAGE/[TABLE/]part.N.parquet``)."""
+    ``_stages`` besides its stages (``STAGE/_marker.json``, ``STAGE/[TABLE/]part.N.parquet``) and
+    repeated ids (``repeated_ids-KEY.parquet``)."""
     folders = [out / name for name in ("deduplicated", "rejected", *PARTIAL) if (out / name).is_dir()]
     found = [p for folder in folders for p in sorted(folder.iterdir()) if not _WRITTEN.fullmatch(p.name)]
     stages = out / STAGES
@@ -267,6 +270,8 @@ def _foreign_files(out: Path) -> list[Path]:
 
 
 def _stage_file(parts: tuple[str, ...]) -> bool:
+    if len(parts) == 1:
+        return bool(_REPEATED_IDS.fullmatch(parts[0]))
     return (len(parts) == 2 and parts[1] == MARKER) or (len(parts) in (2, 3) and bool(_WRITTEN.fullmatch(parts[-1])))
 
 

@@ -25,7 +25,7 @@ from dask.utils import parse_bytes
 from curate import __version__
 from curate.backend import host_step, on_host, to_host, to_parquet
 from curate.checkpoints import Checkpoints, StageStore, input_fingerprint, read_stage_frame, remove_stages, stage_key
-from curate.checks import OUTPUTS, PARTIAL, STAGES, check_output
+from curate.checks import OUTPUTS, PARTIAL, REPEATED_IDS, STAGES, check_output
 from curate.cluster import local_shuffles, one_task_per_gpu
 from curate.config import RunConfig
 from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy
@@ -306,7 +306,7 @@ def _read(everything, inputs, key: str, made_of: dict, config: RunConfig, keep: 
 
 def _repeated_ids_path(run, exact_key: str) -> Path:
     # Named by the read stage's key, so that a resumed run marks the same records that stage left out.
-    return run.store.root / f"repeated_ids-{exact_key[:16]}.parquet"
+    return run.store.root / REPEATED_IDS.format(key=exact_key[:16])
 
 
 def _read_for_output(

@@ -14,6 +14,7 @@ import pytest
 from distributed import Client, LocalCluster
 
 from curate.checkpoints import _changes
+from curate.checks import check_output
 from curate.config import load_config
 from curate.pipeline import dedup
 from curate.runner import Runner
@@ -203,6 +204,23 @@ def test_changed_input_recomputes_everything(server, tmp_path):
     second = json.loads((out / "summary.json").read_text())
     assert second["reused_stages"] == [] and second["counts"] == first["counts"]
     assert "b12" in (out / "removed.parquet").read_bytes().decode("latin-1")
+
+
+def test_a_skipping_run_with_a_repeated_id_resumes_or_is_replaced(server, tmp_path):
+    # Its _stages/repeated_ids-KEY.parquet was taken for a file no run writes, so --resume and
+    # --overwrite were both refused ("holds 1 file(s) no run writes").
+    lines = (FIXTURES / "docs.jsonl").read_text().splitlines()
+    data = tmp_path / "docs.jsonl"
+    data.write_text("\n".join([*lines, lines[0]]) + "\n")  # the first record again: its id repeated
+    out, skip = tmp_path / "out", {"io": {"on_error": "skip"}}
+    first = run(server, out, inputs=data, **skip)
+    assert first["counts"]["rejected"] == {"duplicate-id": 1} and len(list((out / "_stages").glob("repeated_ids-*")))
+    resumed = run(server, out, resume=True, inputs=data, **skip)
+    assert resumed["reused_stages"] == STAGES and resumed["counts"] == first["counts"]
+    check_output(out, overwrite=True)
+    (out / "_stages" / "repeated_ids-notes.parquet").write_bytes(b"")  # not a run's: still refused
+    with pytest.raises(FileExistsError, match="holds 1 file\\(s\\) no run writes, e.g. 'repeated_ids-notes.parquet'"):
+        check_output(out, overwrite=True)
 
 
 def test_resume_names_what_changed_files_first():
