@@ -5,6 +5,7 @@ restarted after each stage (``/proc/self/clear_refs``), so ``summary.json`` give
 own peak. Spilled bytes are the workers' own counters (``distributed``'s ``SpillBuffer``).
 """
 
+import importlib
 import os
 import platform
 import resource
@@ -67,10 +68,15 @@ def spilled_bytes() -> int:
     return 0 if client is None else sum(client.run(_worker_spilled).values())
 
 
-def versions() -> dict:
-    """Versions of curate and the libraries that decide its results."""
+def versions(gpu: bool = False) -> dict:
+    """Versions of curate and the libraries that decide its results; on the GPU backend also
+    those that compute there (by module name: their distributions are named per CUDA version)."""
     names = ["curate", "dask", "distributed", "pandas", "pyarrow", "numba", "numpy"]
-    return {"python": platform.python_version(), **{n: metadata.version(n) for n in names}}
+    found = {"python": platform.python_version(), **{n: metadata.version(n) for n in names}}
+    if gpu:
+        for module in ("cudf", "dask_cudf", "dask_cuda", "cupy", "rmm", "numba_cuda"):
+            found[module] = importlib.import_module(module).__version__
+    return found
 
 
 __all__ = ["max_peaks", "spilled_bytes", "take_peaks", "versions"]

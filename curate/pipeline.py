@@ -214,7 +214,7 @@ def dedup(
             "peak_rss_bytes": stats.take_peaks(),
             "stage_peak_rss_bytes": stats.peaks,
             "spilled_bytes": spilled_bytes(),
-            "versions": versions(),
+            "versions": versions(gpu=dask.config.get("dataframe.backend", "pandas") == "cudf"),
         }
     tmp_summary = out / "summary.json.tmp"
     tmp_summary.write_text(json.dumps(summary, indent=2, default=str) + "\n")

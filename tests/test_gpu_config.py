@@ -1,6 +1,8 @@
 """GPU configuration and backend selection: checked without a GPU."""
 
 import os
+import sys
+import types
 
 import dask
 import dask.dataframe as dd
@@ -25,6 +27,7 @@ from curate.cluster import local_cuda_cluster_options, one_task_per_gpu, task_re
 from curate.config import load_config
 from curate.dedup.representatives import _split
 from curate.io.rejected import mark_listed
+from curate.metrics import versions
 from curate.pipeline import dedup
 from tests.conftest import FIXTURES
 
@@ -85,6 +88,15 @@ def test_options_reach_local_cuda_cluster_as_dask_cuda_reads_them():
     assert no_spill["threads_per_worker"] == 1  # more GPUs than cores: still one thread each
     assert no_spill["device_memory_limit"] == 0.5 and "env" not in no_spill  # a fraction, as dask-cuda takes it
     assert no_spill["rmm_async"] is False and no_spill["rmm_pool_size"] == "40GB"
+
+
+def test_a_gpu_run_records_the_versions_of_what_computes_there(monkeypatch):
+    # summary.json named pandas and numba only, not the libraries that computed a GPU run.
+    for name in ("cudf", "dask_cudf", "dask_cuda", "cupy", "rmm", "numba_cuda"):
+        monkeypatch.setitem(sys.modules, name, types.SimpleNamespace(__version__=f"{name} 1.0"))
+    found = versions(gpu=True)
+    assert found["cudf"] == "cudf 1.0" and found["numba_cuda"] == "numba_cuda 1.0" and found.keys() > versions().keys()
+    assert "cudf" not in versions()
 
 
 @pytest.mark.parametrize(
@@ -244,8 +256,8 @@ def test_local_cuda_cluster_without_dask_cuda_says_how_to_install(monkeypatch):
 HOST_STEPS = {
     f"host-{name}"
     for name in [
-        "both-directions", "exact-groups", "fingerprint", "large-star", "locate", "member-pairs", "min-label",
-        "orient", "over-cap", "self-labels", "small-star", "split", "write-part",
+        "both-directions", "exact-groups", "fingerprint", "large-star", "later", "locate", "member-pairs",
+        "min-label", "orient", "over-cap", "self-labels", "small-star", "split", "write-part",
     ]
 }  # fmt: skip
 
@@ -301,6 +313,7 @@ def test_gpu_workers_take_the_gpu_one_task_at_a_time_and_host_steps_run_beside(g
     host = host_names(restrictions)
     # Host steps that follow another step in a fused task (the large-/small-star steps) hold the GPU.
     assert {"host-exact-groups", "host-split", "host-member-pairs", "host-write-part", "host-min-label"} <= host
+    assert "host-later" in host  # the repeated ids' host step held the GPU
     # Dask names a fused task after its steps, first first: a host step followed by device work
     # in one task would be named host-… too. None is: every host-named task is one host step.
     assert host <= HOST_STEPS, host - HOST_STEPS

@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curate.backend import on_host, shown, to_arrow, to_host
+from curate.backend import host_step, on_host, shown, to_arrow, to_host
 from curate.io.lookup import locate
 from curate.io.read import arrow_typed
 from curate.io.records import json_text, python_rows
@@ -124,7 +124,7 @@ def later_occurrences(docs: dd.DataFrame, id_field: str) -> dd.DataFrame:
     """
     pairs = docs[[DOC, id_field]]
     meta = to_host(pairs._meta).assign(_first=pd.Series(dtype="int64"))
-    return pairs.shuffle(id_field).map_partitions(_later, id_field, meta=meta)
+    return pairs.shuffle(id_field).map_partitions(_later, id_field, meta=meta, token=host_step(_later))
 
 
 def _later(part, id_field: str) -> pd.DataFrame:
