@@ -130,7 +130,7 @@ def test_bad_record_is_named_with_what_to_do_without_worker_logs(tmp_path):
     printed, _ = run.communicate(timeout=300)
     assert run.returncode == 1
     assert printed.splitlines() == [
-        "Error: bad.jsonl:2: invalid JSON: Unterminated string starting at: line 1 column 19 (char 18)",
+        "Error: bad.jsonl:2: invalid JSON: Unterminated string starting at column 19",
         "(--on-error skip lists every bad record in OUT/rejected/ and goes on)",
     ]
 

@@ -395,6 +395,9 @@ def _check_line(line: bytes, index: int, fields: Fields) -> Bad | None:
     except ValueError as err:
         # A pretty-printed JSON file's first line ("[" or "{"): say what JSONL is.
         hint = f" ({_ONE_PER_LINE})" if text.strip() in ("[", "{") else ""
+        # The decoder's "line 1 column 19 (char 18)" would name a line of its own beside the file's.
+        if isinstance(err, json.JSONDecodeError):
+            err = f"{err.msg}{'' if err.msg.endswith(' at') else ' at'} column {err.colno}"
         return Bad(index, "invalid-json", None, f"invalid JSON: {err}{hint}")
     if not isinstance(record, dict):
         of_objects = isinstance(record, list) and any(isinstance(value, dict) for value in record)
