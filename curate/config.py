@@ -14,6 +14,7 @@ from dask.utils import parse_bytes
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from curate.params import DEFAULT_FN_WEIGHT, DEFAULT_FP_WEIGHT, optimal_bands
+from curate.schema import WORKING_COLUMNS
 
 DEFAULT_NUM_PERM = 260  # MinHash values when neither num_perm nor the bands are given (NeMo Curator's 20 x 13)
 KEEP_RULES = ("first", "longest", "max", "min")
@@ -545,6 +546,20 @@ class RunConfig(_Section):
     def _valid_keep(cls, value: str) -> str:
         parse_keep(value)
         return value
+
+    @model_validator(mode="after")
+    def _fields_are_not_working_columns(self):
+        # The stages add these beside the id, text and keep columns: one so named was overwritten
+        # (removed.parquet gave digests for ids) or lost in a shuffle.
+        io = self.io
+        named = [("id_field", io.id_field, io.id_field), ("text_field", io.text_field, io.text_field)]
+        for setting, value, column in [*named, ("keep", self.keep, parse_keep(self.keep)[1])]:
+            if column in WORKING_COLUMNS:
+                raise ValueError(
+                    f"{setting}={value!r}: curate adds a column {column!r} while it works "
+                    f"({', '.join(WORKING_COLUMNS)}); rename the input's column"
+                )
+        return self
 
     @model_validator(mode="after")
     def _keep_column_is_not_the_text(self):

@@ -9,5 +9,9 @@ POSITION_BITS = 40  # _doc = file_index << POSITION_BITS | position (byte offset
 # Columns of a skip-mode read: the record's line (JSONL, 1-based) or row (Parquet, 0-based), and,
 # for a rejected record, what is wrong (kind, field, reason) and the record itself (bytes).
 REJECT_COLUMNS = ("_line", "_kind", "_field", "_reason", "_record")
+# Columns the stages add beside the id, the text and the keep column, which therefore may not be
+# so named: exact dedup's digests and UTF-8 lengths, a fuzzy document's connected component.
+MD5, SHA256, LENGTH, COMPONENT = "_md5", "_sha256", "_length", "component"
+WORKING_COLUMNS = (MD5, SHA256, LENGTH, COMPONENT)
 
-__all__ = ["DOC", "POSITION_BITS", "REJECT_COLUMNS"]
+__all__ = ["COMPONENT", "DOC", "LENGTH", "MD5", "POSITION_BITS", "REJECT_COLUMNS", "SHA256", "WORKING_COLUMNS"]

@@ -25,6 +25,7 @@ from curate.config import load_config
 from curate.io import read_documents
 from curate.params import optimal_bands
 from curate.pipeline import dedup
+from curate.schema import WORKING_COLUMNS
 from tests.conftest import FIXTURES, realignments, shared_corpus, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -381,6 +382,21 @@ def test_a_configuration_file_means_what_it_means_to_the_cli(tmp_path):
         assert curate.deduplicate(fixture_frame(), config=config, mode="both").config.mode == "both"
     with pytest.raises(TypeError, match=r"config must be a RunConfig or FuzzyConfig .*, got dict"):
         curate.deduplicate(fixture_frame(), config={"fuzzy": {"threshold": 0.7}})  # an AttributeError
+
+
+@pytest.mark.parametrize("column", WORKING_COLUMNS)
+def test_a_column_named_as_one_the_stages_add_is_refused(column):
+    # An id column named _md5 came back as digests in removed.id (the stages' own _md5 column
+    # overwrote it); one named component failed in a shuffle with Dask's KeyError.
+    frame = pd.DataFrame({"id": ["a", "b"], "text": ["same words here", "same words here"], "n": [1, 2]})
+    for renamed, options in [("id", {"id_field": column}), ("n", {"keep": f"max:{column}"})]:
+        docs = dd.from_pandas(frame.rename(columns={renamed: column}), npartitions=1)
+        setting = next(iter(options))
+        with pytest.raises(
+            ValueError,
+            match=rf"^deduplicate\(\): {setting}='{options[setting]}': curate adds a column '{column}' while it works",
+        ):
+            curate.deduplicate(docs, **options)
 
 
 def test_a_pandas_frame_is_refused_saying_how_to_wrap_it():

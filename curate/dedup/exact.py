@@ -5,12 +5,9 @@ import pandas as pd
 
 from curate.backend import byte_lengths, host_step, md5_hex, sha256_hex, to_host
 from curate.dedup.groups import group_frame, group_meta
-from curate.dedup.keep import LENGTH, KeepPolicy
+from curate.dedup.keep import KeepPolicy
 from curate.dedup.stages import Stage, build_now
-from curate.schema import DOC
-
-MD5 = "_md5"
-SHA256 = "_sha256"
+from curate.schema import DOC, LENGTH, MD5, SHA256
 
 
 class ExactDedup:

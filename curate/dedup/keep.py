@@ -6,9 +6,7 @@ import pandas as pd
 
 from curate.backend import byte_lengths, is_missing
 from curate.config import check_keep, parse_keep
-from curate.schema import DOC
-
-LENGTH = "_length"
+from curate.schema import DOC, LENGTH
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,7 @@ from curate.dedup.groups import group_frame, group_meta
 from curate.dedup.keep import KeepPolicy
 from curate.dedup.keys import select
 from curate.dedup.text import prepare_text
-from curate.schema import DOC
-
-COMPONENT = "component"
+from curate.schema import COMPONENT, DOC
 
 
 def component_groups(
