@@ -3,7 +3,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from curate.dedup import ExactDedup, KeepPolicy
+from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy
 from curate.io import read_documents
 from tests.conftest import FIXTURES, write_jsonl
 
@@ -54,6 +54,11 @@ def test_keep_column_may_be_the_id_column():
     groups = ExactDedup(keep=KeepPolicy("max", "id"))(docs).compute(scheduler="sync")
     # string ids: "a3" > "a12" > "a1"
     assert dict(zip(groups._id, groups._rep_id)) == {"a1": "a3", "a3": "a3", "a12": "a3", "a6": "a8", "a8": "a8"}
+    # The policy's spec, as deduplicate() takes it: "max:id" failed with "'str' object has no attribute 'columns'".
+    spelled = ExactDedup(keep="max:id")(docs).compute(scheduler="sync")
+    assert spelled.equals(groups) and FuzzyDedup(keep="longest").keep == KeepPolicy("longest")
+    with pytest.raises(TypeError, match=r"^keep must be a KeepPolicy or a string such as 'longest'"):
+        ExactDedup(keep=None)
 
 
 def _shuffled_bytes(client) -> int:

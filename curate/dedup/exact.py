@@ -26,7 +26,8 @@ class ExactDedup:
     ----------
     text_field : str, default="text"
     id_field : str, default="id"
-    keep : KeepPolicy, default=KeepPolicy("first")
+    keep : KeepPolicy or str, default=KeepPolicy("first")
+        A policy or its spec (``"longest"``, ``"max:date"``: :meth:`KeepPolicy.parse`).
 
     Examples
     --------
@@ -34,8 +35,8 @@ class ExactDedup:
     >>> removed = groups[groups._doc != groups._rep]   # doctest: +SKIP
     """
 
-    def __init__(self, *, text_field: str = "text", id_field: str = "id", keep: KeepPolicy = KeepPolicy()):
-        self.text_field, self.id_field, self.keep = text_field, id_field, keep
+    def __init__(self, *, text_field: str = "text", id_field: str = "id", keep: KeepPolicy | str = KeepPolicy()):
+        self.text_field, self.id_field, self.keep = text_field, id_field, KeepPolicy.parse(keep)
 
     def __repr__(self) -> str:
         return f"ExactDedup(keep={self.keep})"

@@ -24,7 +24,8 @@ class FuzzyDedup:
     ----------
     config : FuzzyConfig, default=FuzzyConfig()
     text_field, id_field : str
-    keep : KeepPolicy, default=KeepPolicy("first")
+    keep : KeepPolicy or str, default=KeepPolicy("first")
+        A policy or its spec (``"longest"``, ``"max:date"``: :meth:`KeepPolicy.parse`).
 
     References
     ----------
@@ -44,9 +45,9 @@ class FuzzyDedup:
         *,
         text_field: str = "text",
         id_field: str = "id",
-        keep: KeepPolicy = KeepPolicy(),
+        keep: KeepPolicy | str = KeepPolicy(),
     ):
-        self.config, self.text_field, self.id_field, self.keep = config, text_field, id_field, keep
+        self.config, self.text_field, self.id_field, self.keep = config, text_field, id_field, KeepPolicy.parse(keep)
 
     def __repr__(self) -> str:
         return f"FuzzyDedup({self.config!r}, keep={self.keep})"

@@ -35,8 +35,20 @@ class KeepPolicy:
         check_keep(self.rule, self.column)
 
     @classmethod
-    def parse(cls, spec: str) -> "KeepPolicy":
-        """From ``"first"``, ``"longest"``, ``"max:COLUMN"`` or ``"min:COLUMN"``."""
+    def parse(cls, spec: "str | KeepPolicy") -> "KeepPolicy":
+        """From ``"first"``, ``"longest"``, ``"max:COLUMN"`` or ``"min:COLUMN"`` (a policy as it is).
+
+        Raises
+        ------
+        ValueError
+            On a bad spec.
+        TypeError
+            If ``spec`` is neither a string nor a policy.
+        """
+        if isinstance(spec, KeepPolicy):
+            return spec
+        if not isinstance(spec, str):
+            raise TypeError(f"keep must be a KeepPolicy or a string such as 'longest' or 'max:date', got {spec!r}")
         return cls(*parse_keep(spec))
 
     def __str__(self) -> str:
