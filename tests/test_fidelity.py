@@ -257,6 +257,22 @@ def test_jsonl_to_parquet_keeps_integers_a_double_would_round(sync, tmp_path):
     assert table.schema.field("x").type == pa.float64() and table["x"].to_pylist() == [2.0**53, None, 0.5]
 
 
+def test_jsonl_to_parquet_keeps_fields_of_empty_objects(sync, tmp_path):
+    # A field that is {} in every record is struct<> in Arrow, which Parquet cannot store: the
+    # output's write failed after the whole run. Such a field holds its JSON text, as a field
+    # of several types does; an empty list is a list of nulls, which Parquet stores.
+    (tmp_path / "in").mkdir()
+    records = [
+        {"id": i, "text": t, "meta": {}, "deep": {"a": {}}, "rows": [{}], "tags": []} for i, t in enumerate("ab")
+    ]
+    (tmp_path / "in" / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    run(tmp_path / "out", [tmp_path / "in"], mode="exact", io={"output_format": "parquet"})
+    table = pq.read_table(tmp_path / "out" / "deduplicated")
+    assert table.drop_columns(["text"]).to_pylist() == [
+        {"id": i, "meta": "{}", "deep": '{"a": {}}', "rows": "[{}]", "tags": []} for i in range(2)
+    ]
+
+
 # The property test: random records through a whole run, every kept line compared with its input.
 
 _floats = st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(

@@ -389,7 +389,8 @@ def unify_schemas(schemas: list[pa.Schema], text_field: str, id_field: str) -> t
     string. Where a field's types differ, they are widened where Arrow can (``int64`` and
     ``double`` to ``double``, unless the int64 field was marked as holding integers a double
     would round: :func:`_exact_numbers`); otherwise the field holds JSON text (a string;
-    returned in the set), as a field marked ``_UNTYPED``, ``_HUGE`` or ``_MIXED`` does. An id is an integer
+    returned in the set), as a field marked ``_UNTYPED``, ``_HUGE`` or ``_MIXED`` does, and one
+    whose type Parquet cannot store (``{}`` in every record seen). An id is an integer
     type only where every id seen is an integer, else a string.
     """
     types: dict[str, pa.DataType] = {}
@@ -417,6 +418,7 @@ def unify_schemas(schemas: list[pa.Schema], text_field: str, id_field: str) -> t
                 except (pa.ArrowInvalid, pa.ArrowTypeError):
                     json_text.add(field.name)
     json_text |= {name for name in wide if pa.types.is_floating(types[name])}  # widening would round them
+    json_text |= {name for name, dtype in types.items() if not _parquet_holds(dtype)}
     out = []
     for name, dtype in types.items():
         if name == id_field:
@@ -425,6 +427,16 @@ def unify_schemas(schemas: list[pa.Schema], text_field: str, id_field: str) -> t
             dtype = pa.string()
         out.append(pa.field(name, dtype))
     return pa.schema(out), json_text - {text_field, id_field}
+
+
+def _parquet_holds(dtype: pa.DataType) -> bool:
+    """Whether Parquet can store ``dtype``: not a struct without fields (JSON's ``{}``), at any depth.
+    Such a field failed the Parquet output's write, after the whole run."""
+    if pa.types.is_struct(dtype):
+        return dtype.num_fields > 0 and all(_parquet_holds(dtype.field(i).type) for i in range(dtype.num_fields))
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        return _parquet_holds(dtype.value_type)
+    return True
 
 
 def check_ordered(
