@@ -149,6 +149,7 @@ def dedup(
         "io": io.model_dump(exclude={"output_format", "output_compression"}),
         "curate": __version__,
         "mode": config.mode,
+        "keep_columns": keep.columns(),  # exact dedup's candidates, written by the read, carry them
     }
     with _inputs_unchanged(inputs, files):  # a file rewritten meanwhile fails in ways that do not name it
         key = read_key = stage_key("read", made_of)

@@ -177,6 +177,16 @@ def test_changed_parameter_recomputes_exactly_the_stages_after_it(server, tmp_pa
     # exact groups change; the read and its digests do not depend on the keep policy
     longest = run(server, out, resume=True, keep="longest", fuzzy={"threshold": 0.7, **bands})
     assert longest["reused_stages"] == STAGES[:1]
+    # A keep column is read with the documents: the read's candidates lacked it (KeyError: 'source').
+    by_source = run(server, out, resume=True, keep="max:source", fuzzy={"threshold": 0.7, **bands})
+    assert by_source["reused_stages"] == []
+    fresh = run(server, tmp_path / "fresh-source", keep="max:source", fuzzy={"threshold": 0.7, **bands})
+    assert (out / "removed.parquet").read_bytes() == (tmp_path / "fresh-source" / "removed.parquet").read_bytes()
+    assert (
+        run(server, out, resume=True, keep="min:source", fuzzy={"threshold": 0.7, **bands})["reused_stages"]
+        == STAGES[:1]
+    )
+    run(server, out, resume=True, keep="longest", fuzzy={"threshold": 0.7, **bands})
     unverified = run(server, out, resume=True, keep="longest", fuzzy={"threshold": 0.7, "verify": False, **bands})
     assert unverified["reused_stages"] == STAGES[:4]
     changed = run(
