@@ -74,6 +74,12 @@ def test_urls_the_run_cannot_use_are_one_line(tmp_path, monkeypatch):
     assert remote.output == (
         "Error: output s3://bucket/out is a URL: the output must be a local (or mounted) folder; copy it from there\n"
     )
+    # A URL after a local path was looked for on the local disk ("matches no JSONL or Parquet file").
+    mixed = CliRunner().invoke(main, ["dedup", str(FIXTURES / "docs.jsonl"), "memory://bucket/x.jsonl", "-o", "out"])
+    assert mixed.exit_code == 1 and mixed.output == (
+        "Error: the inputs lie on 2 file systems (local, memory): give one run the inputs of one, "
+        "local files or URLs of one protocol\n"
+    )
     if importlib.util.find_spec("gcsfs") is not None:
         pytest.skip("gcsfs is installed")
     missing = CliRunner().invoke(main, ["dedup", "gcs://bucket/crawl/*.jsonl", "-o", "out"])

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import zstandard
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
-from fsspec.utils import infer_compression
+from fsspec.utils import get_protocol, infer_compression
 
 from curate.io.records import Fields, Layout, parse_records, record_lines
 
@@ -57,8 +57,9 @@ def expand_paths(inputs: list[str] | str) -> tuple[object, list[str], str]:
     FileNotFoundError
         If an input matches no file, or a broken symbolic link.
     ValueError
-        If the files mix formats or have an unknown extension, or the package that reads a
-        URL's protocol (s3fs, gcsfs, ...) is not installed.
+        If the files mix formats or have an unknown extension, the inputs lie on several file
+        systems (local and ``s3://``), or the package that reads a URL's protocol (s3fs,
+        gcsfs, ...) is not installed.
     """
     fs, paths, fmt, _, _ = find_inputs(inputs)
     return fs, paths, fmt
@@ -69,6 +70,13 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
     named it, the input naming it again, the path as named again), and the files that folders
     and globs hold under names other than data's (not those starting with . or _), left out."""
     inputs = [inputs] if isinstance(inputs, str) else list(inputs)
+    # One file system reads every input: a URL after local paths was looked for on the local disk.
+    systems = {"local" if protocol in ("file", "local") else protocol for protocol in map(get_protocol, inputs)}
+    if len(systems) > 1:
+        raise ValueError(
+            f"the inputs lie on {len(systems)} file systems ({', '.join(sorted(systems))}): give one run the inputs "
+            "of one, local files or URLs of one protocol"
+        )
     try:
         fs, _ = url_to_fs(inputs[0])
     except ImportError as err:  # fsspec knows the protocol; the package that reads it is missing
