@@ -1,8 +1,10 @@
 import dask
+import dask.dataframe as dd
 import pandas as pd
 import pyarrow as pa
 import pytest
 
+import curate
 from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy
 from curate.io import read_documents
 from tests.conftest import FIXTURES, write_jsonl
@@ -59,6 +61,17 @@ def test_keep_column_may_be_the_id_column():
     assert spelled.equals(groups) and FuzzyDedup(keep="longest").keep == KeepPolicy("longest")
     with pytest.raises(TypeError, match=r"^keep must be a KeepPolicy or a string such as 'longest'"):
         ExactDedup(keep=None)
+
+
+@pytest.mark.parametrize("stage", [ExactDedup(), FuzzyDedup()])
+def test_a_stage_names_the_keys_a_frame_lacks(stage):
+    # A frame without curate's keys failed with pandas' KeyError "['_doc'] not in index".
+    frame = dd.from_pandas(pd.DataFrame({"id": ["a"], "text": ["some words"]}), npartitions=1)
+    with pytest.raises(
+        ValueError, match=r"^docs has no column '_doc' \(columns: \['id', 'text'\]\); '_doc' comes from"
+    ):
+        stage(frame)
+    assert len(stage(curate.add_doc_keys(frame)).compute(scheduler="sync")) == 0
 
 
 def _shuffled_bytes(client) -> int:

@@ -6,6 +6,7 @@ import pandas as pd
 from curate.backend import byte_lengths, host_step, md5_hex, sha256_hex, to_host
 from curate.dedup.groups import group_frame, group_meta
 from curate.dedup.keep import KeepPolicy
+from curate.dedup.keys import require_columns
 from curate.dedup.stages import Stage, build_now
 from curate.schema import DOC, LENGTH, MD5, SHA256
 
@@ -110,7 +111,14 @@ class ExactDedup:
         )
 
     def __call__(self, docs: dd.DataFrame) -> dd.DataFrame:
-        """Duplicate groups of ``docs`` (a document frame with :meth:`columns`), lazily: :meth:`run`."""
+        """Duplicate groups of ``docs`` (a document frame with :meth:`columns`), lazily: :meth:`run`.
+
+        Raises
+        ------
+        ValueError
+            If ``docs`` lacks one of :meth:`columns` (``_doc``: :func:`curate.add_doc_keys`).
+        """
+        require_columns(docs, self.columns())
         return self.run(docs)
 
 

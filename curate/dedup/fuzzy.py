@@ -6,7 +6,7 @@ from curate.config import FuzzyConfig
 from curate.dedup.components import connected_components
 from curate.dedup.edges import bucket_stars, buckets_over_cap, member_pairs, stars_with_member_pairs, unique_edges
 from curate.dedup.keep import KeepPolicy
-from curate.dedup.keys import select
+from curate.dedup.keys import require_columns, select
 from curate.dedup.minhash import lsh_buckets
 from curate.dedup.representatives import component_groups
 from curate.dedup.stages import Stage, build_now
@@ -181,7 +181,14 @@ class FuzzyDedup:
         return {**out, "edges": edges, "components": graph, "groups": groups}
 
     def __call__(self, docs: dd.DataFrame) -> dd.DataFrame:
-        """All stages on ``docs`` (a document frame with :meth:`columns`); returns the group table, lazily."""
+        """All stages on ``docs`` (a document frame with :meth:`columns`); returns the group table, lazily.
+
+        Raises
+        ------
+        ValueError
+            If ``docs`` lacks one of :meth:`columns` (``_doc``: :func:`curate.add_doc_keys`).
+        """
+        require_columns(docs, self.columns())
         return self.run(docs)["groups"]
 
 

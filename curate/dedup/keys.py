@@ -52,6 +52,14 @@ def add_doc_keys(docs: dd.DataFrame) -> dd.DataFrame:
     return with_doc_keys(fixed_partitions(docs))
 
 
+def require_columns(docs: dd.DataFrame, columns: list[str]) -> None:
+    """Raise ValueError naming those of ``columns`` that ``docs`` lacks (and where ``_doc`` comes from)."""
+    missing = [c for c in columns if c not in docs.columns]
+    if missing:
+        keys = f"; {DOC!r} comes from curate.add_doc_keys(frame) or curate.read_documents" if DOC in missing else ""
+        raise ValueError(f"docs has no column {', '.join(map(repr, missing))} (columns: {list(docs.columns)}){keys}")
+
+
 def with_doc_keys(docs: dd.DataFrame) -> dd.DataFrame:
     """:func:`add_doc_keys` of a frame whose partitions are already fixed (:func:`fixed_partitions`)."""
     with_keys = docs.map_partitions(
