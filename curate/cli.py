@@ -100,9 +100,8 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
 
     INPUT is any mix of files, folders (searched recursively; files of other names are skipped
     with a warning), globs and fsspec URLs (s3://...), all of one format and one file system:
-    {formats}. The kept
-    documents go to OUT/deduplicated/, the removed ones with their representatives to
-    OUT/removed.parquet (see the README's output layout).
+    {formats}. The kept documents go to OUT/deduplicated/, the removed ones with their
+    representatives to OUT/removed.parquet (see the README's output layout).
 
     Ctrl-C stops the run and keeps its finished stages: the same command with --resume
     continues from them.

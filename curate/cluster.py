@@ -344,9 +344,10 @@ def worker_settings(config: ClusterConfig, backend: str = "cpu") -> dict:
 
     GPU workers get ``NUMBA_CUDA_MEMORY_MANAGER`` there, so that the kernels' arrays come from
     RMM, where cuDF can spill to make room for them, and with cuDF spilling
-    ``CUDF_SPILL_DEVICE_LIMIT`` (read when cuDF is imported): dask-cuda's own spilling does not see the buffers cuDF spills, so without
-    it ``device_memory_limit`` would not bound the tables. (Not LocalCUDACluster's ``env``:
-    dask-cuda 26.x replaces that per worker with ``CUDA_VISIBLE_DEVICES`` alone.)
+    ``CUDF_SPILL_DEVICE_LIMIT`` (read when cuDF is imported): dask-cuda's own spilling does not
+    see the buffers cuDF spills, so without it ``device_memory_limit`` would not bound the
+    tables. (Not LocalCUDACluster's ``env``: dask-cuda 26.x replaces that per worker with
+    ``CUDA_VISIBLE_DEVICES`` alone.)
 
     Distributed lets a worker buffer up to 1 GiB of outgoing P2P shuffle shards
     (``distributed.p2p.comm.buffer``) whatever its memory limit, so a 1 GB worker passed its
@@ -354,11 +355,11 @@ def worker_settings(config: ClusterConfig, backend: str = "cpu") -> dict:
     the buffer, a partition being read and the worker's own ~0.3 GB inside it.
     """
     environ = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), "ARROW_DEFAULT_MEMORY_POOL": "system"}
-    gpu = config.gpu
-    if backend == "gpu":  # numba's device arrays from RMM, as dask-cuda sets CuPy's (local_cuda_cluster_options)
-        environ["NUMBA_CUDA_MEMORY_MANAGER"] = "rmm.allocators.numba"
-    if backend == "gpu" and gpu.enable_cudf_spill and gpu.device_memory_limit is not None:
-        environ["CUDF_SPILL_DEVICE_LIMIT"] = str(parse_bytes(gpu.device_memory_limit))
+    if backend == "gpu":
+        environ["NUMBA_CUDA_MEMORY_MANAGER"] = "rmm.allocators.numba"  # CuPy's: local_cuda_cluster_options
+        gpu = config.gpu
+        if gpu.enable_cudf_spill and gpu.device_memory_limit is not None:
+            environ["CUDF_SPILL_DEVICE_LIMIT"] = str(parse_bytes(gpu.device_memory_limit))
     settings = {"distributed.nanny.pre-spawn-environ": environ}
     limit = worker_memory(config, backend)
     if limit is not None:

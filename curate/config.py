@@ -552,8 +552,11 @@ class RunConfig(_Section):
         # The stages add these beside the id, text and keep columns: one so named was overwritten
         # (removed.parquet gave digests for ids) or lost in a shuffle.
         io = self.io
-        named = [("id_field", io.id_field, io.id_field), ("text_field", io.text_field, io.text_field)]
-        for setting, value, column in [*named, ("keep", self.keep, parse_keep(self.keep)[1])]:
+        for setting, value, column in [
+            ("id_field", io.id_field, io.id_field),
+            ("text_field", io.text_field, io.text_field),
+            ("keep", self.keep, parse_keep(self.keep)[1]),
+        ]:
             if column in WORKING_COLUMNS:
                 raise ValueError(
                     f"{setting}={value!r}: curate adds a column {column!r} while it works "
