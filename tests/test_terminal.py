@@ -168,7 +168,10 @@ def test_help_gives_every_flag_a_sentence_and_one_style_of_default():
                 )
                 assert not param.show_default, (command.name, param.name)  # click's own style differs
     text = " ".join(CliRunner().invoke(main, ["dedup", "--help"], terminal_width=200).output.split())  # as wrapped
-    assert "all of one format and one file system: JSONL (.jsonl, .json, .ndjson; also .gz or .zst) or Parquet (.parquet)" in text
+    assert (
+        "all of one format and one file system: JSONL (.jsonl, .json, .ndjson; also .gz or .zst) or Parquet (.parquet)"
+        in text
+    )
     assert "configs/" not in text and "curate config list" in text
 
 
