@@ -43,8 +43,8 @@ def expand_paths(inputs: list[str] | str) -> tuple[object, list[str], str]:
     more than one argument (a folder and a file inside it, a glob and a path, a symlink and its
     target) is listed once, where it first appears; :func:`read_documents` logs such overlaps.
     A folder's or glob's files named otherwise than as data are left out, and
-    :func:`read_documents` logs them; names starting with ``.`` or ``_``, and all that folders so named hold, are not data by
-    convention and are left out without a word.
+    :func:`read_documents` logs them; names starting with ``.`` or ``_``, and all that folders
+    so named hold, are not data by convention and are left out without a word.
 
     Returns
     -------
@@ -156,24 +156,29 @@ def overlap_message(repeats: list[tuple[str, str, str, str]]) -> str:
             inputs.append(again)
         if again_path != path:
             spellings.setdefault(path, again_path)
-    shown = "; ".join(
-        f"{path} (in {' and '.join(map(repr, inputs))})"
-        if len(inputs) > 1
-        else f"{path} (in {inputs[0]!r}, also as {spellings[path]})"
-        if path in spellings
-        else f"{path} (in {inputs[0]!r}, given twice)"
-        for path, inputs in list(named.items())[:3]
+    shown = _first_few(
+        [
+            f"{path} (in {' and '.join(map(repr, inputs))})"
+            if len(inputs) > 1
+            else f"{path} (in {inputs[0]!r}, also as {spellings[path]})"
+            if path in spellings
+            else f"{path} (in {inputs[0]!r}, given twice)"
+            for path, inputs in named.items()
+        ]
     )
-    more = f"; and {len(named) - 3} more" if len(named) > 3 else ""
-    return f"inputs overlap: {len(named)} file(s) named more than once are read once: {shown}{more}"
+    return f"inputs overlap: {len(named)} file(s) named more than once are read once: {shown}"
 
 
 def skipped_message(skipped: list[str]) -> str:
     """One line naming the files that folders hold under other names than data's (from
     :func:`find_inputs`), left out, e.g. for a log: how many, and the first three."""
-    shown = "; ".join(skipped[:3])
-    more = f"; and {len(skipped) - 3} more" if len(skipped) > 3 else ""
-    return f"inputs skipped: {len(skipped)} file(s) in folders or globs are not read, not named as {FORMATS}: {shown}{more}"
+    shown = _first_few(skipped)
+    return f"inputs skipped: {len(skipped)} file(s) in folders or globs are not read, not named as {FORMATS}: {shown}"
+
+
+def _first_few(items: list[str], tail: str = "and {} more", sep: str = "; ") -> str:
+    """The first three of ``items`` joined by ``sep``, then ``tail`` with how many more there are."""
+    return sep.join(items[:3] + ([tail.format(len(items) - 3)] if len(items) > 3 else []))
 
 
 def source_names(paths: list[str]) -> tuple[str, ...]:
@@ -467,14 +472,15 @@ def check_ordered(
                     found.setdefault(source, {})[kind] = None
         huge = [source for source, kinds in found.items() if _MARKED[b"huge"] in kinds]
         if huge:  # read as their exact text, which does not order as numbers
-            more = f", {len(huge) - 3} more files" if len(huge) > 3 else ""
             raise ValueError(
-                f"field {name!r}, which --keep orders, holds integers beyond int64 ({', '.join(huge[:3])}{more}),"
+                f"field {name!r}, which --keep orders, holds integers beyond int64 "
+                f"({_first_few(huge, '{} more files', ', ')}),"
                 " which it cannot order: give a field of numbers within int64, strings or dates"
             )
-        shown = "; ".join(f"{source}: {', '.join(sorted(kinds))}" for source, kinds in list(found.items())[:3])
-        more = f"; {len(found) - 3} more files" if len(found) > 3 else ""
-        raise ValueError(f"field {name!r}, which --keep orders, holds values of several types ({shown}{more})")
+        shown = _first_few(
+            [f"{source}: {', '.join(sorted(kinds))}" for source, kinds in found.items()], "{} more files"
+        )
+        raise ValueError(f"field {name!r}, which --keep orders, holds values of several types ({shown})")
     dtype = schema.field(name).type
     if pa.types.is_nested(dtype):
         raise ValueError(
