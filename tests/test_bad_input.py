@@ -236,6 +236,15 @@ def test_a_value_of_another_type_after_the_sample(tmp_path):
     convert = "cannot convert string to int64 (Failed to parse string: 'high' as a scalar of type int64)"
     assert fail_message(path, blocksize="256KB") == f"x.jsonl:5001: field 'score': {convert}"  # every field read
     assert read(path, blocksize="256KB", columns=["id", "text"]).id.tolist() == list(range(6000))  # not read
+    # Every field checked, as a read of all of them (the output's, JSONL to Parquet), but only some returned.
+    checked = dict(blocksize="256KB", columns=["id", "text"], check_all=True)
+    assert fail_message(path, **checked) == f"x.jsonl:5001: field 'score': {convert}"
+    good, rejected = read_skip(path, **checked)
+    assert (
+        list(good.columns) == ["id", "text"]
+        and len(good) == 5999
+        and [r[:3] for r in rejected] == [(5001, "wrong-type", "score")]
+    )
     assert fail_message(path, blocksize="256KB", columns=["score"]) == f"x.jsonl:5001: field 'score': {convert}"
     # An integer beyond int64 there was "invalid JSON: The string 'd5000' is not a valid decimal128
     # number" (the last of the string id's parse types), naming no field.

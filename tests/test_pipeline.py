@@ -219,6 +219,23 @@ def test_list_columns_ride_along(sync, tmp_path, fixture_docs, output_format):
         assert kept == [d for d in records if d["id"] in {k["id"] for k in kept}] and len(kept) == 7
 
 
+def test_jsonl_to_parquet_stages_hold_only_the_fields_they_use(sync, tmp_path, fixture_docs, monkeypatch):
+    # JSONL to Parquet read every field into the stages' partitions (onto the device, on a GPU),
+    # though only the final write needs them; all are still checked, as that write converts them.
+    from curate import pipeline
+    from tests.conftest import write_jsonl
+
+    reads, read_documents = [], pipeline.read_documents
+    monkeypatch.setattr(pipeline, "read_documents", lambda *a, **k: reads.append(read_documents(*a, **k)) or reads[-1])
+    records = [{**d, "meta": {"n": i}} for i, d in enumerate(fixture_docs)]
+    records[3]["meta"] = "late"  # another type after the first record: its JSON text, no bad record
+    out, summary = run(tmp_path, [write_jsonl(tmp_path / "m.jsonl", records)], io={"output_format": "parquet"})
+    assert [list(r.columns) for r in reads] == [["_doc", "id", "text"], ["_doc", *records[0]]]
+    assert summary["counts"]["output"] == {"kept": 7, "removed": 5, "rejected": 0}
+    kept = pd.read_parquet(out / "deduplicated")
+    assert list(kept.meta) == [json.dumps(r["meta"]) for r in records if r["id"] in set(kept.id)]
+
+
 def test_bad_input_leaves_no_output(sync, tmp_path):
     with pytest.raises(FileNotFoundError):
         run(tmp_path, [tmp_path / "missing.jsonl"])

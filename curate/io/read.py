@@ -80,6 +80,7 @@ def read_documents(
     records: bool = False,
     compared: tuple[str, ...] = (),
     keep_null_text: bool = False,
+    check_all: bool = False,
 ) -> dd.DataFrame:
     """Read documents into a Dask DataFrame with ``_doc``, the id and text fields and all other fields.
 
@@ -100,9 +101,9 @@ def read_documents(
     columns : list of str or None, default=None
         The input fields to return (an assigned ``id`` is always returned; naming it is
         allowed). None: all. Only these, the id and the text are read from JSONL and Parquet,
-        and only they are checked: other fields are never parsed, so their values and types
-        cannot make a record bad (Parquet pages of every column are decoded, though: a damaged
-        one rejects its file, as the final write would find it).
+        and (without ``check_all``) only they are checked: other fields are never parsed, so
+        their values and types cannot make a record bad (Parquet pages of every column are
+        decoded, though: a damaged one rejects its file, as the final write would find it).
     blocksize : int or str or None, default="64MB"
         Target partition size in bytes of JSONL as read (decompressed) or Parquet on disk:
         larger uncompressed JSONL files are split at line ends, smaller files of any kind are
@@ -123,6 +124,10 @@ def read_documents(
     keep_null_text : bool, default=False
         Whether a null text stays null (to write the documents as they were read); otherwise
         it reads as empty, as the dedup stages take it.
+    check_all : bool, default=False
+        With ``columns``: parse and check every field, as ``columns=None`` does, but return
+        only ``columns``, so that exactly the records a read of every field would reject are
+        rejected, while the partitions hold only what is used.
 
     Returns
     -------
@@ -157,8 +162,9 @@ def read_documents(
     and ``double`` to ``double``, unless that would round an integer seen beyond 2**53); an id
     becomes a string; any other field holds each value's JSON text (a string column: ``3``,
     ``"high"``), as does a field with an integer beyond int64. Reading every field
-    (``columns=None``), a value found later that does not fit its field's type, or a field that
-    first appears after the first MiB of every JSONL file, makes its record bad.
+    (``columns=None`` or ``check_all``), a value found later that does not fit its field's
+    type, or a field that first appears after the first MiB of every JSONL file, makes its
+    record bad.
     """
     if files_per_partition is not None and files_per_partition < 1:
         raise ValueError(f"files_per_partition must be >= 1, got {files_per_partition}")
@@ -182,10 +188,12 @@ def read_documents(
         raise ValueError(f"no id field {id_field!r} in any input file (fields: {schema.names})")
     assign_ids = id_name not in schema.names
     fields = Fields(text_field, None if assign_ids else id_name)
+    only = columns is not None and not check_all
     if columns is not None:
         missing = [c for c in columns if c not in schema.names and not (assign_ids and c == "id")]
         if missing:
             raise ValueError(f"no field {missing[0]!r} in any input file (fields: {schema.names})")
+    if only:
         read = {text_field, id_name, *columns}
         schema = pa.schema([f for f in schema if f.name in read])
     for name in compared:
@@ -193,7 +201,7 @@ def read_documents(
     layout = Layout(
         schema,
         fields,
-        only=columns is not None,
+        only=only,
         json_text=frozenset(json_text) & set(schema.names),
         keep_null_text=keep_null_text,
     )
