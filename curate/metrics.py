@@ -1,17 +1,23 @@
-"""What a run measures about itself: peak resident memory, bytes spilled, library versions.
+"""What a run measures about itself: peak resident and device memory, bytes spilled, library versions.
 
 Peak RSS is read from ``/proc/self/status`` (``VmHWM``) in the client and in every worker, and
 restarted after each stage (``/proc/self/clear_refs``), so ``summary.json`` gives each stage its
-own peak. Spilled bytes are the workers' own counters (``distributed``'s ``SpillBuffer``).
+own peak. Peak device memory is what RMM's statistics count on each GPU worker, with new
+counters per stage (:func:`_take_device_peak`). Spilled bytes are the workers' own counters
+(``distributed``'s ``SpillBuffer``).
 """
 
 import importlib
+import logging
 import os
 import platform
 import resource
+import sys
 from importlib import metadata
 
 from curate.cluster import current_client
+
+logger = logging.getLogger(__name__)
 
 
 def _process_peak() -> tuple[int, int]:
@@ -35,25 +41,73 @@ def _take_process_peak() -> tuple[int, int]:
     return pid, peak
 
 
-def take_peaks() -> dict:
-    """Peak resident memory in bytes since the last call, then start new peaks.
+_counted = None  # the RMM statistics adaptor this process pushed its counters on (_take_device_peak)
 
-    Returns ``{"client": bytes, "workers": {address: bytes}, "total": bytes}``; ``total`` sums
-    the distinct processes (in-process workers share the client's).
+
+def _take_device_peak() -> int | None:
+    """The most bytes allocated through RMM on this process's GPU since the last call (then new
+    counters), or None where RMM is not set up here (not a dask-cuda worker) or cannot count.
+
+    The first call puts RMM's ``StatisticsResourceAdaptor`` (``rmm.statistics``) on the current
+    device resource unless one is there, and pushes counters of its own (another user's stay as
+    they are); it returns 0. cuDF's spilling, CuPy and numba allocate through that resource, so
+    their allocations count; bytes allocated before the first call do not.
+    """
+    global _counted
+    rmm = sys.modules.get("rmm")  # imported by dask-cuda's worker setup; never imported here
+    if rmm is None:
+        return None
+    try:
+        stack = [rmm.mr.get_current_device_resource()]
+        while hasattr(stack[-1], "upstream_mr"):  # cuDF may put its spill-on-demand adaptor above ours
+            stack.append(stack[-1].upstream_mr)
+        adaptor = next((mr for mr in stack if isinstance(mr, rmm.mr.StatisticsResourceAdaptor)), None)
+        if adaptor is None:
+            adaptor = rmm.mr.StatisticsResourceAdaptor(stack[0])
+            rmm.mr.set_current_device_resource(adaptor)
+        if adaptor is not _counted:
+            adaptor.push_counters()
+            _counted = adaptor
+            return 0
+        # A popped stage's counters start at 0 and merge into those below, so what was allocated
+        # when the stage began is the base's bytes now less the stage's own.
+        ended = adaptor.pop_counters()
+        base = adaptor.push_counters()
+        return base.current_bytes - ended.current_bytes + ended.peak_bytes
+    except Exception as err:  # a measurement never stops a run
+        logger.debug("no device memory statistics: %s", err)
+        return None
+
+
+def _take_worker_peaks() -> tuple[int, int, int | None]:
+    return (*_take_process_peak(), _take_device_peak())
+
+
+def take_peaks() -> tuple[dict, dict | None]:
+    """Peak resident and device memory in bytes since the last call, then start new peaks.
+
+    Returns ``(rss, device)``: ``rss`` is ``{"client": bytes, "workers": {address: bytes},
+    "total": bytes}``, ``total`` summing the distinct processes (in-process workers share the
+    client's); ``device`` is ``{"workers": {address: bytes}, "total": bytes}`` for the workers
+    that hold a GPU through RMM (:func:`_take_device_peak`), None where none does.
     """
     pid, own = _take_process_peak()
     client = current_client()
-    workers = {} if client is None else client.run(_take_process_peak)
-    per_process = {pid: own, **dict(workers.values())}
-    return {"client": own, "workers": {w: rss for w, (_, rss) in workers.items()}, "total": sum(per_process.values())}
+    workers = {} if client is None else client.run(_take_worker_peaks)
+    per_process = {pid: own, **{p: rss for p, rss, _ in workers.values()}}
+    rss = {"client": own, "workers": {w: rss for w, (_, rss, _) in workers.items()}, "total": sum(per_process.values())}
+    device = {w: peak for w, (_, _, peak) in workers.items() if peak is not None}
+    return rss, ({"workers": device, "total": sum(device.values())} if device else None)
 
 
 def max_peaks(a: dict | None, b: dict) -> dict:
-    """Per-process maximum of two :func:`take_peaks` results; ``total`` is the larger total."""
+    """Per-process maximum of two results of :func:`take_peaks` (both ``rss`` or both ``device``);
+    ``total`` is the larger total."""
     if a is None:
         return b
     workers = {w: max(a["workers"].get(w, 0), b["workers"].get(w, 0)) for w in {**a["workers"], **b["workers"]}}
-    return {"client": max(a["client"], b["client"]), "workers": workers, "total": max(a["total"], b["total"])}
+    client = {"client": max(a["client"], b["client"])} if "client" in b else {}
+    return {**client, "workers": workers, "total": max(a["total"], b["total"])}
 
 
 def _worker_spilled(dask_worker) -> int:

@@ -210,6 +210,9 @@ def dedup(
             "seconds": {**stats.seconds, "total": time.perf_counter() - started},
             "peak_rss_bytes": stats.take_peaks(),
             "stage_peak_rss_bytes": stats.peaks,
+            # On GPU workers: the most bytes allocated through RMM on each GPU (None on the CPU).
+            "peak_device_bytes": stats.device_overall,
+            "stage_peak_device_bytes": stats.device_peaks,
             "spilled_bytes": spilled_bytes(),
             "versions": versions(gpu=dask.config.get("dataframe.backend", "pandas") == "cudf"),
         }

@@ -26,6 +26,8 @@ class Stats:
         self.seconds: dict[str, float] = {}
         self.peaks: dict[str, dict] = {}  # stage -> peak RSS while it ran (see take_peaks)
         self.overall: dict | None = None  # peak RSS over the whole run
+        self.device_peaks: dict[str, dict] = {}  # the same for device memory, on GPU workers
+        self.device_overall: dict | None = None
         self.reused: list[str] = []  # stages taken from a previous run (--resume)
 
     def count(self, stage: str, **values) -> None:
@@ -49,11 +51,16 @@ class Stats:
             self.take_peaks(stage)
 
     def take_peaks(self, stage: str | None = None) -> dict:
-        """Fold the peak RSS of every process since the last call into the run's (and ``stage``'s) peaks."""
-        peaks = take_peaks()
+        """Fold the peak RSS (and device memory) of every process since the last call into the
+        run's (and ``stage``'s) peaks; returns the run's peak RSS."""
+        peaks, device = take_peaks()
         self.overall = max_peaks(self.overall, peaks)
         if stage is not None:
             self.peaks[stage] = max_peaks(self.peaks.get(stage), peaks)
+        if device is not None:
+            self.device_overall = max_peaks(self.device_overall, device)
+            if stage is not None:
+                self.device_peaks[stage] = max_peaks(self.device_peaks.get(stage), device)
         return self.overall
 
 

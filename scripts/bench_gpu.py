@@ -158,6 +158,9 @@ def end_to_end(inputs: list[Path], out: Path, backend_name: str, n_workers: int,
         "text_bytes": text_bytes,
         "seconds": seconds,
         "stage_seconds": summary["seconds"],
+        "peak_rss_bytes": summary["peak_rss_bytes"]["total"],
+        # Per GPU worker: the most bytes allocated through RMM (None on the CPU backend).
+        "peak_device_bytes": summary.get("peak_device_bytes"),
         "workers": n_workers,
         "MB_per_s_per_worker": text_bytes / seconds / 1e6 / n_workers,
     }

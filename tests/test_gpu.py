@@ -367,6 +367,11 @@ def test_whole_run_matches_cpu(tmp_path, corpus):
         "1",
     )
     assert dedup(inputs, tmp_path / "gpu", "--backend", "gpu") == cpu
+    # Each GPU worker's peak device memory (RMM's statistics), for the run and per stage.
+    summary = json.loads((tmp_path / "gpu" / "summary.json").read_text())
+    device = summary["peak_device_bytes"]
+    assert device["workers"] and min(device["workers"].values()) > 0
+    assert all(0 <= stage["total"] <= device["total"] for stage in summary["stage_peak_device_bytes"].values())
 
 
 def test_spilling_cluster_with_device_limit_below_the_data(tmp_path):

@@ -1,5 +1,6 @@
 """GPU configuration and backend selection: checked without a GPU."""
 
+import json
 import os
 import sys
 import types
@@ -21,6 +22,8 @@ import curate
 import curate.backend
 import curate.cluster
 import curate.io.read
+import curate.metrics
+import curate.runner
 from curate.backend import host_step
 from curate.cli import main
 from curate.cluster import local_cuda_cluster_options, one_task_per_gpu, task_resources, worker_settings
@@ -88,6 +91,98 @@ def test_options_reach_local_cuda_cluster_as_dask_cuda_reads_them():
     assert no_spill["threads_per_worker"] == 1  # more GPUs than cores: still one thread each
     assert no_spill["device_memory_limit"] == 0.5 and "env" not in no_spill  # a fraction, as dask-cuda takes it
     assert no_spill["rmm_async"] is False and no_spill["rmm_pool_size"] == "40GB"
+
+
+class _FakeStatistics:
+    """RMM's StatisticsResourceAdaptor as librmm 26.10 counts bytes (statistics_resource_adaptor_impl.hpp):
+    allocations change the top counters only; a pop merges them into those below."""
+
+    def __init__(self, upstream):
+        self.upstream_mr, self.stack = upstream, [[0, 0]]  # [current, peak] bytes
+
+    def allocate(self, size):
+        top = self.stack[-1]
+        top[0] += size
+        top[1] = max(top)
+        return size
+
+    def deallocate(self, pointer, size):
+        self.stack[-1][0] -= size
+
+    def push_counters(self):
+        self.stack.append([0, 0])
+        return types.SimpleNamespace(current_bytes=self.stack[-2][0], peak_bytes=self.stack[-2][1])
+
+    def pop_counters(self):
+        if len(self.stack) < 2:
+            raise IndexError("fewer than two counters")
+        (value, peak), base = self.stack.pop(), self.stack[-1]
+        base[1] = max(base[1], base[0] + peak)
+        base[0] += value
+        return types.SimpleNamespace(current_bytes=value, peak_bytes=peak)
+
+
+def _rmm_with_one_device(monkeypatch, real: bool):
+    """RMM (the real one where installed, without a GPU: a host callback resource below its
+    adaptors) or a fake, with the current device resource held in a dict."""
+    if real:
+        rmm = pytest.importorskip("rmm")
+        base = rmm.mr.CallbackMemoryResource(lambda size, stream: 4096, lambda pointer, size, stream: None)
+        spill_on_demand = lambda upstream: rmm.mr.FailureCallbackResourceAdaptor(upstream, lambda size: False)  # noqa: E731
+    else:
+        base = object()
+        rmm = types.SimpleNamespace(mr=types.SimpleNamespace(StatisticsResourceAdaptor=_FakeStatistics))
+        spill_on_demand = lambda upstream: types.SimpleNamespace(  # noqa: E731
+            upstream_mr=upstream, allocate=upstream.allocate, deallocate=upstream.deallocate
+        )
+    device = {"mr": base}
+    monkeypatch.setattr(rmm.mr, "get_current_device_resource", lambda: device["mr"], raising=False)
+    monkeypatch.setattr(rmm.mr, "set_current_device_resource", lambda mr: device.update(mr=mr), raising=False)
+    monkeypatch.setitem(sys.modules, "rmm", rmm)
+    monkeypatch.setattr(curate.metrics, "_counted", None)
+    return rmm, device, spill_on_demand
+
+
+@pytest.mark.parametrize("real", [False, True], ids=["fake-rmm", "rmm"])
+def test_device_peaks_count_each_stage_from_what_it_started_with(monkeypatch, real):
+    # summary.json had no device memory: "peak device memory reported" is one of the GPU targets.
+    rmm, device, spill_on_demand = _rmm_with_one_device(monkeypatch, real)
+    take = curate.metrics._take_device_peak
+    assert take() == 0  # the first call starts counting
+    counting = device["mr"]
+    assert isinstance(counting, rmm.mr.StatisticsResourceAdaptor)
+    device["mr"] = top = spill_on_demand(counting)  # as cuDF's first spillable buffer does, later
+    a, b = top.allocate(100), top.allocate(300)
+    top.deallocate(b, 300)
+    assert take() == 400
+    c = top.allocate(50)
+    top.deallocate(a, 100)
+    assert take() == 150  # 100 held when the stage began
+    assert take() == 50 and device["mr"] is top  # nothing allocated: what is held; no second adaptor
+    top.deallocate(c, 50)
+    assert take() == 50 and take() == 0
+    monkeypatch.delitem(sys.modules, "rmm")
+    assert take() is None  # a CPU worker: RMM never set up, never imported
+
+
+def test_a_run_reports_device_peaks_per_stage(joined, tmp_path, monkeypatch):
+    # Where workers hold GPUs, summary.json gives each worker's device peak, for the run and per
+    # stage, and the command's table shows it (a CPU run's: test_summary_lists_input_files_and_stage_peaks).
+    peaks = iter(range(10**9, 10**12, 10**9))  # 1 GB more at each call
+
+    def take_peaks():
+        peak = next(peaks)
+        return {"client": 1, "workers": {}, "total": 1}, {"workers": {"w0": peak, "w1": 2 * peak}, "total": 3 * peak}
+
+    monkeypatch.setattr(curate.runner, "take_peaks", take_peaks)
+    result = CliRunner().invoke(main, ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(tmp_path / "gpu"), *joined])
+    summary = json.loads((tmp_path / "gpu" / "summary.json").read_text())
+    last = next(peaks) - 10**9
+    assert summary["peak_device_bytes"] == {"workers": {"w0": last, "w1": 2 * last}, "total": 3 * last}
+    stages = summary["stage_peak_device_bytes"]
+    assert set(stages) == set(summary["seconds"]) - {"total"}
+    assert all(p["total"] == 3 * p["workers"]["w0"] < 3 * last for p in stages.values())
+    assert f"{last // 10**9}.00 GB / {2 * last // 10**9}.00 GB" in result.output
 
 
 def test_a_gpu_run_records_the_versions_of_what_computes_there(monkeypatch):
