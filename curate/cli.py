@@ -619,4 +619,6 @@ def print_summary(summary: dict, out_dir: str) -> None:
         table.add_row("peak device memory (RMM, per GPU)", " / ".join(f"{peak / 1e9:.2f} GB" for peak in device))
     if summary["spilled_bytes"]:
         table.add_row("spilled to disk", f"{summary['spilled_bytes'] / 1e9:.2f} GB")
+    if summary.get("device_spilled_bytes"):
+        table.add_row("spilled from GPUs to host (cuDF)", f"{summary['device_spilled_bytes'] / 1e9:.2f} GB")
     Console().print(table)

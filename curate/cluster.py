@@ -585,6 +585,8 @@ def local_cuda_cluster_options(config: ClusterConfig, gpus: int) -> dict:
         "rmm_pool_size": _size(gpu.rmm_pool_size),
         "rmm_release_threshold": _size(gpu.rmm_release_threshold),
         "enable_cudf_spill": gpu.enable_cudf_spill,
+        # cuDF counts the bytes it spills (summary.json's device_spilled_bytes) at level 1: "very low overhead".
+        "cudf_spill_stats": 1 if gpu.enable_cudf_spill else None,
         # CuPy's own pool keeps what it freed where RMM (and cuDF's spilling on demand) cannot
         # see it; numba's arrays go to RMM through the workers' environment (worker_settings).
         "rmm_allocator_external_lib_list": ["cupy"],

@@ -4,7 +4,7 @@ Peak RSS is read from ``/proc/self/status`` (``VmHWM``) in the client and in eve
 restarted after each stage (``/proc/self/clear_refs``), so ``summary.json`` gives each stage its
 own peak. Peak device memory is what RMM's statistics count on each GPU worker, with new
 counters per stage (:func:`_take_device_peak`). Spilled bytes are the workers' own counters
-(``distributed``'s ``SpillBuffer``).
+(``distributed``'s ``SpillBuffer`` for disk, cuDF's spill statistics for device to host).
 """
 
 import importlib
@@ -110,16 +110,41 @@ def max_peaks(a: dict | None, b: dict) -> dict:
     return {**client, "workers": workers, "total": max(a["total"], b["total"])}
 
 
-def _worker_spilled(dask_worker) -> int:
+def _device_spilled() -> int | None:
+    """Bytes cuDF spilled from this process's GPU to host memory so far, or None where cuDF does
+    not count them (not imported here, its spilling off, or its ``spill_stats`` option 0)."""
+    spilling = sys.modules.get("cudf.core.buffer.spill_manager")  # imported with cuDF; never imported here
+    if spilling is None:
+        return None
+    try:
+        manager = spilling.get_global_manager()
+        if manager is None or manager.statistics.level < 1:
+            return None
+        return int(manager.statistics.spill_totals.get(("gpu", "cpu"), (0, 0.0))[0])
+    except Exception as err:  # a measurement never stops a run
+        logger.debug("no cuDF spill statistics: %s", err)
+        return None
+
+
+def _worker_spilled(dask_worker) -> tuple[int, int | None]:
     # SpillBuffer (the worker's data store when a memory limit is set) counts what it wrote to disk.
     metrics = getattr(dask_worker.data, "cumulative_metrics", {})
-    return int(metrics.get(("disk-write", "bytes"), 0))
+    return int(metrics.get(("disk-write", "bytes"), 0)), _device_spilled()
 
 
-def spilled_bytes() -> int:
-    """Bytes the workers spilled to their local directory so far (0 without a client or memory limit)."""
+def spilled_bytes() -> tuple[int, int | None]:
+    """Bytes the workers spilled so far: ``(disk, device)``.
+
+    ``disk``: to their local directory (0 without a client or a memory limit); ``device``: from
+    their GPUs to host memory, as cuDF counts them (dask-cuda's ``cudf_spill_stats``), None where
+    no worker counts them.
+    """
     client = current_client()
-    return 0 if client is None else sum(client.run(_worker_spilled).values())
+    if client is None:
+        return 0, None
+    per_worker = client.run(_worker_spilled).values()
+    device = [spilled for _, spilled in per_worker if spilled is not None]
+    return sum(disk for disk, _ in per_worker), (sum(device) if device else None)
 
 
 def versions(gpu: bool = False) -> dict:

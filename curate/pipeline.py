@@ -197,6 +197,7 @@ def dedup(
             os.replace(out / "rejected.tmp", out / "rejected")
         write_table(str(run.store.path("duplicates")), str(out / "duplicates.parquet"), DUPLICATES_COLUMNS)
         write_table(str(run.store.path("removed")), str(out / "removed.parquet"), REMOVED_COLUMNS)
+        spilled = spilled_bytes()
         summary = {
             "inputs": list(inputs),
             "input_files": [
@@ -213,7 +214,8 @@ def dedup(
             # On GPU workers: the most bytes allocated through RMM on each GPU (None on the CPU).
             "peak_device_bytes": stats.device_overall,
             "stage_peak_device_bytes": stats.device_peaks,
-            "spilled_bytes": spilled_bytes(),
+            "spilled_bytes": spilled[0],  # to disk, by the workers
+            "device_spilled_bytes": spilled[1],  # from GPUs to host memory, by cuDF (None on the CPU)
             "versions": versions(gpu=dask.config.get("dataframe.backend", "pandas") == "cudf"),
         }
     tmp_summary = out / "summary.json.tmp"

@@ -391,6 +391,8 @@ def test_spilling_cluster_with_device_limit_below_the_data(tmp_path):
     )
     flags = ["--rmm-async", "--enable-cudf-spill", "--device-memory-limit", "32MB", "--blocksize", "16MB"]
     assert dedup(inputs, tmp_path / "gpu", "--backend", "gpu", *flags) == cpu
+    summary = json.loads((tmp_path / "gpu" / "summary.json").read_text())
+    assert summary["device_spilled_bytes"] > 0  # cuDF's count: the limit did make it spill
 
 
 def test_ucx_on_one_gpu(tmp_path):

@@ -23,6 +23,7 @@ import curate.backend
 import curate.cluster
 import curate.io.read
 import curate.metrics
+import curate.pipeline
 import curate.runner
 from curate.backend import host_step
 from curate.cli import main
@@ -49,6 +50,7 @@ def test_defaults_follow_rapids_best_practice():
         "protocol": "tcp",
         "rmm_async": True,
         "enable_cudf_spill": True,
+        "cudf_spill_stats": 1,  # the bytes spilled, for summary.json
         "rmm_allocator_external_lib_list": ["cupy"],  # and numba's through the environment
         "dashboard_address": None,
     }
@@ -165,10 +167,46 @@ def test_device_peaks_count_each_stage_from_what_it_started_with(monkeypatch, re
     assert take() is None  # a CPU worker: RMM never set up, never imported
 
 
+@pytest.mark.parametrize("real", [False, True], ids=["fake-cudf", "cudf"])
+def test_device_spilling_is_counted_from_cudfs_statistics(monkeypatch, real):
+    # spilled_bytes counted Dask's disk spilling only: what cuDF moved from a GPU to host memory
+    # was nowhere, so a run could not show that a device limit made it spill.
+    if real:
+        spilling = pytest.importorskip("cudf.core.buffer.spill_manager")
+        statistics = spilling.SpillStatistics
+    else:
+
+        class statistics(types.SimpleNamespace):
+            def __init__(self, level):
+                super().__init__(level=level, spill_totals={})
+
+            def log_spill(self, src, dst, nbytes, time):
+                if self.level >= 1:
+                    done = self.spill_totals.get((src, dst), (0, 0.0))
+                    self.spill_totals[(src, dst)] = (done[0] + nbytes, done[1] + time)
+
+        spilling = types.SimpleNamespace()
+        monkeypatch.setitem(sys.modules, "cudf.core.buffer.spill_manager", spilling)
+    manager = types.SimpleNamespace(statistics=statistics(1))
+    monkeypatch.setattr(spilling, "get_global_manager", lambda: manager, raising=False)
+    assert curate.metrics._device_spilled() == 0
+    manager.statistics.log_spill("gpu", "cpu", 300, 0.5)
+    manager.statistics.log_spill("cpu", "gpu", 200, 0.5)  # unspilled again: not counted twice
+    manager.statistics.log_spill("gpu", "cpu", 100, 0.5)
+    assert curate.metrics._device_spilled() == 400
+    manager.statistics = statistics(0)  # dask-cuda's default: cuDF counts nothing
+    assert curate.metrics._device_spilled() is None
+    monkeypatch.setattr(spilling, "get_global_manager", lambda: None)  # cuDF spilling off
+    assert curate.metrics._device_spilled() is None
+    monkeypatch.delitem(sys.modules, "cudf.core.buffer.spill_manager")
+    assert curate.metrics._device_spilled() is None  # no cuDF in this process
+
+
 def test_a_run_reports_device_peaks_per_stage(joined, tmp_path, monkeypatch):
     # Where workers hold GPUs, summary.json gives each worker's device peak, for the run and per
-    # stage, and the command's table shows it (a CPU run's: test_summary_lists_input_files_and_stage_peaks).
+    # stage, and what cuDF spilled; the command's table shows them (a CPU run's: test_summary_lists_input_files_and_stage_peaks).
     peaks = iter(range(10**9, 10**12, 10**9))  # 1 GB more at each call
+    monkeypatch.setattr(curate.pipeline, "spilled_bytes", lambda: (0, 3 * 10**9))
 
     def take_peaks():
         peak = next(peaks)
@@ -183,6 +221,10 @@ def test_a_run_reports_device_peaks_per_stage(joined, tmp_path, monkeypatch):
     assert set(stages) == set(summary["seconds"]) - {"total"}
     assert all(p["total"] == 3 * p["workers"]["w0"] < 3 * last for p in stages.values())
     assert f"{last // 10**9}.00 GB / {2 * last // 10**9}.00 GB" in result.output
+    assert (
+        summary["device_spilled_bytes"] == 3 * 10**9
+        and "3.00 GB" in result.output.split("spilled from GPUs to host (cuDF)")[1]
+    )
 
 
 def test_a_gpu_run_records_the_versions_of_what_computes_there(monkeypatch):

@@ -362,3 +362,4 @@ def test_summary_lists_input_files_and_stage_peaks(client, fixture_run):
         assert set(peak["workers"]) == workers and peak["client"] > 0, stage
         assert peak["total"] <= summary["peak_rss_bytes"]["total"]
     assert summary["peak_device_bytes"] is None and summary["stage_peak_device_bytes"] == {}  # no GPU worker
+    assert summary["device_spilled_bytes"] is None
