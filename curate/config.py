@@ -621,7 +621,7 @@ def shipped_configs() -> dict[str, Path]:
 
 
 def config_file(path: str | Path) -> Path:
-    """The YAML file ``path`` names: a file, else the shipped config of that name (``default``, ``threshold-0.7``).
+    """The YAML file ``path`` names: a file, else the shipped config of that name (``curate config list``).
 
     Raises
     ------

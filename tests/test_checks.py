@@ -334,18 +334,26 @@ def test_shipped_configs_can_be_listed_shown_and_named(tmp_path):
     from curate.cli import main
     from curate.config import RunConfig, load_config, shipped_configs
 
-    assert set(shipped_configs()) == {"default", "threshold-0.7"}
+    assert list(shipped_configs()) == ["datatrove", "default", "nemo-curator", "threshold-0.7"]
     listed = CliRunner().invoke(main, ["config", "list"])
-    assert listed.exit_code == 0 and listed.output.splitlines()[0].startswith("default ")
+    assert listed.exit_code == 0 and listed.output.splitlines()[1].startswith("default ")
     # Each config's first sentence, whole, though its comment wraps over lines.
-    assert listed.output.splitlines()[1] == "threshold-0.7    Near duplicates at Jaccard similarity 0.7 and above."
+    assert listed.output.splitlines()[3] == "threshold-0.7    Near duplicates at Jaccard similarity 0.7 and above."
     shown = CliRunner().invoke(main, ["config", "show"])
     assert shown.exit_code == 0 and shown.output == shipped_configs()["default"].read_text()
     (tmp_path / "mine.yaml").write_text(shown.output)
     assert load_config(tmp_path / "mine.yaml") == load_config("default") == RunConfig()  # every key at its default
     assert load_config("threshold-0.7").fuzzy.threshold == 0.7
+    # The peers' settings, for a migration (docs/quality.md's parameter sets).
+    nemo, datatrove = load_config("nemo-curator").fuzzy, load_config("datatrove").fuzzy
+    assert (nemo.ngram, nemo.width, nemo.num_perm, nemo.num_bands, nemo.rows_per_band) == ("char", 24, 260, 20, 13)
+    assert (datatrove.ngram, datatrove.width, datatrove.num_bands, datatrove.rows_per_band) == ("word", 5, 14, 8)
+    assert datatrove.hash_bits == 64 and datatrove.lowercase and datatrove.strip_punctuation
     missing = CliRunner().invoke(main, ["config", "show", "nope"])
-    assert missing.exit_code == 2 and "no shipped config 'nope'; there are default, threshold-0.7" in missing.output
+    assert (
+        missing.exit_code == 2
+        and "no shipped config 'nope'; there are datatrove, default, nemo-curator, threshold-0.7" in missing.output
+    )
     (tmp_path / "list.yaml").write_text("- 1\n")
     bad = CliRunner().invoke(
         main, ["dedup", str(DOCS), "-o", str(tmp_path / "o"), "--config", str(tmp_path / "list.yaml")]
