@@ -418,7 +418,8 @@ def _problem(loc: tuple, message: str, section: str) -> str:
 
         def with_flag(match: re.Match) -> str:
             key = match[0]
-            if key not in flags or key in named:
+            named_already = match.string.startswith(f" ({flags.get(key)})", match.end())  # by the rule itself
+            if key not in flags or key in named or named_already:
                 return key
             named.add(key)
             return f"{key} ({flags[key]})"

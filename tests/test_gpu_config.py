@@ -262,7 +262,7 @@ def test_invalid_combinations_are_refused_with_a_reason(options, message):
     assert message in str(err.value)
 
 
-def test_gpu_options_are_refused_when_joining_a_cluster():
+def test_gpu_options_are_refused_when_joining_a_cluster(tmp_path):
     with pytest.raises(ValidationError, match="gpu.rmm_pool_size configures the embedded GPU cluster"):
         load_config(
             None,
@@ -275,6 +275,11 @@ def test_gpu_options_are_refused_when_joining_a_cluster():
         with pytest.raises(ValidationError, match=f"{option} \\({flag}\\) configures the embedded cluster; a joined"):
             load_config(None, {"cluster": {"scheduler_address": "tcp://h:8786", option: value}})
     assert load_config(None, {"cluster": {"scheduler_address": "tcp://h:8786", "memory_limit": "auto"}})
+    # The command named the flag twice: "n_workers (--n-workers) (--n-workers) configures ...".
+    docs, out = str(FIXTURES / "docs.jsonl"), str(tmp_path / "out")
+    joined = ["dedup", docs, "-o", out, "--scheduler-address", "tcp://h:1", "--n-workers", "2"]
+    result = CliRunner().invoke(main, joined)
+    assert result.exit_code == 2 and "cluster: n_workers (--n-workers) configures the embedded cluster" in result.output
 
 
 def test_yaml_gpu_section(tmp_path):
