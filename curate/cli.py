@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import sys
+import time
 import traceback
 import warnings
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING
 import click
 from pydantic import ValidationError
 
-from curate.checks import OutputBusyError, check_folder, check_inputs, check_output, hold_output
+from curate.checks import STAGES, OutputBusyError, check_folder, check_inputs, check_output, hold_output
 from curate.cli_options import config_options, default_help, field_default, overrides
 from curate.config import (
     DEFAULT_NUM_PERM,
@@ -104,7 +105,7 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
     representatives to OUT/removed.parquet (see the README's output layout).
 
     Ctrl-C stops the run and keeps its finished stages: the same command with --resume
-    continues from them.
+    continues from them. Once the outputs are written, it leaves them (exit status 0).
     """
     _configure_logging(verbose)
     data = _validated(config_data, config_file, overrides(flags))
@@ -112,6 +113,7 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
     # bands, which imports scipy (0.6 s), and a wrong path should cost no more than it must.
     io = _validated(IOConfig.model_validate, data.get("io") or {}, section="io")
     show_progress = sys.stderr.isatty() if progress is None else progress
+    started = time.time()
     try:
         with _user_errors(verbose):
             # Cheapest first: the output folder, the inputs and their fields, then the whole config.
@@ -127,15 +129,25 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
                 check_output(out_dir, overwrite=overwrite, resume=resume, inputs=tuple(inputs), files=found.paths)
                 summary = _run(list(inputs), out_dir, config, show_progress, overwrite, resume, keep_stages, verbose)
     except KeyboardInterrupt:
-        newline = "\n" if show_progress else ""  # after a progress bar's last line
-        click.echo(newline + _interrupted(Path(out_dir), overwrite), err=True)
-        raise click.exceptions.Exit(130) from None
-    print_summary(summary, out_dir)
-    _warn_about_records(summary["counts"], out_dir)
-    if with_report:
-        from curate.review.report import write_report
+        summary = _finished_run(Path(out_dir), started, keep_stages)
+        if summary is None:
+            newline = "\n" if show_progress else ""  # after a progress bar's last line
+            click.echo(newline + _interrupted(Path(out_dir), overwrite), err=True)
+            raise click.exceptions.Exit(130) from None
+    reported = False
+    try:
+        print_summary(summary, out_dir)
+        _warn_about_records(summary["counts"], out_dir)
+        if with_report:
+            from curate.review.report import write_report
 
-        click.echo(f"report: {write_report(out_dir)}")
+            click.echo(f"report: {write_report(out_dir)}")
+            reported = True
+    except KeyboardInterrupt:  # the outputs are complete (summary.json is written last)
+        missing = with_report and not reported
+        report = f"; `curate report {out_dir}` writes report.html" if missing else ""
+        click.echo(f"\ninterrupted after the run had finished: {out_dir} holds its outputs{report}", err=True)
+        raise click.exceptions.Exit(130 if missing else 0) from None
 
 
 dedup.help = dedup.help.replace("{formats}", FORMATS)
@@ -170,6 +182,24 @@ def _run(
             )
     except ClusterError as err:
         raise click.ClickException(str(err)) from None
+
+
+def _finished_run(out: Path, since: float, keep_stages: bool) -> dict | None:
+    """The summary of the run this command finished, where its Ctrl-C came after the run wrote
+    ``summary.json`` (its last output; an older one is a previous run's, which a run with
+    --overwrite replaces at its end), else None. What the Ctrl-C cut short after it (removing
+    ``_stages``, closing the cluster) does not undo the run: the stages go now."""
+    try:
+        if (out / "summary.json").stat().st_mtime < since:
+            return None
+        summary = json.loads((out / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not keep_stages:
+        from curate.checkpoints import remove_stages
+
+        remove_stages(out / STAGES)
+    return summary
 
 
 def _spill_folder(folder: str) -> None:

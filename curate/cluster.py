@@ -128,7 +128,8 @@ def connect(config: ClusterConfig, backend: str = "cpu", *, quiet: bool = True):
                 stop_workers(cluster)
                 _close(client, cluster)
         raise
-    _close(client, cluster)
+    with _sigint_ignored():  # the run is over: a Ctrl-C now would leave the cluster half closed
+        _close(client, cluster)
 
 
 def _wait_for(scheduler_file: str, timeout: float) -> None:

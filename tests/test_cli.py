@@ -266,6 +266,65 @@ def test_ctrl_c_before_any_stage_finished_says_how_to_start_over(tmp_path):
         check_output(out)
 
 
+@pytest.mark.parametrize("when", ["cluster closing", "table", "report"])
+def test_ctrl_c_after_the_outputs_are_written_leaves_the_run_finished(tmp_path, joined, monkeypatch, when):
+    # A Ctrl-C as the cluster closed said "no stage had finished; run the same command again to
+    # start over" (which then refused OUT: it held a finished run), exit 130; during --report it
+    # was click's "Aborted!", exit 1, with no word of how to write the report.
+    import contextlib
+
+    import curate.cli
+    import curate.cluster
+    import curate.review.report
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    if when == "cluster closing":
+        connect = curate.cluster.connect
+
+        @contextlib.contextmanager
+        def closing_interrupted(*args, **kwargs):
+            with connect(*args, **kwargs) as client:
+                yield client
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(curate.cluster, "connect", closing_interrupted)
+    else:
+        target = (curate.cli, "print_summary") if when == "table" else (curate.review.report, "write_report")
+        monkeypatch.setattr(*target, interrupt)
+    out = tmp_path / "out"
+    report = [] if when == "table" else ["--report"]
+    result = CliRunner().invoke(main, ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(out), *joined, *report])
+    assert json.loads((out / "summary.json").read_text())["counts"]["output"]["kept"] == 7
+    assert "no stage had finished" not in result.output and "Aborted" not in result.output
+    if when == "cluster closing":  # the table and the report as after any run
+        assert result.exit_code == 0 and "documents kept" in result.output and (out / "report.html").exists()
+        return
+    finished = f"interrupted after the run had finished: {out} holds its outputs"
+    assert result.output.splitlines()[-1] == (
+        finished if when == "table" else f"{finished}; `curate report {out}` writes report.html"
+    )
+    assert result.exit_code == (0 if when == "table" else 130)
+
+
+def test_a_ctrl_c_counts_a_run_finished_only_by_its_own_summary(tmp_path):
+    # With --overwrite, a previous run's summary.json stays until the new run ends: a Ctrl-C
+    # before that is an interrupted run; after this run wrote its own, the run is finished and
+    # the stages it had yet to remove go.
+    from curate.cli import _finished_run
+
+    out = tmp_path / "out"
+    (out / "_stages" / "read").mkdir(parents=True)
+    (out / "_stages" / "read" / "_marker.json").write_text("{}")
+    (out / "summary.json").write_text('{"counts": {}}')
+    written = (out / "summary.json").stat().st_mtime
+    assert _finished_run(out, written + 1, keep_stages=False) is None and (out / "_stages").exists()
+    assert _finished_run(out, written, keep_stages=True) == {"counts": {}} and (out / "_stages").exists()
+    assert _finished_run(out, written, keep_stages=False) == {"counts": {}} and not (out / "_stages").exists()
+    assert _finished_run(tmp_path / "none", 0, keep_stages=False) is None
+
+
 def test_the_summary_counts_groups_in_english():
     # It printed "1 (1 groups)".
     assert [_groups(n) for n in (0, 1, 2, 1234)] == ["0 groups", "1 group", "2 groups", "1,234 groups"]
