@@ -45,19 +45,25 @@ _counted = None  # the RMM statistics adaptor this process pushed its counters o
 
 
 def _take_device_peak() -> int | None:
-    """The most bytes allocated through RMM on this process's GPU since the last call (then new
-    counters), or None where RMM is not set up here (not a dask-cuda worker) or cannot count.
+    """The most bytes allocated through RMM on this GPU worker's device since the last call
+    (then new counters), or None where RMM is not imported or cannot count.
 
-    The first call puts RMM's ``StatisticsResourceAdaptor`` (``rmm.statistics``) on the current
-    device resource unless one is there, and pushes counters of its own (another user's stay as
-    they are); it returns 0. cuDF's spilling, CuPy and numba allocate through that resource, so
-    their allocations count; bytes allocated before the first call do not.
+    For GPU runs only (the client decides: distributed imports RMM in every worker where it is
+    installed). The first call puts RMM's ``StatisticsResourceAdaptor`` (``rmm.statistics``) on
+    the current device resource unless one is there, and pushes counters of its own; it
+    returns 0. cuDF's spilling, CuPy and numba allocate through that resource, so their
+    allocations count; bytes allocated before the first call do not.
     """
     global _counted
     rmm = sys.modules.get("rmm")  # imported by dask-cuda's worker setup; never imported here
     if rmm is None:
         return None
     try:
+        spilling = sys.modules.get("cudf.core.buffer.spill_manager")
+        if _counted is None and spilling is not None:
+            # cuDF puts its spill-on-demand adaptor on the resource when its first spillable
+            # buffer appears, in a task's thread; done now, it cannot race with the wrapping below.
+            spilling.get_global_manager()
         stack = [rmm.mr.get_current_device_resource()]
         while hasattr(stack[-1], "upstream_mr"):  # cuDF may put its spill-on-demand adaptor above ours
             stack.append(stack[-1].upstream_mr)
@@ -79,21 +85,23 @@ def _take_device_peak() -> int | None:
         return None
 
 
-def _take_worker_peaks() -> tuple[int, int, int | None]:
-    return (*_take_process_peak(), _take_device_peak())
+def _take_worker_peaks(device: bool) -> tuple[int, int, int | None]:
+    return (*_take_process_peak(), _take_device_peak() if device else None)
 
 
-def take_peaks() -> tuple[dict, dict | None]:
-    """Peak resident and device memory in bytes since the last call, then start new peaks.
+def take_peaks(device: bool = False) -> tuple[dict, dict | None]:
+    """Peak resident (and, with ``device``, device) memory in bytes since the last call, then
+    start new peaks.
 
     Returns ``(rss, device)``: ``rss`` is ``{"client": bytes, "workers": {address: bytes},
     "total": bytes}``, ``total`` summing the distinct processes (in-process workers share the
     client's); ``device`` is ``{"workers": {address: bytes}, "total": bytes}`` for the workers
-    that hold a GPU through RMM (:func:`_take_device_peak`), None where none does.
+    that hold a GPU through RMM (:func:`_take_device_peak`), None without ``device`` or where
+    none does.
     """
     pid, own = _take_process_peak()
     client = current_client()
-    workers = {} if client is None else client.run(_take_worker_peaks)
+    workers = {} if client is None else client.run(_take_worker_peaks, device)
     per_process = {pid: own, **{p: rss for p, rss, _ in workers.values()}}
     rss = {"client": own, "workers": {w: rss for w, (_, rss, _) in workers.items()}, "total": sum(per_process.values())}
     device = {w: peak for w, (_, _, peak) in workers.items() if peak is not None}
@@ -111,8 +119,9 @@ def max_peaks(a: dict | None, b: dict) -> dict:
 
 
 def _device_spilled() -> int | None:
-    """Bytes cuDF spilled from this process's GPU to host memory so far, or None where cuDF does
-    not count them (not imported here, its spilling off, or its ``spill_stats`` option 0)."""
+    """Bytes cuDF spilled from this process's GPU to host memory so far (its buffers, not
+    dask-cuda's moves of whole results), or None where cuDF does not count them (not imported
+    here, its spilling off, or its ``spill_stats`` option 0)."""
     spilling = sys.modules.get("cudf.core.buffer.spill_manager")  # imported with cuDF; never imported here
     if spilling is None:
         return None
@@ -126,23 +135,24 @@ def _device_spilled() -> int | None:
         return None
 
 
-def _worker_spilled(dask_worker) -> tuple[int, int | None]:
-    # SpillBuffer (the worker's data store when a memory limit is set) counts what it wrote to disk.
+def _worker_spilled(device: bool, dask_worker) -> tuple[int, int | None]:
+    # SpillBuffer (the worker's data store when a memory limit is set) counts what it wrote to
+    # disk; dask-cuda's DeviceHostFile (a GPU worker's, with a memory limit) counts nothing.
     metrics = getattr(dask_worker.data, "cumulative_metrics", {})
-    return int(metrics.get(("disk-write", "bytes"), 0)), _device_spilled()
+    return int(metrics.get(("disk-write", "bytes"), 0)), _device_spilled() if device else None
 
 
-def spilled_bytes() -> tuple[int, int | None]:
-    """Bytes the workers spilled so far: ``(disk, device)``.
+def spilled_bytes(device: bool = False) -> tuple[int, int | None]:
+    """Bytes the workers spilled in their lifetime so far: ``(disk, device)``.
 
-    ``disk``: to their local directory (0 without a client or a memory limit); ``device``: from
-    their GPUs to host memory, as cuDF counts them (dask-cuda's ``cudf_spill_stats``), None where
-    no worker counts them.
+    ``disk``: to their local directory (0 without a client or a memory limit); ``device`` (for
+    a GPU run: ``device`` true): from their GPUs to host memory, as cuDF counts them
+    (dask-cuda's ``cudf_spill_stats``), None where no worker counts them.
     """
     client = current_client()
     if client is None:
         return 0, None
-    per_worker = client.run(_worker_spilled).values()
+    per_worker = client.run(_worker_spilled, device).values()
     device = [spilled for _, spilled in per_worker if spilled is not None]
     return sum(disk for disk, _ in per_worker), (sum(device) if device else None)
 

@@ -107,6 +107,8 @@ def dedup(
     out = Path(out_dir).absolute()  # workers of a joined cluster have working folders of their own
     stats = Stats()
     started = time.perf_counter()
+    gpu = dask.config.get("dataframe.backend", "pandas") == "cudf"
+    spilled_before = spilled_bytes(gpu)  # a joined cluster's workers count earlier runs' too
     io, keep = config.io, KeepPolicy.parse(config.keep)
     _, paths, input_fmt = expand_paths(inputs)
     fmt = io.output_format or input_fmt
@@ -197,7 +199,9 @@ def dedup(
             os.replace(out / "rejected.tmp", out / "rejected")
         write_table(str(run.store.path("duplicates")), str(out / "duplicates.parquet"), DUPLICATES_COLUMNS)
         write_table(str(run.store.path("removed")), str(out / "removed.parquet"), REMOVED_COLUMNS)
-        spilled = spilled_bytes()
+        disk, device = (
+            None if n is None else n - (before or 0) for n, before in zip(spilled_bytes(gpu), spilled_before)
+        )
         summary = {
             "inputs": list(inputs),
             "input_files": [
@@ -214,9 +218,9 @@ def dedup(
             # On GPU workers: the most bytes allocated through RMM on each GPU (None on the CPU).
             "peak_device_bytes": stats.device_overall,
             "stage_peak_device_bytes": stats.device_peaks,
-            "spilled_bytes": spilled[0],  # to disk, by the workers
-            "device_spilled_bytes": spilled[1],  # from GPUs to host memory, by cuDF (None on the CPU)
-            "versions": versions(gpu=dask.config.get("dataframe.backend", "pandas") == "cudf"),
+            "spilled_bytes": disk,  # to disk, by the workers
+            "device_spilled_bytes": device,  # from GPUs to host memory, by cuDF (None on the CPU)
+            "versions": versions(gpu=gpu),
         }
     tmp_summary = out / "summary.json.tmp"
     tmp_summary.write_text(json.dumps(summary, indent=2, default=str) + "\n")

@@ -53,7 +53,7 @@ class Stats:
     def take_peaks(self, stage: str | None = None) -> dict:
         """Fold the peak RSS (and device memory) of every process since the last call into the
         run's (and ``stage``'s) peaks; returns the run's peak RSS."""
-        peaks, device = take_peaks()
+        peaks, device = take_peaks(device=dask.config.get("dataframe.backend", "pandas") == "cudf")
         self.overall = max_peaks(self.overall, peaks)
         if stage is not None:
             self.peaks[stage] = max_peaks(self.peaks.get(stage), peaks)

@@ -132,7 +132,7 @@ def _rmm_with_one_device(monkeypatch, real: bool):
         base = rmm.mr.CallbackMemoryResource(lambda size, stream: 4096, lambda pointer, size, stream: None)
         spill_on_demand = lambda upstream: rmm.mr.FailureCallbackResourceAdaptor(upstream, lambda size: False)  # noqa: E731
     else:
-        base = object()
+        base = types.SimpleNamespace(allocate=lambda size: size, deallocate=lambda pointer, size: None)
         rmm = types.SimpleNamespace(mr=types.SimpleNamespace(StatisticsResourceAdaptor=_FakeStatistics))
         spill_on_demand = lambda upstream: types.SimpleNamespace(  # noqa: E731
             upstream_mr=upstream, allocate=upstream.allocate, deallocate=upstream.deallocate
@@ -164,7 +164,35 @@ def test_device_peaks_count_each_stage_from_what_it_started_with(monkeypatch, re
     top.deallocate(c, 50)
     assert take() == 50 and take() == 0
     monkeypatch.delitem(sys.modules, "rmm")
-    assert take() is None  # a CPU worker: RMM never set up, never imported
+    assert take() is None  # RMM not imported: nothing to count
+
+
+@pytest.mark.parametrize("real", [False, True], ids=["fake-rmm", "rmm"])
+def test_device_peaks_are_taken_on_gpu_runs_only_and_under_cudfs_spilling(monkeypatch, real):
+    # Distributed imports RMM in every worker where it is installed: a CPU run on a GPU host
+    # wrapped each CPU worker's device resource and reported 0 bytes for each. And cuDF puts
+    # its spill-on-demand adaptor on the resource when its first buffer appears, in a task's
+    # thread: wrapping it meanwhile from another could lose one of the two.
+    rmm, device, spill_on_demand = _rmm_with_one_device(monkeypatch, real)
+    base = device["mr"]
+    assert curate.metrics._take_worker_peaks(False)[2] is None and device["mr"] is base  # a CPU run's worker
+    manager = None
+
+    def get_global_manager():  # as cuDF's, on its first call
+        nonlocal manager
+        if manager is None:
+            manager = "spill manager"
+            device["mr"] = spill_on_demand(device["mr"])
+        return manager
+
+    spilling = types.SimpleNamespace(get_global_manager=get_global_manager)
+    monkeypatch.setitem(sys.modules, "cudf.core.buffer.spill_manager", spilling)
+    assert curate.metrics._take_worker_peaks(True)[2] == 0
+    counting = device["mr"]  # cuDF's adaptor came first, below the counting one
+    assert isinstance(counting, rmm.mr.StatisticsResourceAdaptor) and counting.upstream_mr.upstream_mr is base
+    pointer = counting.allocate(64)
+    assert curate.metrics._take_worker_peaks(True)[2] == 64 and get_global_manager() and device["mr"] is counting
+    counting.deallocate(pointer, 64)
 
 
 @pytest.mark.parametrize("real", [False, True], ids=["fake-cudf", "cudf"])
@@ -206,9 +234,10 @@ def test_a_run_reports_device_peaks_per_stage(joined, tmp_path, monkeypatch):
     # Where workers hold GPUs, summary.json gives each worker's device peak, for the run and per
     # stage, and what cuDF spilled; the command's table shows them (a CPU run's: test_summary_lists_input_files_and_stage_peaks).
     peaks = iter(range(10**9, 10**12, 10**9))  # 1 GB more at each call
-    monkeypatch.setattr(curate.pipeline, "spilled_bytes", lambda: (0, 3 * 10**9))
+    spilled = iter([(5, 10**9), (5, 4 * 10**9)])  # the workers' lifetime counts, at the start and the end
+    monkeypatch.setattr(curate.pipeline, "spilled_bytes", lambda gpu: next(spilled))
 
-    def take_peaks():
+    def take_peaks(device=False):
         peak = next(peaks)
         return {"client": 1, "workers": {}, "total": 1}, {"workers": {"w0": peak, "w1": 2 * peak}, "total": 3 * peak}
 
@@ -222,7 +251,8 @@ def test_a_run_reports_device_peaks_per_stage(joined, tmp_path, monkeypatch):
     assert all(p["total"] == 3 * p["workers"]["w0"] < 3 * last for p in stages.values())
     assert f"{last // 10**9}.00 GB / {2 * last // 10**9}.00 GB" in result.output
     assert (
-        summary["device_spilled_bytes"] == 3 * 10**9
+        summary["spilled_bytes"] == 0
+        and summary["device_spilled_bytes"] == 3 * 10**9
         and "3.00 GB" in result.output.split("spilled from GPUs to host (cuDF)")[1]
     )
 
