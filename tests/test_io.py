@@ -133,3 +133,19 @@ def test_a_rewritten_file_is_read_again_where_a_cluster_holds_an_earlier_read(cl
     write_jsonl(path, [{"id": "a", "text": "new text"}])  # the same size
     os.utime(path, ns=(0, path.stat().st_mtime_ns + 10**9))  # and surely a later time
     assert read_documents(str(path)).compute().text.tolist() == ["new text"]
+
+
+def test_a_file_named_like_a_pattern_is_that_file(sync, tmp_path):
+    # A folder's x[1].jsonl was read, then named again (the final write reads the files found)
+    # and taken for a pattern that matched nothing: the whole run stopped.
+    from curate.config import load_config
+    from curate.pipeline import dedup
+
+    (tmp_path / "in").mkdir()
+    write_jsonl(tmp_path / "in" / "x[1].jsonl", [{"id": 1, "text": "a"}, {"id": 2, "text": "a"}])
+    write_jsonl(tmp_path / "in" / "y.jsonl", [{"id": 3, "text": "b"}])
+    assert read_documents(str(tmp_path / "in" / "x[1].jsonl")).compute().id.tolist() == [1, 2]
+    summary = dedup([str(tmp_path / "in")], str(tmp_path / "out"), load_config(None, {"mode": "exact"}))
+    assert summary["counts"]["output"] == {"kept": 2, "removed": 1, "rejected": 0}
+    write_jsonl(tmp_path / "x1.jsonl", [{"id": 4, "text": "c"}])
+    assert read_documents(str(tmp_path / "x[1].jsonl")).compute().id.tolist() == [4]  # no such file: a pattern

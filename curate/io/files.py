@@ -88,7 +88,9 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
         magic = min((item.find(c) for c in "*?[" if c in item), default=-1)
         if fs.isdir(item):
             root, listed = item, fs.find(item)
-        elif magic >= 0:  # a glob's files, below the folder its pattern starts in
+        elif magic >= 0 and not fs.exists(item):  # a glob's files, below the folder its pattern starts in
+            # (a file so named is that file: a folder's x[1].jsonl, found and named again, was a
+            # pattern that matched nothing)
             root = item[: item.rfind("/", 0, magic) + 1] or "."
             listed = [path for path, info in fs.glob(item, detail=True).items() if info["type"] != "directory"]
         else:
