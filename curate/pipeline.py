@@ -114,13 +114,14 @@ def dedup(
     fmt = io.output_format or input_fmt
     compression = output_compression(io.output_compression, input_fmt, fmt, paths)
     # The stages read only the columns they use; the final write reads the input once more.
-    # JSONL to Parquet converts every field, so the first read checks them all, as that one will.
+    # Parquet output reads every field, so the first read checks them all, as that one will
+    # (JSONL values that do not convert, a field named as a column the reader adds).
     everything = read_documents(
         inputs,
         id_field=io.id_field if io.id_field_given else None,
         text_field=io.text_field,
         columns=list(dict.fromkeys([io.id_field, io.text_field, *keep.columns()])),
-        check_all=(input_fmt, fmt) == ("jsonl", "parquet"),
+        check_all=fmt == "parquet",
         blocksize=io.blocksize,
         files_per_partition=io.files_per_partition,
         on_error=io.on_error,

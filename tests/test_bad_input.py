@@ -825,3 +825,27 @@ def test_a_failed_overwrite_keeps_the_previous_results(sync, tmp_path):
         not (out / "rejected").exists()
         and json.loads((out / "summary.json").read_text())["counts"]["output"]["rejected"] == 0
     )
+
+
+def test_a_field_named_as_a_column_the_reader_adds_is_refused_where_it_is_read(sync, tmp_path):
+    # A Parquet column (or, read whole, a JSONL field) named _doc, _line or _kind met the
+    # reader's own: a traceback ("'DataFrame' object has no attribute 'dtype'"), or after the
+    # whole dedup a KeyError at the write.
+    from curate.config import load_config
+    from curate.pipeline import dedup
+
+    for name in ("_doc", "_line", "_kind", "_record"):
+        folder = tmp_path / name
+        folder.mkdir()
+        pq.write_table(pa.table({"id": [1, 2], "text": ["a", "a"], name: [5, 6]}), folder / "a.parquet")
+        message = f"a.parquet: field '{name}' has the name of a column curate adds"
+        for on_error in ("fail", "skip"):
+            with pytest.raises(ValueError, match=message):
+                dedup([str(folder)], str(tmp_path / "out"), load_config(None, {"io": {"on_error": on_error}}))
+    # JSONL to JSONL never reads it: each kept line is written as read.
+    path = jsonl(tmp_path / "j" / "a.jsonl", '{"id": 1, "text": "a", "_doc": 5}', '{"id": 2, "text": "a", "_doc": 6}')
+    summary = dedup([str(path)], str(tmp_path / "out-j"), load_config(None, {}))
+    assert summary["counts"]["output"] == {"kept": 1, "removed": 1, "rejected": 0}
+    assert (tmp_path / "out-j" / "deduplicated" / "part.0.jsonl").read_text() == '{"id": 1, "text": "a", "_doc": 5}\n'
+    with pytest.raises(ValueError, match="a.jsonl: field '_doc' has the name"):
+        dedup([str(path)], str(tmp_path / "out-p"), load_config(None, {"io": {"output_format": "parquet"}}))

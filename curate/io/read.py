@@ -65,6 +65,7 @@ from curate.schema import DOC, POSITION_BITS, REJECT_COLUMNS
 logger = logging.getLogger(__name__)
 
 _REJECT_TYPES = (pa.int64(), pa.string(), pa.string(), pa.string(), pa.binary())  # of REJECT_COLUMNS
+RESERVED = (DOC, *REJECT_COLUMNS)  # the reader's own columns, which no input field read may be named
 
 
 @one_at_a_time()
@@ -148,7 +149,9 @@ def read_documents(
     PermissionError
         If a file cannot be read (raised here, before any partition is read).
     ValueError
-        If no file has the text field (or the given id field, or a field in ``columns``).
+        If no file has the text field (or the given id field, or a field in ``columns``), or
+        a field read is named as a column the reader adds (:data:`RESERVED`: ``_doc``,
+        ``_line``, ``_kind``, ``_field``, ``_reason``, ``_record``).
     curate.io.records.BadRecordError
         A ``ValueError``, when computed with ``on_error="fail"``, at a record that cannot be read
         (the first of its partition: partitions are read in parallel; ``first`` when that is the
@@ -198,6 +201,12 @@ def read_documents(
         schema = pa.schema([f for f in schema if f.name in read])
     for name in compared:
         check_ordered(name, schema, json_text, [(source, schemas) for source, (schemas, _) in zip(names, samples)])
+    for name in sorted(set(schema.names) & set(RESERVED)):  # read, it would meet the reader's own column
+        source = next(source for source, (schemas, _) in zip(names, samples) if any(name in s.names for s in schemas))
+        raise ValueError(
+            f"{source}: field {name!r} has the name of a column curate adds ({', '.join(RESERVED)}); "
+            "rename it in the input"
+        )
     layout = Layout(
         schema,
         fields,
