@@ -95,8 +95,10 @@ def test_rejected_records_do_not_depend_on_partitioning(tmp_path):
     ]
     path = jsonl(tmp_path / "x.jsonl", *lines)
     whole_good, whole_rejected = read_skip(path, blocksize=None)
-    assert [r[:2] for r in whole_rejected] == [(3, "invalid-json"), (4, "wrong-type"), (6, "not-an-object")]
-    assert whole_good.text.tolist() == ["a", "b", "d"]
+    # 2.0 is a number, not an integer (test_ids_that_are_not_integers_or_strings_are_bad_records)
+    expected = [(2, "wrong-type"), (3, "invalid-json"), (4, "wrong-type"), (6, "not-an-object")]
+    assert [r[:2] for r in whole_rejected] == expected
+    assert whole_good.text.tolist() == ["a", "d"]
     for blocksize in (1, 30, 60):  # 1: every line is a block of its own
         good, rejected = read_skip(path, blocksize=blocksize)
         assert rejected == whole_rejected
@@ -849,3 +851,33 @@ def test_a_field_named_as_a_column_the_reader_adds_is_refused_where_it_is_read(s
     assert (tmp_path / "out-j" / "deduplicated" / "part.0.jsonl").read_text() == '{"id": 1, "text": "a", "_doc": 5}\n'
     with pytest.raises(ValueError, match="a.jsonl: field '_doc' has the name"):
         dedup([str(path)], str(tmp_path / "out-p"), load_config(None, {"io": {"output_format": "parquet"}}))
+
+
+def test_ids_that_are_not_integers_or_strings_are_bad_records(tmp_path):
+    # Beside string ids, 1.0 was read as the id 1 (said to repeat id 1), 1e20 as
+    # "100000000000000000000", ids no record holds; a Parquet id column of doubles or booleans
+    # gave "1.5", "nan", "true".
+    path = jsonl(
+        tmp_path / "a.jsonl",
+        '{"id": 1, "text": "a"}',
+        '{"id": 1.0, "text": "b"}',
+        '{"id": "x", "text": "c"}',
+        '{"id": 1e20, "text": "d"}',
+        '{"id": true, "text": "e"}',
+        '{"id": 100000000000000000000, "text": "f"}',
+    )
+    assert fail_message(path) == "a.jsonl:2: field 'id': expected a string or an integer, got a number"
+    good, rejected = read_skip(path)
+    assert good.id.tolist() == ["1", "x", "100000000000000000000"]
+    number = ("wrong-type", "id", "expected a string or an integer, got a number")
+    assert [r[:4] for r in rejected] == [
+        (2, *number),
+        (4, *number),
+        (5, "wrong-type", "id", "expected a string or an integer, got a boolean"),
+    ]
+    for values in ([1.5, float("nan"), 3.0], [True, False, True]):
+        pq.write_table(pa.table({"id": values, "text": ["a", "b", "c"]}), tmp_path / "p.parquet")
+        kind = "double" if isinstance(values[0], float) else "bool"
+        assert (
+            fail_message(tmp_path / "p.parquet") == f"p.parquet:0: field 'id': expected strings or integers, got {kind}"
+        )

@@ -456,6 +456,13 @@ def _read_bytes(fs, src: Source, path: str) -> tuple[bytes, int, Broken | None]:
     return raw, start, broken
 
 
+def _id_type(dtype: pa.DataType) -> bool:
+    """Whether a Parquet column of ``dtype`` holds ids: integers or strings (dictionary-encoded too)."""
+    if pa.types.is_dictionary(dtype):
+        dtype = dtype.value_type
+    return pa.types.is_integer(dtype) or pa.types.is_string(dtype) or pa.types.is_large_string(dtype)
+
+
 def _row_problems(table: pa.Table, layout: Layout) -> dict[int, tuple[str, str | None, str]]:
     """Parquet rows that cannot be documents: row -> (kind, field, reason), the first problem only.
 
@@ -478,6 +485,11 @@ def _row_problems(table: pa.Table, layout: Layout) -> dict[int, tuple[str, str |
         if fields.id not in table.column_names:
             for row in everything:
                 problems.setdefault(row, ("missing-field", fields.id, "missing"))
+        elif not _id_type(table.schema.field(fields.id).type):  # 1.5, NaN or true as "1.5", "nan", "true"
+            dtype = table.schema.field(fields.id).type
+            problems.update(
+                dict.fromkeys(everything, ("wrong-type", fields.id, f"expected strings or integers, got {dtype}"))
+            )
         else:
             for row in np.flatnonzero(table[fields.id].is_null().to_numpy(zero_copy_only=False)):
                 problems.setdefault(int(row), ("missing-field", fields.id, "null"))

@@ -333,14 +333,30 @@ def _read_json(raw: bytes, layout: Layout) -> pa.Table:
             )
         try:
             # Explicit block size: one block holds the whole buffer, however long a record is.
-            return pajson.read_json(
+            table = pajson.read_json(
                 pa.py_buffer(raw),
                 read_options=pajson.ReadOptions(block_size=min(max(len(raw), 1 << 20), (1 << 31) - 1)),
                 parse_options=options,
             )
         except pa.ArrowInvalid as err:
             error = err
+            continue
+        if schema is not None and schema.names and _fractional_ids(raw, table, layout.fields.id):
+            raise pa.ArrowInvalid(f"an id in field {layout.fields.id!r} is a number with a fraction or exponent")
+        return table
     raise error
+
+
+def _fractional_ids(raw: bytes, table: pa.Table, id_field: str | None) -> bool:
+    # A decimal id column takes 1.0 as 1 and 1e20 as 100000000000000000000, ids no record
+    # holds: such a block is read line by line, where those ids are named (_id_problem).
+    if id_field not in table.column_names or not pa.types.is_decimal(table.schema.field(id_field).type):
+        return False
+    try:
+        records = (json.loads(line) for line in raw.split(b"\n") if line.strip())
+        return any(isinstance(record.get(id_field), (float, bool)) for record in records)
+    except ValueError:  # a line Python's json does not take: the line by line read names it
+        return True
 
 
 def _valid_utf8(raw: bytes) -> bool:
