@@ -495,6 +495,13 @@ def test_truncated_compressed_shard(tmp_path, codec, suffix):
     whole = gzip.compress(head) if codec == "gzip" else zstandard.ZstdCompressor().compress(head)
     path.write_bytes(whole + whole)  # several members / frames are one stream, not a cut
     assert read(path).id.tolist() == list(range(1000)) * 2
+    # An empty file (an aborted download) was read as no records, without a word; even a
+    # stream of nothing has a header.
+    path.write_bytes(b"")
+    empty = f"truncated {codec} stream before its first line (the file is empty, 0 bytes)"
+    assert read_skip(path)[1] == [(1, "truncated", None, empty, b"")]
+    path.write_bytes(gzip.compress(b"") if codec == "gzip" else zstandard.ZstdCompressor().compress(b""))
+    assert read_skip(path)[1] == []
 
 
 def test_a_file_cut_short_is_not_blamed_on_the_fields(tmp_path, joined):

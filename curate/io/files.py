@@ -228,9 +228,10 @@ def decompressed_chunks(f, codec: str | None):
         return
     if codec not in _DECODERS:
         raise ValueError(f"{codec}: unsupported compression")
-    decoder, fed = _DECODERS[codec](), False
+    decoder, fed, empty = _DECODERS[codec](), False, True
     try:
         for data in iter(lambda: f.read(_CHUNK), b""):
+            empty = False
             while data:  # a file may hold several members (gzip) or frames (zstd)
                 yield _gzip_piece(decoder, data) if codec == "gzip" else decoder.decompress(data)
                 fed = True
@@ -244,6 +245,8 @@ def decompressed_chunks(f, codec: str | None):
         raise Broken(f"corrupt {codec} stream", err) from None
     if fed and not decoder.eof:
         raise Broken(f"truncated {codec} stream", "it ends inside a compressed block")
+    if empty:  # even a stream of nothing has a header: an aborted download, say
+        raise Broken(f"truncated {codec} stream", "the file is empty, 0 bytes")
 
 
 def _gzip_piece(decoder, data: bytes) -> bytes:
