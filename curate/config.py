@@ -66,10 +66,11 @@ class IOConfig(_Section):
 
     id_field: str = Field(
         "id",
+        min_length=1,
         description="Field holding unique document ids; once given, every record needs it.",
         json_schema_extra=_shown("id if the input has it, else ids <file>:<line> are assigned"),
     )
-    text_field: str = Field("text", description="Field holding the document text.")
+    text_field: str = Field("text", min_length=1, description="Field holding the document text.")
     # measured: 256MB blocks doubled peak memory on 2 workers. Validated as given, so the default
     # and "64MB" from a file are the same value (bytes) in stage keys and summary.json.
     blocksize: str | int | None = Field(

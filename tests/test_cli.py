@@ -328,3 +328,15 @@ def test_a_ctrl_c_counts_a_run_finished_only_by_its_own_summary(tmp_path):
 def test_the_summary_counts_groups_in_english():
     # It printed "1 (1 groups)".
     assert [_groups(n) for n in (0, 1, 2, 1234)] == ["0 groups", "1 group", "2 groups", "1,234 groups"]
+
+
+def test_an_empty_field_name_is_refused(tmp_path):
+    # --id-field '' took the input's "" key as ids while the kept lines got assigned ids: the
+    # representatives named in removed.parquet were no kept line's.
+    docs, out = str(FIXTURES / "docs.jsonl"), str(tmp_path / "o")
+    for flag in ("--id-field", "--text-field"):
+        result = CliRunner().invoke(main, ["dedup", docs, "-o", out, flag, ""])
+        name = flag[2:].replace("-", "_")
+        assert result.exit_code == 2 and result.output.splitlines()[-1] == (
+            f"Error: invalid configuration: io.{name}: String should have at least 1 character ({flag})"
+        )
