@@ -488,7 +488,8 @@ class ClusterConfig(_Section):
         if size < _MIN_WORKER_MEMORY:  # a network error at 200MB, a stall after 300 s at 300-400MB
             raise ValueError(
                 f"{text!r} is too small for a worker: one holds about 300 MB before any data (Python, pandas, "
-                "pyarrow, curate) and pauses at 80% of its limit; give at least 600MB, auto, or 0 for no limit"
+                "pyarrow, curate) and pauses at 80% of its limit; give 512MB or more (600MB or more to run "
+                "the default --blocksize), auto, or 0 for no limit"
             )
         return text
 
