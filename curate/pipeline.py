@@ -338,6 +338,7 @@ def _read_for_output(
             files_per_partition=io.files_per_partition,
             on_error=io.on_error,
             records=raw,
+            compared=tuple(keep.columns()),  # as the first read: the same records rejected
             keep_null_text=True,
         )
     if repeated_ids.exists():

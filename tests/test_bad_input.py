@@ -11,6 +11,7 @@ import re
 import zlib
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -888,3 +889,25 @@ def test_ids_that_are_not_integers_or_strings_are_bad_records(tmp_path):
         assert (
             fail_message(tmp_path / "p.parquet") == f"p.parquet:0: field 'id': expected strings or integers, got {kind}"
         )
+
+
+def test_a_keep_column_that_is_not_utf8_rejects_its_row_in_every_read(sync, tmp_path):
+    # The stages' read rejected the row (its keep value is not UTF-8) but the final write's,
+    # reading every column, checked the text and the id only: the row went to the output as
+    # kept, never deduplicated (its exact copy stayed too) and not listed as rejected.
+    from curate.config import load_config
+    from curate.pipeline import dedup
+
+    name = pa.Array.from_buffers(
+        pa.string(), 3, [None, pa.py_buffer(np.array([0, 1, 3, 4], np.int32)), pa.py_buffer(b"a\xffbc")]
+    )
+    (tmp_path / "in").mkdir()
+    pq.write_table(
+        pa.table({"id": [1, 2, 3], "text": ["same", "same", "other"], "name": name}), tmp_path / "in" / "a.parquet"
+    )
+    for fmt in ("parquet", "jsonl"):
+        out = tmp_path / fmt
+        config = load_config(None, {"keep": "max:name", "io": {"on_error": "skip", "output_format": fmt}})
+        summary = dedup([str(tmp_path / "in")], str(out), config)
+        assert summary["counts"]["output"] == {"kept": 2, "removed": 0, "rejected": 1}, fmt
+        assert pd.read_parquet(out / "rejected").field.tolist() == ["name"]

@@ -121,7 +121,8 @@ def read_documents(
         column of its file in the file's types (Parquet; NaN and infinities as null).
     compared : tuple of str, default=()
         Fields whose values are ordered (a keep policy's column, ``--keep max:FIELD``): each
-        must have one type, and one that orders (not a list, struct or map).
+        must have one type, and one that orders (not a list, struct or map); a Parquet row
+        whose value there is not UTF-8 is bad, as for the text and the id, whatever is read.
     keep_null_text : bool, default=False
         Whether a null text stays null (to write the documents as they were read); otherwise
         it reads as empty, as the dedup stages take it.
@@ -213,6 +214,7 @@ def read_documents(
         only=only,
         json_text=frozenset(json_text) & set(schema.names),
         keep_null_text=keep_null_text,
+        compared=compared,
     )
     returned = None if columns is None else tuple(columns)
     versions = tuple(fs.ukey(path) for path in paths)
@@ -466,8 +468,9 @@ def _id_type(dtype: pa.DataType) -> bool:
 def _row_problems(table: pa.Table, layout: Layout) -> dict[int, tuple[str, str | None, str]]:
     """Parquet rows that cannot be documents: row -> (kind, field, reason), the first problem only.
 
-    Only the fields read are checked: reading every field, just the text and the id (the
-    others ride along as they are, bytes that are not UTF-8 included).
+    Only the fields read are checked: reading every field, just the text, the id and the
+    fields compared (the others ride along as they are, bytes that are not UTF-8 included), so
+    that every read of a run rejects the same rows.
     """
     fields = layout.fields
     problems: dict[int, tuple[str, str | None, str]] = {}
@@ -493,7 +496,8 @@ def _row_problems(table: pa.Table, layout: Layout) -> dict[int, tuple[str, str |
         else:
             for row in np.flatnonzero(table[fields.id].is_null().to_numpy(zero_copy_only=False)):
                 problems.setdefault(int(row), ("missing-field", fields.id, "null"))
-    checked = table.column_names if layout.only else [n for n in (fields.text, fields.id) if n in table.column_names]
+    used = (fields.text, fields.id, *layout.compared)
+    checked = table.column_names if layout.only else [n for n in used if n in table.column_names]
     for name in checked:  # Parquet readers do not check UTF-8; pandas would fail on it
         column = table[name]
         if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):

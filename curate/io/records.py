@@ -57,7 +57,8 @@ class Layout:
     otherwise every field is read and one not in ``schema`` makes the record bad. Fields in
     ``json_text`` (typed string in ``schema``) hold each value's JSON text: their types differ
     between files, so no Arrow type holds them all. ``keep_null_text``: a null text stays null
-    (the final write); otherwise it reads as empty (the dedup's view).
+    (the final write); otherwise it reads as empty (the dedup's view). ``compared``: fields the
+    stages order by (a keep policy's), checked as the text and the id are.
     """
 
     schema: pa.Schema | None
@@ -65,6 +66,7 @@ class Layout:
     only: bool = False
     json_text: frozenset = frozenset()
     keep_null_text: bool = False
+    compared: tuple[str, ...] = ()
 
     def explicit(self) -> bool:
         """Whether pyarrow reads only the schema's fields (others ignored): reading just some
