@@ -459,10 +459,14 @@ def _read_bytes(fs, src: Source, path: str) -> tuple[bytes, int, Broken | None]:
 
 
 def _id_type(dtype: pa.DataType) -> bool:
-    """Whether a Parquet column of ``dtype`` holds ids: integers or strings (dictionary-encoded too)."""
+    """Whether a Parquet column of ``dtype`` holds ids: integers or strings (dictionary-encoded
+    too), or nulls only (each row's id then is missing)."""
     if pa.types.is_dictionary(dtype):
         dtype = dtype.value_type
-    return pa.types.is_integer(dtype) or pa.types.is_string(dtype) or pa.types.is_large_string(dtype)
+    return any(
+        is_type(dtype)
+        for is_type in (pa.types.is_integer, pa.types.is_string, pa.types.is_large_string, pa.types.is_null)
+    )
 
 
 def _row_problems(table: pa.Table, layout: Layout) -> dict[int, tuple[str, str | None, str]]:
@@ -490,9 +494,8 @@ def _row_problems(table: pa.Table, layout: Layout) -> dict[int, tuple[str, str |
                 problems.setdefault(row, ("missing-field", fields.id, "missing"))
         elif not _id_type(table.schema.field(fields.id).type):  # 1.5, NaN or true as "1.5", "nan", "true"
             dtype = table.schema.field(fields.id).type
-            problems.update(
-                dict.fromkeys(everything, ("wrong-type", fields.id, f"expected strings or integers, got {dtype}"))
-            )
+            for row in everything:
+                problems.setdefault(row, ("wrong-type", fields.id, f"expected strings or integers, got {dtype}"))
         else:
             for row in np.flatnonzero(table[fields.id].is_null().to_numpy(zero_copy_only=False)):
                 problems.setdefault(int(row), ("missing-field", fields.id, "null"))

@@ -343,7 +343,7 @@ def _read_json(raw: bytes, layout: Layout) -> pa.Table:
         except pa.ArrowInvalid as err:
             error = err
             continue
-        if schema is not None and schema.names and _fractional_ids(raw, table, layout.fields.id):
+        if _fractional_ids(raw, table, layout.fields.id):
             raise pa.ArrowInvalid(f"an id in field {layout.fields.id!r} is a number with a fraction or exponent")
         return table
     raise error
