@@ -889,6 +889,8 @@ def test_ids_that_are_not_integers_or_strings_are_bad_records(tmp_path):
         assert (
             fail_message(tmp_path / "p.parquet") == f"p.parquet:0: field 'id': expected strings or integers, got {kind}"
         )
+    pq.write_table(pa.table({"id": pa.nulls(2), "text": ["a", "b"]}), tmp_path / "p.parquet")  # each id missing
+    assert [r[:4] for r in read_skip(tmp_path / "p.parquet")[1]] == [(i, "missing-field", "id", "null") for i in (0, 1)]
 
 
 def test_a_keep_column_that_is_not_utf8_rejects_its_row_in_every_read(sync, tmp_path):
