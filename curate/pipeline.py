@@ -200,9 +200,10 @@ def dedup(
             os.replace(out / "rejected.tmp", out / "rejected")
         write_table(str(run.store.path("duplicates")), str(out / "duplicates.parquet"), DUPLICATES_COLUMNS)
         write_table(str(run.store.path("removed")), str(out / "removed.parquet"), REMOVED_COLUMNS)
-        disk, device = (
-            None if n is None else n - (before or 0) for n, before in zip(spilled_bytes(gpu), spilled_before)
-        )
+        disk, device = spilled_bytes(gpu)
+        disk -= spilled_before[0]
+        if device is not None:
+            device -= spilled_before[1] or 0
         summary = {
             "inputs": list(inputs),
             "input_files": [
