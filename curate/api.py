@@ -223,8 +223,8 @@ def deduplicate(
     Raises
     ------
     TypeError
-        On an option that is not a configuration field, or one that configures reading files
-        or the cluster (``blocksize``, ``memory_limit``, ...), naming it; on a ``config`` of
+        On an option that is not a configuration field, or one that configures reading or
+        writing files or the cluster (``blocksize``, ``identify_only``, ``memory_limit``, ...), naming it; on a ``config`` of
         another type; on ``docs`` that is not a Dask DataFrame (a pandas one: ``dd.from_pandas``).
     ValueError
         On an invalid value (naming the field), a column the options name that ``docs`` lacks
@@ -531,7 +531,7 @@ def _config(mode: str | None, config, options: dict) -> RunConfig:
             data.setdefault("fuzzy", {})[name] = value
         elif name in RunConfig.model_fields or name in IOConfig.model_fields or name in ClusterConfig.model_fields:
             raise TypeError(
-                f"deduplicate() option {name}= configures reading files or the cluster, which the Python API leaves to you"
+                f"deduplicate() option {name}= configures reading or writing files or the cluster, which the Python API leaves to you"
             )
         else:
             known = ["mode", "config", *_TOP, *_IO, *FuzzyConfig.model_fields]

@@ -101,8 +101,9 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
 
     INPUT is any mix of files, folders (searched recursively; files of other names are skipped
     with a warning), globs and fsspec URLs (s3://...), all of one format and one file system:
-    {formats}. The kept documents go to OUT/deduplicated/, the removed ones with their
-    representatives to OUT/removed.parquet (see the README's output layout).
+    {formats}. The kept documents go to OUT/deduplicated/ (not with --identify-only), the
+    removed ones with their representatives to OUT/removed.parquet (see the README's output
+    layout).
 
     Ctrl-C stops the run and keeps its finished stages: the same command with --resume
     continues from them. Once the outputs are written, it leaves them (exit status 0).
@@ -637,7 +638,8 @@ def print_summary(summary: dict, out_dir: str) -> None:
         )
         table.add_row("fuzzy candidates / verified", f"{f['candidate_edges']:,}{members} / {verified}")
         table.add_row("fuzzy duplicates removed", f"{f['removed']:,} ({_groups(f['groups'])})")
-    table.add_row("documents kept", f"{counts['output']['kept']:,}")
+    listed = " (not written: --identify-only)" if summary["output_format"] is None else ""
+    table.add_row(f"documents kept{listed}", f"{counts['output']['kept']:,}")
     if counts["output"].get("rejected"):
         table.add_row("records rejected (OUT/rejected/)", f"{counts['output']['rejected']:,}")
     if summary["reused_stages"]:

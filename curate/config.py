@@ -93,6 +93,12 @@ class IOConfig(_Section):
         description="JSONL output: part.N.jsonl, .jsonl.gz or .jsonl.zst; Parquet output: the codec inside the files.",
         json_schema_extra=_shown("JSONL: the input files' compression when they all share one; Parquet: snappy"),
     )
+    # NeMo Curator's identification without its removal: the lists are the result, and a crawl's
+    # deduplicated copy (the storage of the input again) is written only when wanted.
+    identify_only: bool = Field(
+        False,
+        description="Write the lists of duplicates (removed.parquet, duplicates.parquet) and summary.json, not the deduplicated copy OUT/deduplicated/.",
+    )
     on_error: Literal["fail", "skip"] = Field(
         "fail",
         description="A record that cannot be read: fail (stop, naming file, line and field) or skip (list it in OUT/rejected/ and go on).",

@@ -111,8 +111,10 @@ def dedup(
     spilled_before = spilled_bytes(gpu)  # a joined cluster's workers count earlier runs' too
     io, keep = config.io, KeepPolicy.parse(config.keep)
     _, paths, input_fmt = expand_paths(inputs)
-    fmt = io.output_format or input_fmt
-    compression = output_compression(io.output_compression, input_fmt, fmt, paths)
+    # identify_only: no deduplicated copy, so no output format; the final pass reads the records
+    # as JSONL output does (each as read) and counts those kept.
+    fmt = None if io.identify_only else io.output_format or input_fmt
+    compression = fmt and output_compression(io.output_compression, input_fmt, fmt, paths)
     # The stages read only the columns they use; the final write reads the input once more.
     # Parquet output reads every field, so the first read checks them all, as that one will
     # (JSONL values that do not convert, a field named as a column the reader adds).
@@ -142,10 +144,10 @@ def dedup(
     run = Runner(stats, show_progress, StageStore(out / "_stages", resume), config.cluster.stall_timeout, hint)
     files = input_fingerprint(inputs)
     # Everything a stage computes follows from the first key's parts (the output's format and
-    # compression only affect the last write).
+    # compression, and whether it is written, only affect the last write).
     made_of = {
         "files": files,
-        "io": io.model_dump(exclude={"output_format", "output_compression"}),
+        "io": io.model_dump(exclude={"output_format", "output_compression", "identify_only"}),
         "curate": __version__,
         "mode": config.mode,
         "keep_columns": keep.columns(),  # exact dedup's candidates, written by the read, carry them
@@ -176,15 +178,20 @@ def dedup(
             exact_groups, fuzzy_groups, docs.divisions, stages, locate=lambda table: with_location(table, names)
         )
         output, rejected = _read_for_output(
-            [path for path, _, _ in files], io, keep, fmt == "jsonl", _repeated_ids_path(run, read_key)
+            [path for path, _, _ in files], io, keep, fmt != "parquet", _repeated_ids_path(run, read_key)
         )
+        kept_docs = drop(output, removed)
         writes = {
-            "kept": write_documents(drop(output, removed), str(out / "deduplicated.tmp"), fmt, compression=compression)
+            "kept": count_rows(kept_docs)
+            if io.identify_only
+            else write_documents(kept_docs, str(out / "deduplicated.tmp"), fmt, compression=compression)
         }
         if rejected is not None:
             rows = rejected_rows(rejected, names)
             writes["rejected"] = write_documents(rows, str(out / "rejected.tmp"), "parquet", REJECTED_SCHEMA)
-        written = run("write", **writes, **removal_counts(removed))  # the checks' counts in the same pass
+        written = run(
+            "count" if io.identify_only else "write", **writes, **removal_counts(removed)
+        )  # the checks' counts in the same pass
         kept, n_rejected = int(written["kept"]), int(written.get("rejected", 0))
         n_removed = check_accounting(stats.counts["input"]["documents"], kept, removed, n_rejected, counted=written)
         stats.count("output", kept=kept, removed=n_removed, rejected=n_rejected)
@@ -192,10 +199,10 @@ def dedup(
         # A previous run's outputs (--overwrite) are replaced only now: a run that fails leaves them.
         # summary.json first, as its presence says the outputs are one finished run's.
         _remove(out, OUTPUTS)
-        os.replace(out / "deduplicated.tmp", out / "deduplicated")
-        logger.info(
-            "wrote %d kept documents to %s (%d removed, %d rejected)", kept, out / "deduplicated", n_removed, n_rejected
-        )
+        if not io.identify_only:
+            os.replace(out / "deduplicated.tmp", out / "deduplicated")
+            logger.info("wrote %d kept documents to %s", kept, out / "deduplicated")
+        logger.info("%d documents kept, %d removed, %d rejected", kept, n_removed, n_rejected)
         if rejected is not None:
             os.replace(out / "rejected.tmp", out / "rejected")
         write_table(str(run.store.path("duplicates")), str(out / "duplicates.parquet"), DUPLICATES_COLUMNS)
@@ -209,7 +216,7 @@ def dedup(
             "input_files": [
                 {"path": _absolute(path), "size": size, "modified": modified} for path, size, modified in files
             ],
-            "output_format": fmt,
+            "output_format": fmt,  # None: identify_only, nothing written
             "output_compression": compression,
             "config": config.model_dump(mode="json"),
             "counts": stats.counts,
@@ -322,7 +329,7 @@ def _read_for_output(
 ) -> tuple[dd.DataFrame, dd.DataFrame | None]:
     """The input read once more for the final write: documents to keep (and the rejected records).
 
-    ``raw`` (JSONL output): each record as read (``_record``: a JSONL line byte for byte, a
+    ``raw`` (JSONL output, or none: ``identify_only``): each record as read (``_record``: a JSONL line byte for byte, a
     Parquet row's values in its file's types), whatever its fields; otherwise (Parquet output)
     every field, converted. It checks what the first read checked (the text, the id, the keep
     policy's column; every field for JSONL to Parquet), so it rejects the same records, and marks

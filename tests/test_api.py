@@ -256,8 +256,10 @@ def test_options_and_columns_are_checked_at_the_call():
         TypeError, match=r"unknown option thresold= \(did you mean threshold=\?\); options are mode=, config=, keep="
     ):
         curate.deduplicate(docs, thresold=0.8)
-    with pytest.raises(TypeError, match=r"blocksize= configures reading files"):
+    with pytest.raises(TypeError, match=r"blocksize= configures reading or writing files"):
         curate.deduplicate(docs, blocksize="1MB")
+    with pytest.raises(TypeError, match=r"identify_only= configures reading or writing files"):
+        curate.deduplicate(docs, identify_only=True)  # the removed table is the API's list
     with pytest.raises(ValueError, match=r"text_field='body': no such column"):
         curate.deduplicate(docs, text_field="body")
     with pytest.raises(ValueError, match=r"id_field='key': no such column"):

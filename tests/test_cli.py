@@ -340,3 +340,20 @@ def test_an_empty_field_name_is_refused(tmp_path):
         assert result.exit_code == 2 and result.output.splitlines()[-1] == (
             f"Error: invalid configuration: io.{name}: String should have at least 1 character ({flag})"
         )
+
+
+def test_cli_identify_only_then_report(tmp_path, joined):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        main, ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(out), *joined, "--identify-only"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "documents kept (not written: --identify-only)" in result.output
+    assert sorted(p.name for p in out.iterdir()) == ["duplicates.parquet", "removed.parquet", "summary.json"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["counts"]["output"] == {"kept": 7, "removed": 5, "rejected": 0}
+    assert summary["config"]["io"]["identify_only"] is True and summary["output_format"] is None
+    result = CliRunner().invoke(main, ["report", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "<td>io.identify_only</td><td>True</td>" in (out / "report.html").read_text()
+    assert "io.output_format" not in (out / "report.html").read_text()

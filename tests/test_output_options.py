@@ -95,3 +95,29 @@ def test_parquet_output_codec(sync, tmp_path):
         meta = pq.ParquetFile(tmp_path / name / "deduplicated" / "part.0.parquet").metadata
         assert {meta.row_group(0).column(i).compression for i in range(meta.num_columns)} == {codec}
     assert pq.read_table(tmp_path / "zstd" / "deduplicated") == pq.read_table(tmp_path / "snappy" / "deduplicated")
+
+
+def test_identify_only_lists_what_a_full_run_removes_and_writes_no_copy(sync, tmp_path):
+    bad = tmp_path / "in" / "docs.jsonl"  # a record that cannot be read is still listed
+    bad.parent.mkdir()
+    bad.write_bytes(DOCS.read_bytes() + b'{"id": "broken", "text": \n')
+    full = run([bad], tmp_path / "full", on_error="skip")
+    out = tmp_path / "ids"
+    listed = run([bad], out, keep_stages=True, on_error="skip", identify_only=True)
+    assert sorted(p.name for p in out.iterdir()) == [
+        "_stages",
+        "duplicates.parquet",
+        "rejected",
+        "removed.parquet",
+        "summary.json",
+    ]
+    for name in ("removed.parquet", "duplicates.parquet", "rejected/part.0.parquet"):
+        assert (out / name).read_bytes() == (tmp_path / "full" / name).read_bytes()
+    assert listed["counts"] == full["counts"] and listed["counts"]["output"] == {"kept": 7, "removed": 5, "rejected": 1}
+    assert listed["output_format"] is None and listed["output_compression"] is None
+    # No stage depends on it: the same command without it writes the copy from the kept stages.
+    stages = sorted(p.parent.name for p in (out / "_stages").glob("*/_marker.json"))
+    again = run([bad], out, resume=True, on_error="skip")
+    assert sorted(again["reused_stages"]) == stages
+    part = "deduplicated/part.0.jsonl"
+    assert (out / part).read_bytes() == (tmp_path / "full" / part).read_bytes()

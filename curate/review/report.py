@@ -205,8 +205,11 @@ def _parameters(s: dict) -> str:
         if key not in ("output_format", "output_compression")
     ]
     io = s["config"]["io"]  # as written: None where the input's format or compression was taken
-    rows.append(("io.output_format", s["output_format"] + ("" if io["output_format"] else " (the input's)")))
-    rows.append(("io.output_compression", s["output_compression"] + ("" if io["output_compression"] else " (default)")))
+    if s["output_format"] is not None:  # None: identify_only, no deduplicated copy
+        rows.append(("io.output_format", s["output_format"] + ("" if io["output_format"] else " (the input's)")))
+        rows.append(
+            ("io.output_compression", s["output_compression"] + ("" if io["output_compression"] else " (default)"))
+        )
     return (
         '<table class="params">' + "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in rows) + "</table>"
     )
