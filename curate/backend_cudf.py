@@ -173,14 +173,21 @@ def normalize_text_cudf(
     On the device with cudf's string operations and the character map of
     :func:`curate.backend.normalization_table`: ``translate`` (lowercase, punctuation, each
     whitespace character to a space), one space for each run of spaces, ``strip`` of the
-    characters Arrow trims. NFKC alone runs on the host (cudf has none), before the rest. cudf's
+    characters Arrow trims. NFKC alone runs on the host (cudf has none), before the rest, and
+    all of it for a partition holding a NUL character (libcudf's translate drops it). cudf's
     own ``lower``, ``normalize_spaces`` and character-type filters are not used: they differ
     from the CPU path (docs/decisions.md, "Normalisation on the GPU").
     """
+    table, trim = normalization_table(lowercase=lowercase, whitespace=whitespace, punctuation=punctuation)
+    # libcudf's translate counts a NUL character that no table entry names but never writes it
+    # (`if (chr && out_ptr)`, cpp/src/strings/translate.cu): the string loses the NUL and ends
+    # in a byte never written. So a partition holding a NUL is normalised on the host.
+    if table and bool(text.str.contains("\x00", regex=False).any()):
+        options = {"lowercase": lowercase, "whitespace": whitespace, "punctuation": punctuation, "nfkc": nfkc}
+        return _to_device(normalize_text_pandas(text.to_pandas(), **options))
     if nfkc:
         off = {"lowercase": False, "whitespace": False, "punctuation": False}
         text = _to_device(normalize_text_pandas(text.to_pandas(), **off, nfkc=True))
-    table, trim = normalization_table(lowercase=lowercase, whitespace=whitespace, punctuation=punctuation)
     if table:
         text = text.str.translate(table)
     if whitespace:

@@ -133,6 +133,13 @@ def test_normalize(texts, options):
     # cudf's translate / replace / strip against the CPU; random mixes of every character the
     # map changes and of the trim characters (tests/test_normalize_device.py); every code point.
     series = pd.concat([texts, pd.Series(mixes(2000) + ["".join(ALL_POINTS)], dtype="str")], ignore_index=True)
+    for nul in (True, False):  # a partition with a NUL character takes the host path
+        one = pd.Series(["a\x00B,  c" if nul else "a B,  c", "Zwei  Wörter."], dtype="str")
+        assert (
+            backend.normalize_text(on_gpu(one), **options).to_pandas().tolist()
+            == backend.normalize_text(one, **options).tolist()
+        )
+    series = series.str.replace("\x00", "", regex=False)  # the device path, every other code point
     gpu = backend.normalize_text(on_gpu(series), **options).to_pandas()
     cpu = backend.normalize_text(series, **options)
     # The texts hold a null: it stays null (NFKC takes it to the host and back).
