@@ -261,7 +261,13 @@ def _quiet_dask(verbose: bool) -> None:
     when Ctrl-C lands before its future exists), nor Python warnings (libraries' deprecation notes; the workers' are ignored by
     :class:`curate.cluster.QuietWarnings`). Called once distributed is imported, which sets its
     own levels on import."""
-    logging.getLogger("distributed").setLevel(logging.WARNING if verbose else logging.CRITICAL)
+    # distributed's config gives some of its loggers levels of their own (distributed.client:
+    # warning): each is set, or its errors (a lost scheduler's) print tracebacks without -v.
+    level = logging.WARNING if verbose else logging.CRITICAL
+    for name, each in list(logging.root.manager.loggerDict.items()):
+        if (name == "distributed" or name.startswith("distributed.")) and isinstance(each, logging.Logger):
+            if name == "distributed" or each.level != logging.NOTSET:
+                each.setLevel(level)
     if not verbose:
         for name in ("asyncio", "tornado"):
             logging.getLogger(name).setLevel(logging.CRITICAL)

@@ -2,6 +2,8 @@
 
 import asyncio
 import contextlib
+import functools
+import hashlib
 import importlib.util
 import json
 import logging
@@ -12,6 +14,7 @@ import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing import resource_tracker
+from pathlib import Path
 
 import dask
 from dask.system import CPU_COUNT
@@ -86,16 +89,27 @@ def connect(config: ClusterConfig, backend: str = "cpu", *, quiet: bool = True):
             _wait_for(config.scheduler_file, timeout)
         _answering(config.scheduler_address or _address_in(config.scheduler_file), timeout)
         client = Client(address=config.scheduler_address, scheduler_file=config.scheduler_file)
+        address = client.scheduler.address
         logger.info(
             "joined the scheduler at %s: %s; dashboard %s",
             client.scheduler.address,
             _workers(client),
             _dashboard(client),
         )
-        check_workers(client)
         try:
+            check_workers(client)
             with client.as_current():  # see below
                 yield client
+        except (Exception, asyncio.CancelledError) as err:
+            if client.status == "running" or isinstance(err, ClusterError):
+                raise
+            # distributed's client gave up reconnecting (Dask's connect timeout) and closed; what
+            # it raises then says only "Timed out trying to connect", or nothing.
+            raise ClusterError(
+                f"lost the scheduler at {address} (no answer for Dask's connect timeout, "
+                f"{dask.config.get('distributed.comm.timeouts.connect')}): it stopped or its node was lost; "
+                "finished stages are kept: start the cluster again and run the same command with --resume"
+            ) from None
         finally:
             client.close()  # our tasks are released; the cluster stays up
         return
@@ -146,11 +160,25 @@ def _wait_for(scheduler_file: str, timeout: float) -> None:
 
 
 def check_workers(client: Client) -> None:
-    """Warn (log) about a joined cluster's workers: none yet (a job script may start them
-    later), or some without ``ARROW_DEFAULT_MEMORY_POOL=system`` in their environment, which
-    the embedded cluster sets: pyarrow's default pool keeps what each stage freed, so their
-    memory only grows from stage to stage (docs/multi-node.md)."""
-    pools = client.run(_arrow_pool)
+    """Check a joined cluster's workers: refuse (:class:`ClusterError`, naming them) workers
+    that cannot import curate's code or hold other code than this process (another version or
+    checkout: its tasks would fail, or differ, in ways that do not say so); warn (log) where
+    there are none yet (a job script may start them later), or some without
+    ``ARROW_DEFAULT_MEMORY_POOL=system`` in their environment, which the embedded cluster sets:
+    pyarrow's default pool keeps what each stage freed, so their memory only grows from stage
+    to stage (docs/multi-node.md)."""
+    found = client.run(_worker_setup, on_error="return")
+    ours = code_fingerprint()
+    other = {worker: got for worker, got in found.items() if isinstance(got, BaseException) or got[1] != ours}
+    if other:
+        worker, got = sorted(other.items())[0]
+        why = f"cannot run it ({type(got).__name__}: {got})" if isinstance(got, BaseException) else "runs other code"
+        raise ClusterError(
+            f"{len(other)} of {len(found)} workers ({worker}{', ...' if len(other) > 1 else ''}) lack the curate "
+            f"this command runs ({Path(__file__).parent}): the first {why}; every worker needs the same curate "
+            "(docs/multi-node.md)"
+        )
+    pools = {worker: pool for worker, (pool, _) in found.items()}
     if not pools:
         logger.warning(
             "the scheduler at %s has no worker yet; waiting for one (start them with "
@@ -168,10 +196,21 @@ def check_workers(client: Client) -> None:
         )
 
 
-def _arrow_pool() -> str | None:
+def _worker_setup() -> tuple[str | None, str]:
     # A function of this module, imported on the worker: os.environ.get itself would be
     # pickled with the client's environment and read that.
-    return os.environ.get("ARROW_DEFAULT_MEMORY_POOL")
+    return os.environ.get("ARROW_DEFAULT_MEMORY_POOL"), code_fingerprint()
+
+
+@functools.cache
+def code_fingerprint() -> str:
+    """SHA-256 (hex) of curate's Python files (their paths in the package and bytes): equal
+    where the code is, whatever the version string or the folder it is installed in."""
+    root = Path(__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
 def _address_in(scheduler_file: str) -> str:
@@ -467,10 +506,12 @@ class ClusterError(RuntimeError):
 
 
 def _cluster_state(dask_scheduler) -> dict:
+    now = time.time()  # distributed's clock for last_seen
     workers = {
         address: {
             "paused": ws.status.name == "paused",
-            "cpu": ws.metrics.get("cpu", 0.0),
+            "cpu": ws.metrics.get("cpu", 0.0),  # as of its last heartbeat
+            "silent": now - ws.last_seen,  # seconds since that heartbeat
             "memory": ws.memory.process,
             "limit": ws.memory_limit,
         }
@@ -485,11 +526,12 @@ def gather(
     """Compute ``collections`` on ``client`` and return their results; never hang silently.
 
     Every few seconds the scheduler is asked how the run stands. The run stops with
-    :class:`ClusterError` when no task has finished and no worker has used CPU for
+    :class:`ClusterError` when no task has finished and no worker has reported using CPU for
     ``stall_timeout`` seconds (e.g. workers paused at their memory limit, holding data that
-    the others wait for), or when workers died more than twice as many times as there are
-    workers (the nanny restarts a worker that passes 95% of its memory limit). ``hint`` (which
-    flags to change) ends the message.
+    the others wait for, or a worker that stopped answering: a frozen process or a lost node
+    is not computing, whatever its last heartbeat said), or when workers died more than twice
+    as many times as there are workers (the nanny restarts a worker that passes 95% of its
+    memory limit). ``hint`` (which flags to change) ends the message.
 
     Parameters
     ----------
@@ -520,7 +562,7 @@ def gather(
             _watch(client, futures, stall_timeout, hint)
         results = client.gather(futures)
     except KilledWorker as err:
-        raise ClusterError(f"workers died running a task ({err.task}); {hint}") from None
+        raise ClusterError(f"workers died running a task ({err.task}), most often out of memory; {hint}") from None
     if show_progress:
         bar.join(timeout=2)  # let it draw the finished bar
     return results
@@ -543,10 +585,13 @@ def _watch(client: Client, futures, stall_timeout: float, hint: str) -> None:
             raise ClusterError(
                 f"workers died {deaths} times (a worker is restarted when it passes 95% of its memory limit); {hint}"
             )
-        busy = any(w["cpu"] > 10 for w in workers.values())
-        if state["transitions"] != last or busy:
-            last, since = state["transitions"], time.monotonic()
-        elif time.monotonic() - since > stall_timeout:
+        now = time.monotonic()
+        if state["transitions"] != last:
+            last, since = state["transitions"], now
+        # When a worker last reported computing: a worker that stopped sending heartbeats keeps
+        # the CPU use of its last one for ever.
+        since = max([since] + [now - w["silent"] for w in workers.values() if w["cpu"] > 10])
+        if now - since > stall_timeout:
             paused = [
                 f"{address} ({format_bytes(w['memory'])} of {format_bytes(w['limit'] or 0)})"
                 for address, w in workers.items()
@@ -557,7 +602,16 @@ def _watch(client: Client, futures, stall_timeout: float, hint: str) -> None:
                     f"no progress for {stall_timeout:.0f} s: no worker is connected to the scheduler; "
                     "start workers (`dask worker` or `dask cuda worker` with its address or file)"
                 )
-            why = f"worker(s) paused at their memory limit: {', '.join(paused)}" if paused else "no worker is computing"
+            silent = [
+                f"{address} ({w['silent']:.0f} s)" for address, w in workers.items() if w["silent"] >= stall_timeout
+            ]
+            why = (
+                f"worker(s) paused at their memory limit: {', '.join(paused)}"
+                if paused
+                else f"no word from worker(s) {', '.join(silent)} (frozen, or their node lost)"
+                if silent
+                else "no worker is computing"
+            )
             raise ClusterError(f"no progress for {stall_timeout:.0f} s: {why}; {hint}")
 
 

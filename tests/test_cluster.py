@@ -13,11 +13,12 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from click.testing import CliRunner
 from distributed import Client, LocalCluster, get_task_stream
 
 from curate.cli import main
-from curate.cluster import check_workers
+from curate.cluster import ClusterError, check_workers
 from tests.conftest import FIXTURES, SHARED
 
 REPO = Path(__file__).resolve().parents[1]
@@ -149,6 +150,66 @@ def test_a_scheduler_without_workers_is_named_not_memory(tmp_path):
     assert "has no worker yet; waiting for one" in run.stderr
     assert "no progress for 3 s: no worker is connected to the scheduler; start workers" in run.stderr
     assert "memory" not in run.stderr
+
+
+def test_a_lost_scheduler_is_one_line_naming_it_and_resume(tmp_path):
+    # A killed scheduler gave Dask's reconnect tracebacks (distributed.client's own log level),
+    # then "Error: Timed out trying to connect to tcp://...".
+    with cli_cluster(tmp_path, n_workers=0) as scheduler_file:
+        log = tmp_path / "curate.log"
+        command = [sys.executable, "-m", "curate", "dedup", str(FIXTURES / "docs.jsonl"), "-o", str(tmp_path / "o")]
+        env = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "2s"}
+        with log.open("wb") as stderr:
+            run = subprocess.Popen(
+                [*command, "--scheduler-file", str(scheduler_file), "--no-progress"], stderr=stderr, env=env
+            )
+            deadline = time.monotonic() + 60
+            while "waiting for one" not in log.read_text() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            address = scheduler_file.read_text()
+    rc = run.wait(timeout=60)  # the scheduler is stopped
+    text = log.read_text()
+    assert rc == 1, text
+    assert "Error: lost the scheduler at tcp://" in text and "run the same command with --resume" in text
+    assert "Traceback" not in text and "ERROR" not in text and text.split("tcp://")[1][:5] in address
+
+
+def test_workers_without_curate_or_with_other_code_are_refused():
+    # A worker without curate (or with an older one) crashed the run with a traceback
+    # (ModuleNotFoundError; "_worker_spilled() got multiple values for argument").
+    for worker_change, why in [(_forget_curate, "cannot run it"), (_other_code, "runs other code")]:
+        env = {"ARROW_DEFAULT_MEMORY_POOL": "system"}
+        with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None, env=env) as cluster:
+            with Client(cluster) as client:
+                check_workers(client)  # the same code: nothing to say
+                client.run(worker_change)
+                with pytest.raises(
+                    ClusterError,
+                    match=rf"1 of 1 workers \(tcp://.*\) lack the curate this command runs .*: the first {why}",
+                ):
+                    check_workers(client)
+
+
+def _other_code():
+    import curate.cluster
+
+    curate.cluster.code_fingerprint = lambda: "another checkout"
+
+
+def _forget_curate():
+    # The worker imported curate to unpickle this function; a worker without it fails as this does.
+    import sys as worker_sys
+
+    for name in [n for n in worker_sys.modules if n == "curate" or n.startswith("curate.")]:
+        del worker_sys.modules[name]
+    worker_sys.meta_path.insert(0, _NoCurate())
+
+
+class _NoCurate:
+    def find_spec(self, name, path=None, target=None):
+        if name == "curate" or name.startswith("curate."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
 
 
 def test_workers_without_the_system_arrow_pool_are_named(monkeypatch, caplog):

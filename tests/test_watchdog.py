@@ -1,6 +1,7 @@
 """A run that cannot finish stops with a message naming what to change; it never hangs silently."""
 
 import os
+import signal
 import time
 
 import dask
@@ -70,6 +71,29 @@ def test_busy_worker_is_not_a_stall(lonely):
         return seconds
 
     assert gather(lonely, [dask.delayed(spin)(12)], stall_timeout=4) == [12]
+
+
+def test_a_frozen_worker_is_a_stall(lonely):
+    # A worker that stops answering (SIGSTOP here; a hung node, a lost network) kept the CPU use
+    # of its last heartbeat, so the run counted it as computing and waited for ever.
+    def spin(seconds):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass
+
+    (pid,) = lonely.run(os.getpid).values()
+    future = lonely.compute(dask.delayed(spin)(40, dask_key_name="spin"))
+    time.sleep(3)  # heartbeats report it computing
+    os.kill(pid, signal.SIGSTOP)
+    started = time.monotonic()
+    try:
+        with pytest.raises(ClusterError, match=r"no progress for 4 s: no word from worker\(s\) tcp://\S+ \(\d+ s\)"):
+            gather(lonely, [dask.delayed(_idle)(1, dask_key_name="idle")], stall_timeout=4, hint="raise it")
+        assert time.monotonic() - started < 20
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        del future
+        lonely.restart()
 
 
 def test_progress_is_not_a_stall(lonely):
