@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from fsspec.implementations.local import LocalFileSystem
+from fsspec.utils import glob_translate
 
 from curate.config import IOConfig, parse_keep
-from curate.io.files import check_ordered, find_inputs, sample_files, source_names, unify_schemas
+from curate.io.files import check_ordered, find_inputs, glob_root, sample_files, source_names, unify_schemas
 
 # A run's outputs; summary.json first: when replacing a run, a reader must never take the old
 # summary for new outputs.
@@ -24,7 +26,8 @@ OUTPUTS = ("summary.json", "deduplicated", "rejected", "duplicates.parquet", "re
 PARTIAL = ("deduplicated.tmp", "rejected.tmp")  # what a run killed while writing leaves
 STAGES = "_stages"
 MARKER = "_marker.json"  # in each finished stage's folder (curate.checkpoints)
-_WRITTEN = re.compile(r"part\.\d+\.(parquet|jsonl|jsonl\.gz|jsonl\.zst)")  # in deduplicated/ and rejected/
+_EXTENSIONS = ("parquet", "jsonl", "jsonl.gz", "jsonl.zst")
+_WRITTEN = re.compile(rf"part\.\d+\.({'|'.join(map(re.escape, _EXTENSIONS))})")  # in deduplicated/ and rejected/
 REPEATED_IDS = "repeated_ids-{key}.parquet"  # in _stages: a skipping run's repeated ids, by the read's key
 _REPEATED_IDS = re.compile(r"repeated_ids-[0-9a-f]{16}\.parquet")
 _SKIP_HINT = "or --on-error skip lists such records in OUT/rejected/"
@@ -221,12 +224,11 @@ def check_output(
         with hold_output(out):  # in use by another run: that first (it also explains what the folder holds)
             pass
     where = Path(os.path.realpath(out))
-    folder = next(
-        (i for i in inputs if "://" not in i and os.path.isdir(i) and where.is_relative_to(os.path.realpath(i))), None
-    )
-    if folder is not None:
+    reader = next((i for i in inputs if "://" not in i and _lists_outputs(i, where)), None)
+    if reader is not None:
+        kind = "folder" if os.path.isdir(reader) else "pattern"
         raise ValueError(
-            f"output folder {out} is inside the input folder {folder}, so a later run would read its outputs; choose another -o"
+            f"output folder {out} is inside the input {kind} {reader}, so a later run would read its outputs; choose another -o"
         )
     inside = next((f for f in files if "://" not in f and Path(os.path.realpath(f)).is_relative_to(where)), None)
     if inside is not None:
@@ -254,6 +256,25 @@ def check_output(
     why = " and no finished stages to reuse (a run that succeeds removes them; --keep-stages keeps them)"
     what = "a finished run" if "summary.json" in held else "outputs of a run that did not finish (no summary.json)"
     raise FileExistsError(f"{out} already holds {names}: {what}{why if resume else ''}; pass --overwrite to replace it")
+
+
+def _lists_outputs(item: str, where: Path) -> bool:
+    """Whether the local input folder or glob ``item`` would list a file a run writes in the
+    folder ``where`` (a real path): ``data/`` and ``data/**/*.jsonl`` do for ``data/out``,
+    ``data/*.jsonl`` and ``data/`` for ``data/_out`` do not (a folder's or glob's names starting
+    with . or _ are not read: :func:`curate.io.files.find_inputs`)."""
+    folder = os.path.isdir(item)
+    root = item if folder else glob_root(LocalFileSystem(), item)
+    if root is None or not where.is_relative_to(real := os.path.realpath(root or ".")):
+        return False
+    if any(part.startswith((".", "_")) for part in where.relative_to(real).parts):
+        return False
+    if folder:
+        return True
+    pattern = re.compile(glob_translate(os.path.join(real, item[len(root) :])))
+    written = [where / name for name in ("duplicates.parquet", "removed.parquet")]
+    written += [where / folder / f"part.0.{ext}" for folder in ("deduplicated", "rejected") for ext in _EXTENSIONS]
+    return any(pattern.match(str(path)) for path in written)
 
 
 def _foreign_files(out: Path) -> list[Path]:

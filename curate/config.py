@@ -17,6 +17,16 @@ from curate.params import DEFAULT_FN_WEIGHT, DEFAULT_FP_WEIGHT, optimal_bands
 from curate.schema import WORKING_COLUMNS
 
 DEFAULT_NUM_PERM = 260  # MinHash values when neither num_perm nor the bands are given (NeMo Curator's 20 x 13)
+# Lee et al. (2022, "Deduplicating Training Data Makes Language Models Better") used 9,000 (450 x
+# 20). Past 10,000 a 64-bit signature (80 KB a document) outweighs most documents, and choosing
+# the bands takes seconds (100,000: 95 s, without a word).
+MAX_NUM_PERM = 10_000
+# libcudf's shingle width is a size_type (int32); the CPU kernel follows it, so both backends take
+# the same widths (2**64 passed validation and failed inside numba, naming no setting).
+MAX_WIDTH = 2**31 - 1
+# A smaller partition holds less than a typical document: "--blocksize 64" (bytes, meant MB) made
+# one partition a line, and a run of minutes out of one of seconds.
+MIN_BLOCKSIZE = parse_bytes("4KB")
 KEEP_RULES = ("first", "longest", "max", "min")
 # Below this a worker cannot run: an idle one holds 287 MB (measured, curate imported) and Dask
 # pauses it at 80% of its limit.
@@ -97,7 +107,7 @@ class IOConfig(_Section):
     # deduplicated copy (the storage of the input again) is written only when wanted.
     identify_only: bool = Field(
         False,
-        description="Write the lists of duplicates (removed.parquet, duplicates.parquet) and summary.json, not the deduplicated copy OUT/deduplicated/.",
+        description="Write the lists of duplicates (removed.parquet, duplicates.parquet) and summary.json, not the deduplicated copy OUT/deduplicated/ (with --keep-stages, a later --resume without it writes the copy).",
     )
     on_error: Literal["fail", "skip"] = Field(
         "fail",
@@ -120,8 +130,8 @@ class IOConfig(_Section):
                 value = parse_bytes(value)
             except ValueError:
                 raise ValueError(f"{value!r} is not a size in bytes (e.g. 64MB)") from None
-        if value is not None and value <= 0:
-            raise ValueError("must be positive")
+        if value is not None and value < MIN_BLOCKSIZE:
+            raise ValueError(f"{value} bytes is too small a partition: give 4KB or more, with a unit (e.g. 64MB)")
         return value
 
     @property
@@ -149,10 +159,11 @@ class FuzzyConfig(_Section):
     """
 
     ngram: Literal["char", "word"] = Field("char", description="Shingles of characters or of words.")
-    width: int = Field(24, ge=1, description="Characters (or words) per shingle.")
+    width: int = Field(24, ge=1, le=MAX_WIDTH, description="Characters (or words) per shingle.")
     num_perm: int | None = Field(
         None,
         ge=1,
+        le=MAX_NUM_PERM,
         description="MinHash values the bands may use: bands x rows is at most this.",
         json_schema_extra=_shown(f"{DEFAULT_NUM_PERM}, or bands x rows when both are given"),
     )
@@ -225,6 +236,11 @@ class FuzzyConfig(_Section):
                 raise ValueError(
                     f"num_bands x rows_per_band = {bands} x {rows} = {bands * rows} MinHash values, more than num_perm {num_perm}; "
                     "raise num_perm or leave it out"
+                )
+            if num_perm > MAX_NUM_PERM:
+                raise ValueError(
+                    f"num_bands x rows_per_band = {bands} x {rows} = {num_perm} MinHash values, more than {MAX_NUM_PERM:,}; "
+                    "give fewer bands or rows"
                 )
         # The model is frozen; resolving its own fields once, here, is the one exception. What
         # was derived counts as not given (YAML's `num_bands: null` included), so that a copy
@@ -596,7 +612,7 @@ def load_config(path: str | Path | None = None, overrides: dict | None = None) -
     FileNotFoundError
         If ``path`` is neither a file nor a shipped config's name.
     ValueError
-        If the file is not YAML holding a mapping.
+        If the file is not UTF-8 YAML holding a mapping.
     pydantic.ValidationError
         If a value is invalid; the message names the field.
     """
@@ -609,9 +625,12 @@ def config_data(path: str | Path | None = None, overrides: dict | None = None) -
     if path is not None:
         file = config_file(path)
         try:
-            data = yaml.safe_load(file.read_text()) or {}
+            data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
         except yaml.YAMLError as err:
             raise ValueError(f"{path}: not valid YAML ({err})") from None
+        except UnicodeDecodeError as err:  # was the codec's message alone, naming no file
+            line = err.object[: err.start].count(b"\n") + 1
+            raise ValueError(f"{path}:{line}: not UTF-8 text ({err.reason}); save the file as UTF-8") from None
         if not isinstance(data, dict):
             raise ValueError(f"{path}: a config file holds a mapping of keys (see `curate config show`)")
     _merge(data, overrides or {})

@@ -52,8 +52,8 @@ def test_missing_paths_and_formats(tmp_path):
         check_inputs([str(tmp_path / "empty")], IOConfig())
     write_jsonl(tmp_path / "a.jsonl", records(1))
     pq.write_table(pa.table({"id": [1], "text": ["x"]}), tmp_path / "b.parquet")
-    with pytest.raises(ValueError, match=r"inputs mix formats \['jsonl', 'parquet'\]"):
-        check_inputs([str(tmp_path / "a.jsonl"), str(tmp_path / "b.parquet")], IOConfig())
+    with pytest.raises(ValueError, match=r"inputs mix formats \(jsonl .*/a\.jsonl, parquet .*/b\.parquet\); give one"):
+        check_inputs([str(tmp_path)], IOConfig())  # a folder: which files are which was not said
 
 
 def test_fields_every_run_needs_name_the_flag(tmp_path):
@@ -226,6 +226,16 @@ def test_output_and_inputs_kept_apart(tmp_path):
     with pytest.raises(ValueError, match="input file .*a.jsonl is inside the output folder .*; choose another -o"):
         check_output(tmp_path, inputs=(str(data),), files=(str(data),))
     check_output(tmp_path / "out", inputs=(str(tmp_path / "in"),), files=(str(data),))
+    # A glob that would list the run's outputs is refused as its folder is (a second run read the
+    # first's deduplicated/ as input); names starting with _ or . are never listed, so such an OUT
+    # inside the inputs is fine.
+    for pattern in ("**/*.jsonl", "*/*/*.jsonl", "**/*.parquet", "**"):
+        with pytest.raises(ValueError, match=rf"inside the input pattern .*/in/{re.escape(pattern)}, so a later run"):
+            check_output(tmp_path / "in" / "out", inputs=(str(tmp_path / "in" / pattern),), files=(str(data),))
+    for pattern in ("*.jsonl", "*/*.jsonl", "out/*.jsonl"):  # none lists deduplicated/part.0.jsonl
+        check_output(tmp_path / "in" / "out", inputs=(str(tmp_path / "in" / pattern),), files=(str(data),))
+    for inputs in ((str(tmp_path / "in"),), (str(tmp_path / "in" / "**"),)):
+        check_output(tmp_path / "in" / "_out", inputs=inputs, files=(str(data),))
 
 
 BUSY = """
@@ -284,13 +294,19 @@ def curate(*args, cwd=None) -> tuple[int, list[str], set[str]]:
      ("memory limit", "'0.5' is not a size: give bytes (e.g. 4GB), auto, or 0 for no limit (--memory-limit)"),
      ("empty memory limit", "'' is not a size: give bytes (e.g. 4GB), auto, or 0 for no limit (--memory-limit)"),
      ("small memory limit", "'300MB' is too small for a worker: one holds about 300 MB before any data"),
-     ("dashboard address", "':abc' is not an address: give [HOST]:PORT, e.g. :8787 (--dashboard-address)")],
+     ("dashboard address", "':abc' is not an address: give [HOST]:PORT, e.g. :8787 (--dashboard-address)"),
+     ("latin-1 config", "latin1.yaml:2: not UTF-8 text (invalid continuation byte); save the file as UTF-8"),
+     ("many hashes", "fuzzy.num_perm: Input should be less than or equal to 10000 (--num-perm)"),
+     ("many bands", "500 x 30 = 15000 MinHash values, more than 10,000; give fewer bands or rows"),
+     ("wide shingles", "fuzzy.width: Input should be less than or equal to 2147483647 (--width)"),
+     ("tiny blocksize", "64 bytes is too small a partition: give 4KB or more, with a unit (e.g. 64MB) (--blocksize)")],
 )  # fmt: skip
 def test_user_errors_stop_before_dask(case, fix, tmp_path, held_elsewhere):
     (tmp_path / "empty").mkdir()
     (tmp_path / "done" / "deduplicated").mkdir(parents=True)
     (tmp_path / "done" / "summary.json").write_text("{}")
     (tmp_path / "tagged.jsonl").write_text('{"id": 1, "text": "a", "tags": ["x"]}\n')
+    (tmp_path / "latin1.yaml").write_text("fuzzy:\n  threshold: 0.7 # café\n", encoding="latin-1")
     args = {
         "no such input": [tmp_path / "does" / "not" / "exist", "-o", tmp_path / "x"],
         "empty folder": [tmp_path / "empty", "-o", tmp_path / "x"],
@@ -311,6 +327,11 @@ def test_user_errors_stop_before_dask(case, fix, tmp_path, held_elsewhere):
             "--dashboard-address",
             ":abc",
         ],  # a traceback at cluster start
+        "latin-1 config": [DOCS, "-o", tmp_path / "x", "--config", tmp_path / "latin1.yaml"],  # named no file
+        "many hashes": [DOCS, "-o", tmp_path / "x", "--num-perm", "100000"],  # 95 s choosing bands, without a word
+        "many bands": [DOCS, "-o", tmp_path / "x", "--num-bands", "500", "--rows-per-band", "30"],
+        "wide shingles": [DOCS, "-o", tmp_path / "x", "--width", str(2**64)],  # numba's error, naming no flag
+        "tiny blocksize": [DOCS, "-o", tmp_path / "x", "--blocksize", "64"],  # a partition per line: minutes
     }[case]
     status, stderr, imported = curate("dedup", *args)
     assert status != 0 and len(stderr) <= 2 and fix in " ".join(stderr), stderr

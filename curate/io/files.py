@@ -85,13 +85,10 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
     first: dict[str, tuple[str, str]] = {}  # identity -> (path, input)
     repeats, skipped = [], []
     for item in inputs:
-        magic = min((item.find(c) for c in "*?[" if c in item), default=-1)
         if fs.isdir(item):
             root, listed = item, fs.find(item)
-        elif magic >= 0 and not fs.exists(item):  # a glob's files, below the folder its pattern starts in
-            # (a file so named is that file: a folder's x[1].jsonl, found and named again, was a
-            # pattern that matched nothing)
-            root = item[: item.rfind("/", 0, magic) + 1] or "."
+        elif (root := glob_root(fs, item)) is not None:  # a glob's files, below the folder its pattern starts in
+            root = root or "."
             listed = [path for path, info in fs.glob(item, detail=True).items() if info["type"] != "directory"]
         else:
             root, listed = None, [item] if fs.exists(item) else []
@@ -130,7 +127,8 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
         bad = next(p for p in paths if _format_of(p) is None)
         raise ValueError(f"{bad}: unknown file type (expected {FORMATS})")
     if len(formats) > 1:
-        raise ValueError(f"inputs mix formats {sorted(formats)}; give one kind of file per run")
+        examples = ", ".join(f"{fmt} {next(p for p in paths if _format_of(p) == fmt)}" for fmt in sorted(formats))
+        raise ValueError(f"inputs mix formats ({examples}); give one kind of file per run")
     if not local:
         paths = [fs.unstrip_protocol(p) for p in paths]
     return fs, paths, formats.pop(), repeats, list(dict.fromkeys(skipped))
@@ -189,6 +187,16 @@ def source_names(paths: list[str]) -> tuple[str, ...]:
         return tuple(paths)
     root = os.path.commonpath([os.path.dirname(p) for p in paths])
     return tuple(os.path.relpath(p, root) for p in paths)
+
+
+def glob_root(fs, item: str) -> str | None:
+    """The folder a glob's pattern starts in: ``data/`` of ``data/**/*.jsonl``, ``""`` (the
+    current folder) of ``*.jsonl``; None when ``item`` is no glob: it has none of ``*?[``, or names
+    a file (a folder's ``x[1].jsonl``, found and named again, was a pattern that matched nothing)."""
+    magic = min((item.find(c) for c in "*?[" if c in item), default=-1)
+    if magic < 0 or fs.exists(item):
+        return None
+    return item[: item.rfind("/", 0, magic) + 1]
 
 
 def _format_of(path: str) -> str | None:
