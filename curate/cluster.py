@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import threading
 import time
 import warnings
@@ -20,6 +21,7 @@ import dask
 from dask.system import CPU_COUNT
 from dask.utils import format_bytes, parse_bytes, parse_timedelta
 from distributed import Client, LocalCluster, WorkerPlugin, get_client, progress, wait
+from distributed.comm.addressing import parse_host_port
 from distributed.core import rpc
 from distributed.deploy.utils import nprocesses_nthreads
 from distributed.scheduler import KilledWorker
@@ -87,7 +89,7 @@ def connect(config: ClusterConfig, backend: str = "cpu", *, quiet: bool = True):
         timeout = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"))
         if config.scheduler_file:
             _wait_for(config.scheduler_file, timeout)
-        _answering(config.scheduler_address or _address_in(config.scheduler_file), timeout)
+        _answering(config.scheduler_address or _address_in(config.scheduler_file), timeout, config.scheduler_file)
         client = Client(address=config.scheduler_address, scheduler_file=config.scheduler_file)
         address = client.scheduler.address
         logger.info(
@@ -97,6 +99,7 @@ def connect(config: ClusterConfig, backend: str = "cpu", *, quiet: bool = True):
             _dashboard(client),
         )
         try:
+            _first_worker(client, config.stall_timeout)
             check_workers(client)
             with client.as_current():  # see below
                 yield client
@@ -163,8 +166,7 @@ def check_workers(client: Client) -> None:
     """Check a joined cluster's workers: refuse (:class:`ClusterError`, naming them) workers
     that cannot import curate's code or hold other code than this process (another version or
     checkout: its tasks would fail, or differ, in ways that do not say so); warn (log) where
-    there are none yet (a job script may start them later), or some without
-    ``ARROW_DEFAULT_MEMORY_POOL=system`` in their environment, which the embedded cluster sets:
+    some lack ``ARROW_DEFAULT_MEMORY_POOL=system`` in their environment, which the embedded cluster sets:
     pyarrow's default pool keeps what each stage freed, so their memory only grows from stage
     to stage (docs/multi-node.md)."""
     found = client.run(_worker_setup, on_error="return")
@@ -179,12 +181,6 @@ def check_workers(client: Client) -> None:
             "(docs/multi-node.md)"
         )
     pools = {worker: pool for worker, (pool, _) in found.items()}
-    if not pools:
-        logger.warning(
-            "the scheduler at %s has no worker yet; waiting for one (start them with "
-            "`dask worker` or `dask cuda worker` and the scheduler's address or file)",
-            client.scheduler.address,
-        )
     lacking = sorted(worker for worker, pool in pools.items() if pool != "system")
     if lacking:
         logger.warning(
@@ -194,6 +190,26 @@ def check_workers(client: Client) -> None:
             len(pools),
             lacking[0] + (", ..." if len(lacking) > 1 else ""),
         )
+
+
+def _first_worker(client: Client, timeout: float) -> None:
+    """Wait up to ``timeout`` seconds (0: for ever) for a joined cluster's first worker: a job
+    script may start the workers after the scheduler. Waited for here, it is not counted as
+    the first stage's time, and a cluster without workers is named as such."""
+    if client.scheduler_info()["workers"]:
+        return
+    logger.warning(
+        "the scheduler at %s has no worker yet; waiting for one (start them with "
+        "`dask worker` or `dask cuda worker` and the scheduler's address or file)",
+        client.scheduler.address,
+    )
+    try:
+        client.wait_for_workers(1, timeout=timeout or None)
+    except TimeoutError:
+        raise ClusterError(
+            f"no worker joined the scheduler at {client.scheduler.address} in {timeout:.0f} s (--stall-timeout): "
+            "start workers (`dask worker` or `dask cuda worker` with its address or file)"
+        ) from None
 
 
 def _worker_setup() -> tuple[str | None, str]:
@@ -218,15 +234,26 @@ def _address_in(scheduler_file: str) -> str:
         return json.load(f)["address"]
 
 
-def _answering(address: str, timeout: float) -> None:
-    """Raise OSError unless a Dask scheduler answers at ``address`` within ``timeout`` seconds
-    (Dask's connect timeout).
+def _answering(address: str, timeout: float, scheduler_file: str | None = None) -> None:
+    """Raise OSError unless a Dask scheduler answers at ``address`` (read from
+    ``scheduler_file`` when given) within ``timeout`` seconds (Dask's connect timeout).
 
     distributed's ``Client`` waits for ever, whatever its timeout, on a port where something
     else listens, such as the scheduler's dashboard (a user's mix-up: 12 silent minutes).
     """
     if "://" in address and address.split("://")[0] not in ("tcp", "tls"):
         return  # UCX and the others: left to the Client, which sets their transport up
+    fix = "give the address of the `Scheduler at:` line of its log (not the dashboard's port), or its --scheduler-file"
+    if scheduler_file:
+        fix = f"the scheduler that wrote {scheduler_file} has stopped: start it again (it writes the file anew)"
+        # A scheduler writes its file once it listens, so a refused connection is a stopped one
+        # (a file left behind): said at once, where Dask retries for the whole timeout.
+        try:
+            socket.create_connection(parse_host_port(address.split("://")[-1]), timeout).close()
+        except ConnectionRefusedError:
+            raise OSError(f"nothing listens at {address}, which {scheduler_file} names: {fix}") from None
+        except OSError:
+            pass  # a slow or unreachable network: the wait below names it
 
     async def identity() -> dict:
         scheduler = rpc(address, connection_args=Security().get_connection_args("client"))
@@ -242,8 +269,7 @@ def _answering(address: str, timeout: float) -> None:
         reply = {"error": str(err) or "no answer"}
     if reply.get("type") != "Scheduler":
         raise OSError(
-            f"no Dask scheduler answered at {address} within {timeout:.0f} s ({reply.get('error', reply)}): "
-            "give the address of the `Scheduler at:` line of its log (not the dashboard's port), or its --scheduler-file"
+            f"no Dask scheduler answered at {address} within {timeout:.0f} s ({reply.get('error', reply)}): {fix}"
         )
 
 
@@ -600,7 +626,8 @@ def _watch(client: Client, futures, stall_timeout: float, hint: str) -> None:
             if not workers:  # nothing to do with memory: the hint would mislead
                 raise ClusterError(
                     f"no progress for {stall_timeout:.0f} s: no worker is connected to the scheduler; "
-                    "start workers (`dask worker` or `dask cuda worker` with its address or file)"
+                    "start workers (`dask worker` or `dask cuda worker` with its address or file), "
+                    "then run the same command with --resume: finished stages are kept"
                 )
             silent = [
                 f"{address} ({w['silent']:.0f} s)" for address, w in workers.items() if w["silent"] >= stall_timeout

@@ -3,8 +3,10 @@
 import contextlib
 import gzip
 import itertools
+import json
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -142,14 +144,32 @@ def test_an_address_where_no_scheduler_answers_stops_the_run_naming_it(tmp_path)
     assert not (tmp_path / "o").exists()  # an empty output folder was left behind
 
 
+def test_a_scheduler_file_left_by_a_stopped_scheduler_is_named_at_once(tmp_path):
+    # The run waited Dask's whole connect timeout, then told to give the scheduler's address.
+    with cli_cluster(tmp_path, n_workers=0) as scheduler_file:
+        written = scheduler_file.read_text()
+    scheduler_file.write_text(written)  # as a killed scheduler (a lost node) leaves it
+    address = json.loads(written)["address"]
+    start = time.monotonic()
+    run = dedup_joining(tmp_path, "--scheduler-file", str(scheduler_file), connect_timeout="60s")
+    assert run.returncode == 1 and time.monotonic() - start < 30, run.stderr
+    assert run.stderr.endswith(
+        f"Error: nothing listens at {address}, which {scheduler_file} names: the scheduler that wrote "
+        f"{scheduler_file} has stopped: start it again (it writes the file anew)\n"
+    )
+
+
 def test_a_scheduler_without_workers_is_named_not_memory(tmp_path):
-    # The stall message blamed memory ("raise the workers' memory limit") and said nothing until then.
+    # The stall message blamed memory ("raise the workers' memory limit") and said nothing until
+    # then; later the wait was the first stage's time, and the stall named no stage to resume.
     with cli_cluster(tmp_path, n_workers=0) as scheduler_file:
         run = dedup_joining(tmp_path, "--scheduler-file", str(scheduler_file), "--stall-timeout", "3", "--no-progress")
     assert run.returncode == 1, run.stderr
     assert "has no worker yet; waiting for one" in run.stderr
-    assert "no progress for 3 s: no worker is connected to the scheduler; start workers" in run.stderr
-    assert "memory" not in run.stderr
+    assert re.search(
+        r"Error: no worker joined the scheduler at tcp://\S+ in 3 s \(--stall-timeout\): start workers", run.stderr
+    )
+    assert "memory" not in run.stderr and not (tmp_path / "o" / "_stages").exists()  # before any stage
 
 
 def test_a_lost_scheduler_is_one_line_naming_it_and_resume(tmp_path):
