@@ -7,6 +7,7 @@ graph instead of written stage by stage: nothing runs until the caller computes.
 """
 
 import difflib
+import warnings
 from dataclasses import dataclass, field
 
 import dask
@@ -520,6 +521,15 @@ def _config(mode: str | None, config, options: dict) -> RunConfig:
     # Only what was set: values the validation derived (the bands chosen for a threshold) are
     # derived again from the merged values.
     data = {} if config is None else config.model_dump(exclude_unset=True)
+    # A YAML file shared with `curate dedup` may set its files and cluster: said, not followed
+    # in silence (an `io.identify_only: true` still returned the kept frame without a word).
+    unread = [f"io.{k}" for k in data.get("io", {}) if k not in _IO] + [f"cluster.{k}" for k in data.get("cluster", {})]
+    if unread:
+        warnings.warn(
+            f"deduplicate(): config's {', '.join(unread)} not read: they configure curate dedup's files and "
+            "cluster, which the Python API leaves to you",
+            stacklevel=5,  # the caller of deduplicate, under its two decorators
+        )
     if mode is not None:
         data["mode"] = mode
     for name, value in options.items():

@@ -197,7 +197,13 @@ def dedup(
         stats.count("output", kept=kept, removed=n_removed, rejected=n_rejected)
 
         # A previous run's outputs (--overwrite) are replaced only now: a run that fails leaves them.
-        # summary.json first, as its presence says the outputs are one finished run's.
+        # summary.json first, as its presence says the outputs are one finished run's. What this
+        # run writes no new copy of is said (a full run's copy went without a word under
+        # --identify-only --resume).
+        written_again = {"deduplicated": not io.identify_only, "rejected": rejected is not None, "report.html": False}
+        dropped = [name for name, again in written_again.items() if not again and (out / name).exists()]
+        if dropped:
+            logger.warning("removed the previous run's %s from %s: this run writes none", " and ".join(dropped), out)
         _remove(out, OUTPUTS)
         if not io.identify_only:
             os.replace(out / "deduplicated.tmp", out / "deduplicated")

@@ -384,6 +384,16 @@ def test_a_configuration_file_means_what_it_means_to_the_cli(tmp_path):
         assert curate.deduplicate(fixture_frame(), config=config, mode="both").config.mode == "both"
     with pytest.raises(TypeError, match=r"config must be a RunConfig or FuzzyConfig .*, got dict"):
         curate.deduplicate(fixture_frame(), config={"fuzzy": {"threshold": 0.7}})  # an AttributeError
+    # A file shared with the CLI: what configures its files and cluster is said to go unread
+    # (identify_only still returned the kept frame, without a word).
+    (tmp_path / "cli.yaml").write_text("io:\n  identify_only: true\n  id_field: id\ncluster:\n  n_workers: 4\n")
+    with pytest.warns(UserWarning) as caught:
+        curate.deduplicate(fixture_frame(), config=load_config(str(tmp_path / "cli.yaml")))
+    assert [str(w.message) for w in caught] == [
+        "deduplicate(): config's io.identify_only, cluster.n_workers not read: they configure curate dedup's "
+        "files and cluster, which the Python API leaves to you"
+    ]
+    assert caught[0].filename == __file__  # shown at the caller's line
 
 
 @pytest.mark.parametrize("column", WORKING_COLUMNS)

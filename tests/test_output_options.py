@@ -97,7 +97,7 @@ def test_parquet_output_codec(sync, tmp_path):
     assert pq.read_table(tmp_path / "zstd" / "deduplicated") == pq.read_table(tmp_path / "snappy" / "deduplicated")
 
 
-def test_identify_only_lists_what_a_full_run_removes_and_writes_no_copy(sync, tmp_path):
+def test_identify_only_lists_what_a_full_run_removes_and_writes_no_copy(sync, tmp_path, caplog):
     bad = tmp_path / "in" / "docs.jsonl"  # a record that cannot be read is still listed
     bad.parent.mkdir()
     bad.write_bytes(DOCS.read_bytes() + b'{"id": "broken", "text": \n')
@@ -117,7 +117,16 @@ def test_identify_only_lists_what_a_full_run_removes_and_writes_no_copy(sync, tm
     assert listed["output_format"] is None and listed["output_compression"] is None
     # No stage depends on it: the same command without it writes the copy from the kept stages.
     stages = sorted(p.parent.name for p in (out / "_stages").glob("*/_marker.json"))
-    again = run([bad], out, resume=True, on_error="skip")
+    again = run([bad], out, resume=True, keep_stages=True, on_error="skip")
     assert sorted(again["reused_stages"]) == stages
     part = "deduplicated/part.0.jsonl"
     assert (out / part).read_bytes() == (tmp_path / "full" / part).read_bytes()
+    # Replacing a run whose outputs this one does not write says so (they went without a word).
+    (out / "report.html").write_text("the previous run's report")
+    caplog.clear()
+    run([DOCS], out, resume=True, identify_only=True)
+    assert sorted(p.name for p in out.iterdir()) == ["duplicates.parquet", "removed.parquet", "summary.json"]
+    assert (
+        f"removed the previous run's deduplicated and rejected and report.html from {out}: this run writes none"
+        in caplog.text
+    )

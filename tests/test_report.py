@@ -14,6 +14,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 
 import dask
@@ -288,6 +289,26 @@ def test_dedup_report_flag_and_errors(tmp_path, joined):
     assert 'data-count="kept">7<' in (out / "report.html").read_text()
     result = CliRunner().invoke(main, ["report", str(tmp_path)])
     assert result.exit_code == 1 and "no summary.json" in result.output
+
+
+def test_damaged_outputs_are_named_with_the_fix(run, tmp_path):
+    # An edited or cut-short summary.json was a KeyError ('versions'), a missing table its bare path.
+    again = "; run curate dedup again with --overwrite"
+    damages = {
+        "summary.json": (b'{"counts": {}}', rf"summary\.json is damaged: it lacks \['config', 'seconds', 'versions'\]{again}"),
+        "summary.json ": (b"[1, 2]", rf"summary\.json is damaged: it lacks \['config', 'counts', 'seconds', 'versions'\]{again}"),
+        " summary.json": (b'{"counts": ', rf"summary\.json is damaged \(Expecting value: line 1 column 12 \(char 11\)\){again}"),
+        "removed.parquet": (None, rf"out: no removed\.parquet, so the run's outputs are incomplete{again}"),
+        "duplicates.parquet": (b"PAR1", rf"duplicates\.parquet is damaged \(.*\){again}"),
+    }  # fmt: skip
+    for name, (content, message) in damages.items():
+        out = tmp_path / "out"
+        shutil.copytree(run[0], out, dirs_exist_ok=True)
+        path = out / name.strip()
+        path.unlink() if content is None else path.write_bytes(content)
+        for command in ("report", "inspect"):
+            result = CliRunner().invoke(main, [command, str(out)])
+            assert result.exit_code == 1 and re.fullmatch(f"Error: .*{message}\n", result.output), result.output
 
 
 @pytest.mark.parametrize(

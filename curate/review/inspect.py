@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from fsspec.core import url_to_fs
 
 from curate.checkpoints import modified
@@ -23,6 +24,8 @@ from curate.io.files import source_names
 from curate.io.lookup import read_records
 from curate.review.diff import Diff, word_diff
 from curate.schema import POSITION_BITS
+
+SUMMARY_KEYS = frozenset({"versions", "config", "counts", "seconds"})  # in every run's summary.json
 
 
 @dataclass(frozen=True)
@@ -97,9 +100,12 @@ class RunOutput:
     Raises
     ------
     FileNotFoundError
-        If ``out_dir`` holds no finished run (no ``summary.json``).
+        If ``out_dir`` holds no finished run (no ``summary.json``), or lacks ``removed.parquet``
+        or ``duplicates.parquet``.
     ValueError
-        If the run was written by a curate without the columns a review needs (before 0.2).
+        If one of those files is damaged (not JSON or Parquet, or without the keys of
+        :data:`SUMMARY_KEYS`), or the run was written by a curate without the columns a review
+        needs (before 0.2).
     """
 
     def __init__(self, out_dir, *, max_chars: int = 4_000):
@@ -107,9 +113,23 @@ class RunOutput:
         summary = self.out_dir / "summary.json"
         if not summary.exists():
             raise FileNotFoundError(f"{self.out_dir}: no summary.json, so not a finished curate dedup run")
-        self.summary = json.loads(summary.read_text())
-        self.removed = pd.read_parquet(self.out_dir / "removed.parquet")
-        self.duplicates = pd.read_parquet(self.out_dir / "duplicates.parquet")
+        # A damaged output (a copy cut short, an edit) is named with the fix, not a KeyError.
+        again = "run curate dedup again with --overwrite"
+        try:
+            self.summary = json.loads(summary.read_text())
+        except (ValueError, UnicodeDecodeError) as err:
+            raise ValueError(f"{summary} is damaged ({err}); {again}") from None
+        lost = SUMMARY_KEYS - set(self.summary) if isinstance(self.summary, dict) else SUMMARY_KEYS
+        if lost:
+            raise ValueError(f"{summary} is damaged: it lacks {sorted(lost)}; {again}")
+        for name in ("removed", "duplicates"):
+            path = self.out_dir / f"{name}.parquet"
+            if not path.exists():
+                raise FileNotFoundError(f"{self.out_dir}: no {path.name}, so the run's outputs are incomplete; {again}")
+            try:
+                setattr(self, name, pd.read_parquet(path))
+            except (OSError, pa.ArrowException) as err:
+                raise ValueError(f"{path} is damaged ({err}); {again}") from None
         missing = {"jaccard", "source", "position"} - set(self.duplicates.columns)
         if missing or "input_files" not in self.summary:
             raise ValueError(
