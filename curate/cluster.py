@@ -54,9 +54,11 @@ def connect(config: ClusterConfig, backend: str = "cpu", *, quiet: bool = True):
     block raises (an interrupt, an error), the embedded workers are stopped at once rather
     than after their running tasks.
 
-    The client process's cudf options (spilling) are left as they are: curate gathers only host
-    objects (:func:`curate.backend.on_host`), so the client never rebuilds the workers' spillable
-    cudf buffers.
+    An embedded ``LocalCUDACluster`` with cuDF spilling on turns it on in this process too
+    (dask-cuda 26.10 sets cudf's ``spill`` and ``spill_stats`` options for the client, and
+    leaves them so); a joined cluster leaves them as they are. Either way curate gathers only
+    host objects (:func:`curate.backend.on_host`), so the client never rebuilds the workers'
+    spillable cudf buffers.
 
     Parameters
     ----------

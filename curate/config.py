@@ -13,7 +13,7 @@ import yaml
 from dask.utils import parse_bytes
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from curate.params import DEFAULT_FN_WEIGHT, DEFAULT_FP_WEIGHT, optimal_bands
+from curate.params import DEFAULT_FN_WEIGHT, DEFAULT_FP_WEIGHT, candidate_probability, optimal_bands
 from curate.schema import WORKING_COLUMNS
 
 DEFAULT_NUM_PERM = 260  # MinHash values when neither num_perm nor the bands are given (NeMo Curator's 20 x 13)
@@ -250,6 +250,23 @@ class FuzzyConfig(_Section):
         self.__dict__.update(num_bands=bands, rows_per_band=rows, num_perm=num_perm)
         self.__pydantic_fields_set__ -= derived
         return self
+
+    def weak_bands(self) -> str | None:
+        """A warning when bands and rows that were given (a config file's, e.g.
+        ``nemo-curator``'s 20 x 13, with another ``--threshold``) find fewer than half of the pairs
+        at the threshold (:func:`curate.params.candidate_probability`), else None."""
+        if not {"num_bands", "rows_per_band"} <= self.model_fields_set:
+            return None
+        found = candidate_probability(float(self.threshold), self.num_bands, self.rows_per_band)
+        if found >= 0.5:
+            return None
+        bands, rows = optimal_bands(self.threshold, self.num_perm, self.fp_weight, self.fn_weight)
+        return (
+            f"num_bands x rows_per_band = {self.num_bands} x {self.rows_per_band} make a pair at Jaccard "
+            f"{self.threshold} (the threshold) a candidate with probability {found:.0%}: most near duplicates "
+            f"at the threshold are missed; chosen for it they are {bands} x {rows} (`curate params --threshold "
+            f"{self.threshold}`): give those, or leave both out of the configuration"
+        )
 
     @property
     def num_hashes(self) -> int:

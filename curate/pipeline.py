@@ -110,6 +110,8 @@ def dedup(
     gpu = dask.config.get("dataframe.backend", "pandas") == "cudf"
     spilled_before = spilled_bytes(gpu)  # a joined cluster's workers count earlier runs' too
     io, keep = config.io, KeepPolicy.parse(config.keep)
+    if config.mode != "exact" and (weak := config.fuzzy.weak_bands()):
+        logger.warning(weak)
     _, paths, input_fmt = expand_paths(inputs)
     # identify_only: no deduplicated copy, so no output format; the final pass reads the records
     # as JSONL output does (each as read) and counts those kept.

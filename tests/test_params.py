@@ -1,11 +1,16 @@
+import re
 import struct
 from pathlib import Path
 
+import dask
+import dask.dataframe as dd
 import numpy as np
+import pandas as pd
 import pytest
 from pydantic import ValidationError
 from scipy.special import beta, betainc
 
+import curate
 from curate.config import FuzzyConfig, load_config
 from curate.params import (
     SIMILARITIES,
@@ -18,6 +23,8 @@ from curate.params import (
     s_curve_plot,
     similarity_at,
 )
+from curate.pipeline import dedup
+from tests.conftest import FIXTURES
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -189,6 +196,28 @@ def test_threshold_config_file_gets_the_optimisers_choice():
     fuzzy = load_config(CONFIGS / "threshold-0.7.yaml").fuzzy
     assert fuzzy.threshold == 0.7
     assert (fuzzy.num_bands, fuzzy.rows_per_band) == optimal_bands(0.7, 260, 0.01, 0.99) == (39, 6)
+
+
+def test_given_bands_that_miss_most_pairs_at_the_threshold_are_warned_of(tmp_path, caplog):
+    # nemo-curator's 20 x 13 with --threshold 0.7 made 18% of the pairs at 0.7 candidates, without a word.
+    weak = load_config("nemo-curator", {"fuzzy": {"threshold": 0.7}}).fuzzy.weak_bands()
+    assert weak == (
+        "num_bands x rows_per_band = 20 x 13 make a pair at Jaccard 0.7 (the threshold) a candidate with "
+        "probability 18%: most near duplicates at the threshold are missed; chosen for it they are 39 x 6 "
+        "(`curate params --threshold 0.7`): give those, or leave both out of the configuration"
+    )
+    assert round(candidate_probability(0.7, 20, 13), 4) == 0.1769  # 1 - (1 - 0.7**13)**20
+    assert load_config("nemo-curator").fuzzy.weak_bands() is None  # 68% at its own 0.8
+    assert FuzzyConfig(threshold=0.5).weak_bands() is None  # chosen for the threshold
+    assert FuzzyConfig(threshold=1.0, num_bands=1, rows_per_band=1).weak_bands() is None
+    with dask.config.set(scheduler="sync"):  # curate dedup's run
+        for mode in ("both", "exact"):
+            config = load_config("nemo-curator", {"fuzzy": {"threshold": 0.7}, "mode": mode})
+            dedup([str(FIXTURES / "docs.jsonl")], str(tmp_path / mode), config)
+    assert caplog.messages.count(weak) == 1  # exact dedup alone: no warning
+    frame = dd.from_pandas(pd.DataFrame({"text": ["a b c", "d e f"]}), npartitions=1)
+    with pytest.warns(UserWarning, match=re.escape(weak)):
+        curate.deduplicate(frame, config=load_config("nemo-curator"), threshold=0.7)
 
 
 def test_config_explicit_bands():
