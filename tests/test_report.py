@@ -424,3 +424,7 @@ def test_inspect_shows_control_characters_instead_of_sending_them():
     shown = out.getvalue()
     assert not any((ord(c) < 0x20 and c != "\n") or c == "\u202e" for c in shown), repr(shown)
     assert "\\x1b[31mRED\\x1b[0m" in shown and "end\\x0d\\x07" in shown and "removed: r\\x1b]0;x\\x07" in shown
+    # An id's newline broke the headline and the column's header in two.
+    out = StringIO()
+    print_pair(Console(file=out, width=200, color_system=None), Pair("r\n1\t", "k", "fuzzy", 0.9, "k", 2, pair.diff))
+    assert "removed r\\x0a1\\x09 · kept k" in out.getvalue() and "removed: r\\x0a1\\x09" in out.getvalue()

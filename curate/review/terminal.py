@@ -20,19 +20,25 @@ def visible(text: str) -> str:
     return text.translate(_CONTROL)
 
 
+def _id(doc) -> str:
+    """An id as rich markup on one line: a newline or tab in it is shown too (``\\x0a``), or
+    it broke the headline and the table's header in two."""
+    return escape(visible(str(doc)).replace("\n", "\\x0a").replace("\t", "\\x09"))
+
+
 def print_pair(console: Console, pair: Pair) -> None:
     """A removed document beside its representative: common text plain, differing words in colour
     (or, without colour, marked ``[-removed's-]`` and ``{+kept's+}`` as in ``git diff --word-diff``)."""
     title = _packed(
-        f"[bold]{pair.kind}[/]: " + pair.headline(lambda doc: f"[bold]{escape(visible(str(doc)))}[/]"), console.width
+        f"[bold]{pair.kind}[/]: " + pair.headline(lambda doc: f"[bold]{_id(doc)}[/]"), console.width
     )
     if pair.diff is None:
         console.print(title)
         console.print(f"  text unavailable: {escape(visible(pair.unavailable))}")
         return
     table = Table(title=title, title_justify="left", expand=True)
-    table.add_column(f"removed: {escape(visible(str(pair.removed)))}", ratio=1, overflow="fold")
-    table.add_column(f"kept: {escape(visible(str(pair.representative)))}", ratio=1, overflow="fold")
+    table.add_column(f"removed: {_id(pair.removed)}", ratio=1, overflow="fold")
+    table.add_column(f"kept: {_id(pair.representative)}", ratio=1, overflow="fold")
     width = max(8, (console.width - 7) // 2)  # of each column: the borders and padding take 7
     for block in diff_blocks(pair.diff):
         if isinstance(block, int):
