@@ -29,9 +29,7 @@ def _id(doc) -> str:
 def print_pair(console: Console, pair: Pair) -> None:
     """A removed document beside its representative: common text plain, differing words in colour
     (or, without colour, marked ``[-removed's-]`` and ``{+kept's+}`` as in ``git diff --word-diff``)."""
-    title = _packed(
-        f"[bold]{pair.kind}[/]: " + pair.headline(lambda doc: f"[bold]{_id(doc)}[/]"), console.width
-    )
+    title = _packed(f"[bold]{pair.kind}[/]: " + pair.headline(lambda doc: f"[bold]{_id(doc)}[/]"), console.width)
     if pair.diff is None:
         console.print(title)
         console.print(f"  text unavailable: {escape(visible(pair.unavailable))}")
