@@ -202,7 +202,8 @@ def dedup(
         # summary.json first, as its presence says the outputs are one finished run's. What this
         # run writes no new copy of is said (a full run's copy went without a word under
         # --identify-only --resume).
-        written_again = {"deduplicated": not io.identify_only, "rejected": rejected is not None, "report.html": False}
+        # (report.html, a view of the outputs, goes too: --report or `curate report` writes it.)
+        written_again = {"deduplicated/": not io.identify_only, "rejected/": rejected is not None}
         dropped = [name for name, again in written_again.items() if not again and (out / name).exists()]
         if dropped:
             logger.warning("removed the previous run's %s from %s: this run writes none", " and ".join(dropped), out)
