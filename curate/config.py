@@ -540,6 +540,17 @@ class ClusterConfig(_Section):
             raise ValueError(f"{value!r} is not an address: give [HOST]:PORT, e.g. :8787")
         return value
 
+    @field_validator("scheduler_address")
+    @classmethod
+    def _scheduler(cls, value):
+        # "foo" was distributed's "missing port number", naming no flag; port 99999 waited 30 s.
+        host, _, port = (value or "").split("://")[-1].rpartition(":")
+        if value is not None and not (host and port.isdigit() and 0 < int(port) < 65536):
+            raise ValueError(
+                f"{value!r} is not an address: give [PROTOCOL://]HOST:PORT, the `Scheduler at:` line of its log"
+            )
+        return value
+
     @model_validator(mode="after")
     def _one_scheduler(self):
         if self.scheduler_address and self.scheduler_file:
