@@ -7,6 +7,7 @@ is imported here. Each error says which flag or argument fixes it.
 """
 
 import contextlib
+import glob
 import os
 import re
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
-from fsspec.utils import glob_translate
+from fsspec.utils import get_protocol, glob_translate
 
 from curate.config import IOConfig, parse_keep
 from curate.io.files import check_ordered, find_inputs, glob_root, sample_files, source_names, unify_schemas
@@ -224,7 +225,7 @@ def check_output(
         with hold_output(out):  # in use by another run: that first (it also explains what the folder holds)
             pass
     where = Path(os.path.realpath(out))
-    reader = next((i for i in inputs if "://" not in i and _lists_outputs(i, where)), None)
+    reader = next((i for i in inputs if get_protocol(i) in ("file", "local") and _lists_outputs(i, where)), None)
     if reader is not None:
         kind = "folder" if os.path.isdir(reader) else "pattern"
         raise ValueError(
@@ -263,6 +264,7 @@ def _lists_outputs(item: str, where: Path) -> bool:
     folder ``where`` (a real path): ``data/`` and ``data/**/*.jsonl`` do for ``data/out``,
     ``data/*.jsonl`` and ``data/`` for ``data/_out`` do not (a folder's or glob's names starting
     with . or _ are not read: :func:`curate.io.files.find_inputs`)."""
+    item = LocalFileSystem._strip_protocol(item)  # file:///a/b is /a/b
     folder = os.path.isdir(item)
     root = item if folder else glob_root(LocalFileSystem(), item)
     if root is None or not where.is_relative_to(real := os.path.realpath(root or ".")):
@@ -271,8 +273,9 @@ def _lists_outputs(item: str, where: Path) -> bool:
         return False
     if folder:
         return True
-    pattern = re.compile(glob_translate(os.path.join(real, item[len(root) :])))
-    written = [where / name for name in ("duplicates.parquet", "removed.parquet")]
+    # (the folder's own name is no pattern: a [ in it matched nothing)
+    pattern = re.compile(glob_translate(os.path.join(glob.escape(real), item[len(root) :])))
+    written = [where / name for name in OUTPUTS if "." in name]  # summary.json is JSONL to a glob of *.json
     written += [where / folder / f"part.0.{ext}" for folder in ("deduplicated", "rejected") for ext in _EXTENSIONS]
     return any(pattern.match(str(path)) for path in written)
 

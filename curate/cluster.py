@@ -91,7 +91,10 @@ def connect(config: ClusterConfig, backend: str = "cpu", *, quiet: bool = True):
         timeout = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"))
         if config.scheduler_file:
             _wait_for(config.scheduler_file, timeout)
-        _answering(config.scheduler_address or _address_in(config.scheduler_file), timeout, config.scheduler_file)
+        address = config.scheduler_address or _address_in(config.scheduler_file)
+        if address.startswith("ucx://"):  # distributed's traceback of an abstract class otherwise
+            _ucx_transport()
+        _answering(address, timeout, config.scheduler_file)
         client = Client(address=config.scheduler_address, scheduler_file=config.scheduler_file)
         address = client.scheduler.address
         logger.info(
@@ -269,6 +272,11 @@ def _answering(address: str, timeout: float, scheduler_file: str | None = None) 
             reply = thread.submit(asyncio.run, identity()).result()
     except OSError as err:  # TimeoutError among them; a malformed address raises ValueError, naming it
         reply = {"error": str(err) or "no answer"}
+    except TypeError as err:  # tls:// without certificates in Dask's configuration: a traceback
+        raise OSError(
+            f"cannot connect to {address} ({err}): a tls:// scheduler needs the client's certificates in "
+            "Dask's configuration (distributed.comm.tls.*)"
+        ) from None
     if reply.get("type") != "Scheduler":
         raise OSError(
             f"no Dask scheduler answered at {address} within {timeout:.0f} s ({reply.get('error', reply)}): {fix}"
@@ -699,14 +707,19 @@ def local_cuda_cluster(config: ClusterConfig, silence_logs: int = logging.WARNIN
     except ImportError as err:
         raise ValueError(f"backend 'gpu' needs dask-cuda ({err}): {GPU_INSTALL_HINT}") from None
     if config.gpu.protocol == "ucx":
-        try:
-            import distributed_ucxx  # noqa: F401  (registers the ucx:// transport)
-        except ImportError:
-            raise ValueError(f"protocol 'ucx' needs distributed-ucxx: {GPU_INSTALL_HINT}") from None
+        _ucx_transport()
     gpus = config.n_workers or (len(config.gpu.devices.split(",")) if config.gpu.devices else get_n_gpus())
     options = local_cuda_cluster_options(config, gpus)
     logger.info("starting LocalCUDACluster(%s)", options)
     return LocalCUDACluster(**options, silence_logs=silence_logs)
+
+
+def _ucx_transport() -> None:
+    """Raise ValueError unless distributed-ucxx, which registers the ``ucx://`` transport, is installed."""
+    try:
+        import distributed_ucxx  # noqa: F401
+    except ImportError:
+        raise ValueError(f"protocol 'ucx' needs distributed-ucxx: {GPU_INSTALL_HINT}") from None
 
 
 def _size(value: str | None):

@@ -5,6 +5,7 @@ so ``--config NAME`` and ``curate config show NAME`` work from a pip install.
 """
 
 import difflib
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Literal
@@ -28,6 +29,7 @@ MAX_WIDTH = 2**31 - 1
 # one partition a line, and a run of minutes out of one of seconds.
 MIN_BLOCKSIZE = parse_bytes("4KB")
 KEEP_RULES = ("first", "longest", "max", "min")
+SCHEDULER_PROTOCOLS = ("tcp", "tls", "ucx", "ws", "wss")  # distributed's transports (ucx: distributed-ucxx)
 # Below this a worker cannot run: an idle one holds 287 MB (measured, curate imported) and Dask
 # pauses it at 80% of its limit.
 _MIN_WORKER_MEMORY = 512e6
@@ -544,10 +546,20 @@ class ClusterConfig(_Section):
     @classmethod
     def _scheduler(cls, value):
         # "foo" was distributed's "missing port number", naming no flag; port 99999 waited 30 s.
-        host, _, port = (value or "").split("://")[-1].rpartition(":")
-        if value is not None and not (host and port.isdigit() and 0 < int(port) < 65536):
+        if value is None:
+            return value
+        scheme, given, rest = value.rpartition("://")
+        host, _, port = rest.rpartition(":")
+        bracketed = host.startswith("[") and host.endswith("]")  # IPv6
+        if not (
+            (scheme in SCHEDULER_PROTOCOLS or not given)
+            and re.fullmatch(r"[0-9]{1,5}", port)
+            and 0 < int(port) < 65536
+            and re.fullmatch(r"[^\s/@\[\]:]+" if not bracketed else r"\[[0-9a-fA-F:.%\w]+\]", host)
+        ):
             raise ValueError(
-                f"{value!r} is not an address: give [PROTOCOL://]HOST:PORT, the `Scheduler at:` line of its log"
+                f"{value!r} is not an address: give [PROTOCOL://]HOST:PORT (PROTOCOL one of "
+                f"{', '.join(SCHEDULER_PROTOCOLS)}; an IPv6 HOST in brackets), the `Scheduler at:` line of its log"
             )
         return value
 

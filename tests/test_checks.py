@@ -229,9 +229,16 @@ def test_output_and_inputs_kept_apart(tmp_path):
     # A glob that would list the run's outputs is refused as its folder is (a second run read the
     # first's deduplicated/ as input); names starting with _ or . are never listed, so such an OUT
     # inside the inputs is fine.
-    for pattern in ("**/*.jsonl", "*/*/*.jsonl", "**/*.parquet", "**"):
+    for pattern in ("**/*.jsonl", "*/*/*.jsonl", "**/*.parquet", "**", "*/*.json"):  # *.json: summary.json
         with pytest.raises(ValueError, match=rf"inside the input pattern .*/in/{re.escape(pattern)}, so a later run"):
             check_output(tmp_path / "in" / "out", inputs=(str(tmp_path / "in" / pattern),), files=(str(data),))
+    for local in (f"file://{tmp_path}/in", f"local://{tmp_path}/in/**/*.jsonl"):  # local folders too
+        with pytest.raises(ValueError, match=rf"inside the input (folder|pattern) {re.escape(local)}, so a later run"):
+            check_output(tmp_path / "in" / "out", inputs=(local,), files=(str(data),))
+    (tmp_path / "t[1]").mkdir()  # the real folder's [ is no pattern
+    (tmp_path / "link").symlink_to(tmp_path / "t[1]")
+    with pytest.raises(ValueError, match=r"inside the input pattern .*/link/\*\*/\*\.jsonl, so a later run"):
+        check_output(tmp_path / "link" / "out", inputs=(str(tmp_path / "link" / "**" / "*.jsonl"),), files=(str(data),))
     for pattern in ("*.jsonl", "*/*.jsonl", "out/*.jsonl"):  # none lists deduplicated/part.0.jsonl
         check_output(tmp_path / "in" / "out", inputs=(str(tmp_path / "in" / pattern),), files=(str(data),))
     for inputs in ((str(tmp_path / "in"),), (str(tmp_path / "in" / "**"),)):

@@ -21,6 +21,7 @@ from distributed import Client, LocalCluster, get_task_stream
 
 from curate.cli import main
 from curate.cluster import ClusterError, check_workers
+from curate.config import ClusterConfig
 from tests.conftest import FIXTURES, SHARED
 
 REPO = Path(__file__).resolve().parents[1]
@@ -157,6 +158,28 @@ def test_a_scheduler_file_left_by_a_stopped_scheduler_is_named_at_once(tmp_path)
         f"Error: nothing listens at {address}, which {scheduler_file} names: the scheduler that wrote "
         f"{scheduler_file} has stopped: start it again (it writes the file anew)\n"
     )
+
+
+def test_scheduler_addresses_distributed_cannot_use_are_refused_naming_the_flag(tmp_path):
+    # Each was distributed's words without the flag, a traceback, or a 30 s wait.
+    good = ["h:1", "tcp://127.0.0.1:8786", "[::1]:8786", "tls://10.0.0.5:8786", "ucx://node-01.cluster:1"]
+    bad = ["foo", "tcp://host", "h:0", "h:65536", "http://h:1", "tcp://tcp://h:1", "://h:1", "::1:1", "[:1"]
+    bad += ["tcp://h:１２", "a:b:1", " h:1", "tcp://user@h:1"]
+    assert [a for a in good if _refused(a)] == [] and [a for a in bad if not _refused(a)] == []
+    for address, message in [
+        ("ucx://127.0.0.1:1", "Error: protocol 'ucx' needs distributed-ucxx: "),
+        ("tls://127.0.0.1:1", "): a tls:// scheduler needs the client's certificates in Dask's configuration"),
+    ]:
+        run = dedup_joining(tmp_path, "--scheduler-address", address, connect_timeout="2s")
+        assert run.returncode == 1 and message in run.stderr and "Traceback" not in run.stderr, run.stderr
+
+
+def _refused(address: str) -> bool:
+    try:
+        ClusterConfig(scheduler_address=address)
+    except ValueError as err:
+        return f"{address!r} is not an address: give [PROTOCOL://]HOST:PORT" in str(err)
+    return False
 
 
 def test_a_scheduler_without_workers_is_named_not_memory(tmp_path):
@@ -300,7 +323,6 @@ def test_a_dashboard_address_without_bokeh_is_a_warning(monkeypatch):
     import importlib.util
 
     from curate.cluster import connect
-    from curate.config import ClusterConfig
 
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(
