@@ -9,6 +9,7 @@ headless Chromium (``tests/browser.py``): no console message, nothing requested.
 kept under ``test-artifacts/``.
 """
 
+import functools
 import importlib.util
 import itertools
 import json
@@ -291,24 +292,66 @@ def test_dedup_report_flag_and_errors(tmp_path, joined):
     assert result.exit_code == 1 and "no summary.json" in result.output
 
 
+def _edit_summary(**changes):
+    def edit(out: Path) -> None:
+        summary = json.loads((out / "summary.json").read_text())
+        for key, value in changes.items():  # "a__b": summary["a"]["b"]; None as a value removes the key
+            *above, last = key.split("__")
+            target = functools.reduce(lambda d, k: d[k], above, summary)
+            target.pop(last) if value is None else target.__setitem__(last, value)
+        (out / "summary.json").write_text(json.dumps(summary))
+
+    return edit
+
+
+def _write(name: str, content: bytes | None):
+    return lambda out: (out / name).unlink() if content is None else (out / name).write_bytes(content)
+
+
+def _table(name: str, edit):
+    return lambda out: edit(pd.read_parquet(out / name)).to_parquet(out / name)
+
+
 def test_damaged_outputs_are_named_with_the_fix(run, tmp_path):
-    # An edited or cut-short summary.json was a KeyError ('versions'), a missing table its bare path.
+    # An edited or cut-short summary.json was a KeyError ('versions'), a TypeError or an
+    # IndexError traceback from inside the report; a missing table its bare path; a table without
+    # its columns was blamed on a curate older than the one that wrote it.
     again = "; run curate dedup again with --overwrite"
-    damages = {
-        "summary.json": (b'{"counts": {}}', rf"summary\.json is damaged: it lacks \['config', 'seconds', 'versions'\]{again}"),
-        "summary.json ": (b"[1, 2]", rf"summary\.json is damaged: it lacks \['config', 'counts', 'seconds', 'versions'\]{again}"),
-        " summary.json": (b'{"counts": ', rf"summary\.json is damaged \(Expecting value: line 1 column 12 \(char 11\)\){again}"),
-        "removed.parquet": (None, rf"out: no removed\.parquet, so the run's outputs are incomplete{again}"),
-        "duplicates.parquet": (b"PAR1", rf"duplicates\.parquet is damaged \(.*\){again}"),
-    }  # fmt: skip
-    for name, (content, message) in damages.items():
+    damages = [
+        (_write("summary.json", b'{"counts": '), r"summary\.json is damaged \(Expecting value: line 1 column 12 \(char 11\)\)"),
+        (_write("summary.json", b"[1, 2]"), r"summary\.json is damaged: it holds no JSON object"),
+        (_edit_summary(counts={}), r"summary\.json is damaged: counts\.input: Field required"),
+        (_edit_summary(counts="x"), r"summary\.json is damaged: counts: Input should be a valid dictionary.*"),
+        (_edit_summary(config__io={}), r"summary\.json is damaged: config\.io\.text_field: Field required"),
+        (_edit_summary(config=1), r"summary\.json is damaged: config: Input should be a valid dictionary.*"),
+        (_edit_summary(input_files=[]), r"summary\.json is damaged: input_files: List should have at least 1 item.*"),
+        (_edit_summary(seconds={"read": 1.0}), r"summary\.json is damaged: seconds: Value error, no total"),
+        (_edit_summary(versions={}), r"summary\.json is damaged: versions\.curate: Field required"),
+        (_write("removed.parquet", None), r"out: no removed\.parquet, so the run's outputs are incomplete"),
+        (_write("duplicates.parquet", b"PAR1"), r"duplicates\.parquet is damaged \(.*\)"),
+        (_table("removed.parquet", lambda t: t[["id"]]), r"removed\.parquet is damaged: it lacks the column\(s\) \['jaccard', 'kind', 'representative'\]"),
+        (_table("duplicates.parquet", lambda t: t.drop(columns="source")), r"duplicates\.parquet is damaged: it lacks the column\(s\) \['source'\]"),
+        (_table("duplicates.parquet", lambda t: t.assign(source="other.jsonl")), r"duplicates\.parquet names input files that summary\.json does not list \(e\.g\. 'other\.jsonl'\): the two are from different runs"),
+    ]  # fmt: skip
+    for damage, message in damages:
         out = tmp_path / "out"
-        shutil.copytree(run[0], out, dirs_exist_ok=True)
-        path = out / name.strip()
-        path.unlink() if content is None else path.write_bytes(content)
-        for command in ("report", "inspect"):
-            result = CliRunner().invoke(main, [command, str(out)])
-            assert result.exit_code == 1 and re.fullmatch(f"Error: .*{message}\n", result.output), result.output
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.copytree(run[0], out)
+        damage(out)
+        for command in (
+            ["report", "--force"],
+            ["inspect"],
+            ["inspect", "--id", "kjv-01001"],
+            ["inspect", "--group", "x"],
+        ):
+            result = CliRunner().invoke(main, [*command, str(out)])
+            assert result.exit_code == 1 and re.fullmatch(f"Error: .*{message}{again}\n", result.output), result.output
+    # What a curate before 0.2 wrote is said to be that, not damage.
+    _edit_summary(versions__curate="0.1.4", input_files=None)(out)
+    result = CliRunner().invoke(main, ["inspect", str(out)])
+    assert result.output.endswith(
+        "was written by curate 0.1.4, which did not record ['input_files']; rerun it with curate >= 0.2 (--overwrite)\n"
+    )
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 from fsspec.core import url_to_fs
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from curate.checkpoints import modified
 from curate.io.files import source_names
@@ -25,7 +26,97 @@ from curate.io.lookup import read_records
 from curate.review.diff import Diff, word_diff
 from curate.schema import POSITION_BITS
 
-SUMMARY_KEYS = frozenset({"versions", "config", "counts", "seconds"})  # in every run's summary.json
+# The columns of the two tables that a review reads.
+REVIEWED_COLUMNS = {
+    "removed": ("id", "kind", "representative", "jaccard"),
+    "duplicates": ("id", "group", "kind", "kept", "jaccard", "source", "position"),
+}
+_OLDER = "{} was written by curate {}, which did not record {}; rerun it with curate >= 0.2 (--overwrite)"
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")  # a summary holds more than a review reads
+
+
+class _InputFile(_Open):
+    path: str
+    size: int
+    modified: str
+
+
+class _Config(_Open):
+    class _IO(_Open):
+        text_field: str
+        output_format: str | None
+        output_compression: str | None
+
+    class _Fuzzy(_Open):
+        threshold: float
+        num_bands: int
+        rows_per_band: int
+        verify: bool
+
+    mode: str
+    keep: str
+    backend: str
+    io: _IO
+    fuzzy: _Fuzzy
+
+
+class _Counts(_Open):
+    class _Input(_Open):
+        documents: int
+
+    class _Output(_Open):
+        kept: int
+        removed: int
+
+    input: _Input
+    output: _Output
+    exact: dict[str, int] = {}
+    fuzzy: dict[str, int] = {}
+    rejected: dict[str, int] = {}
+
+
+class _Peak(_Open):
+    client: int
+    workers: dict[str, int]
+    total: int
+
+
+class _Versions(_Open):
+    curate: str
+
+
+class RunSummary(_Open):
+    """What ``curate report`` and ``curate inspect`` read of a run's ``summary.json`` (its other
+    keys are allowed): the shape :class:`RunOutput` checks before a review, so that an edited or
+    damaged file is named rather than failing deep inside the report."""
+
+    inputs: list[str]
+    input_files: list[_InputFile] = Field(min_length=1)
+    output_format: str | None
+    output_compression: str | None
+    config: _Config
+    counts: _Counts
+    reused_stages: list[str]
+    seconds: dict[str, float]
+    peak_rss_bytes: _Peak
+    stage_peak_rss_bytes: dict[str, _Peak] = {}
+    spilled_bytes: int | None = None
+    versions: _Versions
+
+    @field_validator("seconds")
+    @classmethod
+    def _total(cls, value):
+        if "total" not in value:
+            raise ValueError("no total")
+        return value
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """``(0, 2)`` of ``"0.2.0"`` or ``"0.2.dev3"``."""
+    return tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
 
 
 @dataclass(frozen=True)
@@ -103,26 +194,39 @@ class RunOutput:
         If ``out_dir`` holds no finished run (no ``summary.json``), or lacks ``removed.parquet``
         or ``duplicates.parquet``.
     ValueError
-        If one of those files is damaged (not JSON or Parquet, or without the keys of
-        :data:`SUMMARY_KEYS`), or the run was written by a curate without the columns a review
-        needs (before 0.2).
+        If one of those files is damaged (not JSON or Parquet, ``summary.json`` not shaped as
+        :class:`RunSummary`, a table without the columns of :data:`REVIEWED_COLUMNS`, or the
+        tables naming input files the summary does not list), or the run was written by a curate
+        without what a review needs (before 0.2).
     """
 
     def __init__(self, out_dir, *, max_chars: int = 4_000):
         self.out_dir, self.max_chars = Path(out_dir), max_chars
         summary = self.out_dir / "summary.json"
-        if not summary.exists():
+        if not summary.is_file():
             raise FileNotFoundError(f"{self.out_dir}: no summary.json, so not a finished curate dedup run")
-        # A damaged output (a copy cut short, an edit) is named with the fix, not a KeyError.
+        # Damaged outputs (a copy cut short, an edit) are named with the fix, not a KeyError
+        # or a traceback from deep inside the report.
         again = "run curate dedup again with --overwrite"
         try:
             self.summary = json.loads(summary.read_text())
         except (ValueError, UnicodeDecodeError) as err:
             raise ValueError(f"{summary} is damaged ({err}); {again}") from None
-        lost = SUMMARY_KEYS - set(self.summary) if isinstance(self.summary, dict) else SUMMARY_KEYS
-        if lost:
-            raise ValueError(f"{summary} is damaged: it lacks {sorted(lost)}; {again}")
-        for name in ("removed", "duplicates"):
+        if not isinstance(self.summary, dict):
+            raise ValueError(f"{summary} is damaged: it holds no JSON object; {again}")
+        version = (
+            self.summary.get("versions", {}).get("curate") if isinstance(self.summary.get("versions"), dict) else None
+        )
+        older = isinstance(version, str) and _release(version) < (0, 2)
+        if older and "input_files" not in self.summary:  # before 0.2 no review was possible
+            raise ValueError(_OLDER.format(self.out_dir, version, ["input_files"]))
+        try:
+            RunSummary.model_validate(self.summary)
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = ".".join(map(str, first["loc"])) or "the file"
+            raise ValueError(f"{summary} is damaged: {where}: {first['msg']}; {again}") from None
+        for name, columns in REVIEWED_COLUMNS.items():
             path = self.out_dir / f"{name}.parquet"
             if not path.exists():
                 raise FileNotFoundError(f"{self.out_dir}: no {path.name}, so the run's outputs are incomplete; {again}")
@@ -130,11 +234,17 @@ class RunOutput:
                 setattr(self, name, pd.read_parquet(path))
             except (OSError, pa.ArrowException) as err:
                 raise ValueError(f"{path} is damaged ({err}); {again}") from None
-        missing = {"jaccard", "source", "position"} - set(self.duplicates.columns)
-        if missing or "input_files" not in self.summary:
+            missing = sorted(set(columns) - set(getattr(self, name).columns))
+            if missing and older:
+                raise ValueError(_OLDER.format(self.out_dir, version, missing))
+            if missing:
+                raise ValueError(f"{path} is damaged: it lacks the column(s) {missing}; {again}")
+        listed = set(source_names([f["path"] for f in self.summary["input_files"]]))
+        unlisted = sorted(set(self.duplicates.source.unique()) - listed)
+        if unlisted:
             raise ValueError(
-                f"{self.out_dir} was written by curate {self.summary['versions']['curate']}, which did not record "
-                f"{sorted(missing) or ['input_files']}; rerun it with curate >= 0.2 (--overwrite)"
+                f"{self.out_dir / 'duplicates.parquet'} names input files that summary.json does not list "
+                f"(e.g. {unlisted[0]!r}): the two are from different runs; {again}"
             )
         self.text_field = self.summary["config"]["io"]["text_field"]
 
