@@ -167,14 +167,39 @@ def _wait_for(scheduler_file: str, timeout: float) -> None:
         time.sleep(0.1)
 
 
-def check_workers(client: Client) -> None:
+# A frozen worker (SIGSTOP, a lost node) never answers distributed's Client.run, which then
+# waits for ever (a run stalled past --stall-timeout hung in its peak-memory count): calls on
+# the workers give up after this many seconds (Dask's default connect timeout).
+ANSWER_TIMEOUT = 30
+
+
+def run_on_workers(client: Client, function, *args, workers: list[str] | None = None) -> dict:
+    """``client.run(function, *args)`` on every worker (or ``workers``): ``{address: result,
+    or the exception it raised}``.
+
+    Raises
+    ------
+    TimeoutError
+        Where a worker has not answered within :data:`ANSWER_TIMEOUT` seconds.
+    """
+    return client.run(function, *args, workers=workers, on_error="return", callback_timeout=ANSWER_TIMEOUT)
+
+
+def check_workers(client: Client, workers: list[str] | None = None) -> None:
     """Check a joined cluster's workers: refuse (:class:`ClusterError`, naming them) workers
     that cannot import curate's code or hold other code than this process (another version or
     checkout: its tasks would fail, or differ, in ways that do not say so); warn (log) where
     some lack ``ARROW_DEFAULT_MEMORY_POOL=system`` in their environment, which the embedded cluster sets:
     pyarrow's default pool keeps what each stage freed, so their memory only grows from stage
-    to stage (docs/multi-node.md)."""
-    found = client.run(_worker_setup, on_error="return")
+    to stage (docs/multi-node.md). ``workers``: those to check (default all: at the start; the
+    run checks those that join later as they come, :func:`gather`)."""
+    try:
+        found = run_on_workers(client, _worker_setup, workers=workers)
+    except TimeoutError:
+        raise ClusterError(
+            f"a worker of the scheduler at {client.scheduler.address} did not answer within {ANSWER_TIMEOUT} s "
+            "(frozen, or its node lost): restart it"
+        ) from None
     ours = code_fingerprint()
     other = {worker: got for worker, got in found.items() if isinstance(got, BaseException) or got[1] != ours}
     if other:
@@ -605,7 +630,7 @@ def gather(
 
 
 def _watch(client: Client, futures, stall_timeout: float, hint: str) -> None:
-    seen, last, since, deaths, most = None, None, time.monotonic(), 0, 1
+    seen, last, since, deaths, most = set(client.scheduler_info()["workers"]), None, time.monotonic(), 0, 1
     while True:
         try:
             wait(futures, timeout=min(5.0, stall_timeout))
@@ -614,8 +639,12 @@ def _watch(client: Client, futures, stall_timeout: float, hint: str) -> None:
             pass
         state = client.run_on_scheduler(_cluster_state)
         workers = state["workers"]
-        if seen is not None:  # a restarted worker comes back under a new address
-            deaths += len(seen - set(workers))
+        deaths += len(seen - set(workers))  # a restarted worker comes back under a new address
+        if joined := sorted(set(workers) - seen):  # one without curate crashed the run at its next count
+            try:
+                check_workers(client, joined)
+            except ClusterError as err:
+                raise ClusterError(f"{err}; finished stages are kept for --resume") from None
         seen, most = set(workers), max(most, len(workers))
         if deaths > 2 * most:
             raise ClusterError(
@@ -642,13 +671,12 @@ def _watch(client: Client, futures, stall_timeout: float, hint: str) -> None:
             silent = [
                 f"{address} ({w['silent']:.0f} s)" for address, w in workers.items() if w["silent"] >= stall_timeout
             ]
-            why = (
-                f"worker(s) paused at their memory limit: {', '.join(paused)}"
-                if paused
-                else f"no word from worker(s) {', '.join(silent)} (frozen, or their node lost)"
-                if silent
-                else "no worker is computing"
-            )
+            if silent and not paused:  # memory advice would mislead
+                raise ClusterError(
+                    f"no progress for {stall_timeout:.0f} s: no word from worker(s) {', '.join(silent)} (frozen, or "
+                    "their node lost): restart them, then run the same command with --resume: finished stages are kept"
+                )
+            why = f"worker(s) paused at their memory limit: {', '.join(paused)}" if paused else "no worker is computing"
             raise ClusterError(f"no progress for {stall_timeout:.0f} s: {why}; {hint}")
 
 

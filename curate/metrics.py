@@ -15,7 +15,7 @@ import resource
 import sys
 from importlib import metadata
 
-from curate.cluster import current_client
+from curate.cluster import current_client, run_on_workers
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +85,19 @@ def _take_device_peak() -> int | None:
         return None
 
 
+def _answers(function, *args) -> dict:
+    """``function(*args)`` on the current client's workers: the results of those that ran it,
+    by address; none without a client. A count is no reason to stop a run: a worker that
+    cannot run it (it lacks curate: the run names it) or does not answer (frozen: the run's
+    watch names it) is left out of it."""
+    client = current_client()
+    try:
+        found = {} if client is None else run_on_workers(client, function, *args)
+    except TimeoutError:
+        return {}
+    return {worker: got for worker, got in found.items() if not isinstance(got, BaseException)}
+
+
 def _take_worker_peaks(device: bool) -> tuple[int, int, int | None]:
     return (*_take_process_peak(), _take_device_peak() if device else None)
 
@@ -100,8 +113,7 @@ def take_peaks(device: bool = False) -> tuple[dict, dict | None]:
     none does.
     """
     pid, own = _take_process_peak()
-    client = current_client()
-    workers = {} if client is None else client.run(_take_worker_peaks, device)
+    workers = _answers(_take_worker_peaks, device)
     per_process = {pid: own, **{p: rss for p, rss, _ in workers.values()}}
     rss = {"client": own, "workers": {w: rss for w, (_, rss, _) in workers.items()}, "total": sum(per_process.values())}
     device = {w: peak for w, (_, _, peak) in workers.items() if peak is not None}
@@ -149,10 +161,7 @@ def spilled_bytes(device: bool = False) -> tuple[int, int | None]:
     a GPU run: ``device`` true): from their GPUs to host memory, as cuDF counts them
     (dask-cuda's ``cudf_spill_stats``), None where no worker counts them.
     """
-    client = current_client()
-    if client is None:
-        return 0, None
-    per_worker = client.run(_worker_spilled, device).values()
+    per_worker = _answers(_worker_spilled, device).values()
     device = [spilled for _, spilled in per_worker if spilled is not None]
     return sum(disk for disk, _ in per_worker), (sum(device) if device else None)
 

@@ -2,14 +2,17 @@
 
 import os
 import signal
+import threading
 import time
 
 import dask
 import pytest
 from distributed import Client, LocalCluster
 
-from curate.cluster import ClusterError, gather, worker_memory, worker_settings
+import curate.cluster
+from curate.cluster import ClusterError, check_workers, gather, worker_memory, worker_settings
 from curate.config import ClusterConfig
+from curate.metrics import spilled_bytes, take_peaks
 
 
 def test_shuffle_buffers_fit_the_memory_limit():
@@ -87,13 +90,50 @@ def test_a_frozen_worker_is_a_stall(lonely):
     os.kill(pid, signal.SIGSTOP)
     started = time.monotonic()
     try:
-        with pytest.raises(ClusterError, match=r"no progress for 4 s: no word from worker\(s\) tcp://\S+ \(\d+ s\)"):
+        with pytest.raises(
+            ClusterError,
+            match=r"no progress for 4 s: no word from worker\(s\) tcp://\S+ \(\d+ s\) \(frozen, or their node lost\): "
+            r"restart them, then run the same command with --resume: finished stages are kept$",
+        ):
             gather(lonely, [dask.delayed(_idle)(1, dask_key_name="idle")], stall_timeout=4, hint="raise it")
         assert time.monotonic() - started < 20
     finally:
         os.kill(pid, signal.SIGCONT)
         del future
         lonely.restart()
+
+
+def test_counts_on_the_workers_leave_out_a_frozen_worker(lonely, monkeypatch):
+    # The run's peak-memory count (Client.run on every worker, after each stage, a failed one
+    # too) waited for ever on a frozen worker: a stall past --stall-timeout hung instead of stopping.
+    monkeypatch.setattr(curate.cluster, "ANSWER_TIMEOUT", 2)
+    (pid,) = lonely.run(os.getpid).values()
+    assert list(take_peaks()[0]["workers"]) == list(lonely.scheduler_info()["workers"])
+    os.kill(pid, signal.SIGSTOP)
+    started = time.monotonic()
+    try:
+        with lonely.as_current():
+            assert take_peaks()[0]["workers"] == {} and spilled_bytes() == (0, None)
+        with pytest.raises(ClusterError, match=r"a worker of the scheduler at \S+ did not answer within 2 s \(frozen"):
+            check_workers(lonely)
+        assert time.monotonic() - started < 15
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def test_a_worker_that_joins_mid_run_is_checked(monkeypatch):
+    # A worker without curate that joined mid-run crashed the run with a traceback at its next
+    # count of peaks; one with other code ran tasks. Here the client's code is the other.
+    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as client:
+        monkeypatch.setattr(curate.cluster, "code_fingerprint", lambda: "another checkout")
+        threading.Timer(1, cluster.scale, args=(2,)).start()
+        started = time.monotonic()
+        with pytest.raises(
+            ClusterError,
+            match=r"^1 of 1 workers \(tcp://\S+\) lack the curate .*: the first runs other code; .*; finished stages are kept for --resume$",
+        ):
+            gather(client, [dask.delayed(_idle)(60)], stall_timeout=60)
+        assert time.monotonic() - started < 30
 
 
 def test_progress_is_not_a_stall(lonely):
