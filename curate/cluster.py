@@ -229,9 +229,10 @@ def _first_worker(client: Client, timeout: float) -> None:
     if client.scheduler_info()["workers"]:
         return
     logger.warning(
-        "the scheduler at %s has no worker yet; waiting for one (start them with "
+        "the scheduler at %s has no worker yet; waiting %s for one (start them with "
         "`dask worker` or `dask cuda worker` and the scheduler's address or file)",
         client.scheduler.address,
+        f"up to {timeout:.0f} s (--stall-timeout)" if timeout else "for ever (--stall-timeout 0)",
     )
     try:
         client.wait_for_workers(1, timeout=timeout or None)

@@ -124,6 +124,13 @@ class IOConfig(_Section):
             data = {k: v for k, v in data.items() if k != "id_field"}
         return data
 
+    @field_validator("blocksize", mode="before")
+    @classmethod
+    def _no_bool(cls, value):
+        if isinstance(value, bool) or value == "":  # Dask reads "" (and pydantic true) as 1 byte
+            raise ValueError(f"{value!r} is not a size in bytes (e.g. 64MB)")
+        return value
+
     @field_validator("blocksize")
     @classmethod
     def _bytes(cls, value):
@@ -262,12 +269,21 @@ class FuzzyConfig(_Section):
         found = candidate_probability(float(self.threshold), self.num_bands, self.rows_per_band)
         if found >= 0.5:
             return None
-        bands, rows = optimal_bands(self.threshold, self.num_perm, self.fp_weight, self.fn_weight)
+        # The choice as leaving the bands out makes it: for num_perm if given, else the default,
+        # and `curate params` with the same flags shows it.
+        num_perm = self.num_perm if "num_perm" in self.model_fields_set else DEFAULT_NUM_PERM
+        bands, rows = optimal_bands(self.threshold, num_perm, self.fp_weight, self.fn_weight)
+        flags = f"--threshold {self.threshold}" + (f" --num-perm {num_perm}" if num_perm != DEFAULT_NUM_PERM else "")
+        flags += "".join(
+            f" --{name.replace('_', '-')} {getattr(self, name)}"
+            for name, default in (("fp_weight", DEFAULT_FP_WEIGHT), ("fn_weight", DEFAULT_FN_WEIGHT))
+            if getattr(self, name) != default
+        )
         return (
             f"num_bands x rows_per_band = {self.num_bands} x {self.rows_per_band} make a pair at Jaccard "
             f"{self.threshold} (the threshold) a candidate with probability {found:.0%}: most near duplicates "
-            f"at the threshold are missed; chosen for it they are {bands} x {rows} (`curate params --threshold "
-            f"{self.threshold}`): give those, or leave both out of the configuration"
+            f"at the threshold are missed; chosen for it they are {bands} x {rows} (`curate params {flags}`): "
+            f"give --num-bands {bands} --rows-per-band {rows}, or leave both out of the configuration"
         )
 
     @property
@@ -665,9 +681,10 @@ def config_data(path: str | Path | None = None, overrides: dict | None = None) -
     if path is not None:
         file = config_file(path)
         try:
-            data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+            with open(file, encoding="utf-8") as stream:  # YAML's messages then name the file, not "<unicode string>"
+                data = yaml.safe_load(stream) or {}
         except yaml.YAMLError as err:
-            raise ValueError(f"{path}: not valid YAML ({err})") from None
+            raise ValueError(f"{path}: not valid YAML ({' '.join(str(err).split())})") from None
         except UnicodeDecodeError as err:  # was the codec's message alone, naming no file
             line = err.object[: err.start].count(b"\n") + 1
             raise ValueError(f"{path}:{line}: not UTF-8 text ({err.reason}); save the file as UTF-8") from None

@@ -303,8 +303,9 @@ def curate(*args, cwd=None) -> tuple[int, list[str], set[str]]:
      ("small memory limit", "'300MB' is too small for a worker: one holds about 300 MB before any data"),
      ("dashboard address", "':abc' is not an address: give [HOST]:PORT, e.g. :8787 (--dashboard-address)"),
      ("latin-1 config", "latin1.yaml:2: not UTF-8 text (invalid continuation byte); save the file as UTF-8"),
-     ("scheduler address", "'foo' is not an address: give [PROTOCOL://]HOST:PORT, the `Scheduler at:` line of its log (--scheduler-address)"),
+     ("scheduler address", "'foo' is not an address: give [PROTOCOL://]HOST:PORT (PROTOCOL one of tcp, tls, ucx, ws, wss; an IPv6 HOST in brackets), the `Scheduler at:` line of its log (--scheduler-address)"),
      ("scheduler port", "'tcp://127.0.0.1:99999' is not an address: give [PROTOCOL://]HOST:PORT"),
+     ("yaml error", 'bad.yaml: not valid YAML (while parsing a flow sequence in "'),
      ("many hashes", "fuzzy.num_perm: Input should be less than or equal to 10000 (--num-perm)"),
      ("many bands", "500 x 30 = 15000 MinHash values, more than 10,000; give fewer bands or rows"),
      ("wide shingles", "fuzzy.width: Input should be less than or equal to 2147483647 (--width)"),
@@ -315,6 +316,7 @@ def test_user_errors_stop_before_dask(case, fix, tmp_path, held_elsewhere):
     (tmp_path / "done" / "deduplicated").mkdir(parents=True)
     (tmp_path / "done" / "summary.json").write_text("{}")
     (tmp_path / "tagged.jsonl").write_text('{"id": 1, "text": "a", "tags": ["x"]}\n')
+    (tmp_path / "bad.yaml").write_text("fuzzy:\n  threshold: [0.7\n")
     (tmp_path / "latin1.yaml").write_text("fuzzy:\n  threshold: 0.7 # café\n", encoding="latin-1")
     args = {
         "no such input": [tmp_path / "does" / "not" / "exist", "-o", tmp_path / "x"],
@@ -339,6 +341,7 @@ def test_user_errors_stop_before_dask(case, fix, tmp_path, held_elsewhere):
         "latin-1 config": [DOCS, "-o", tmp_path / "x", "--config", tmp_path / "latin1.yaml"],  # named no file
         "scheduler address": [DOCS, "-o", tmp_path / "x", "--scheduler-address", "foo"],  # distributed's words
         "scheduler port": [DOCS, "-o", tmp_path / "x", "--scheduler-address", "tcp://127.0.0.1:99999"],  # 30 s
+        "yaml error": [DOCS, "-o", tmp_path / "x", "--config", tmp_path / "bad.yaml"],  # "<unicode string>", 5 lines
         "many hashes": [DOCS, "-o", tmp_path / "x", "--num-perm", "100000"],  # 95 s choosing bands, without a word
         "many bands": [DOCS, "-o", tmp_path / "x", "--num-bands", "500", "--rows-per-band", "30"],
         "wide shingles": [DOCS, "-o", tmp_path / "x", "--width", str(2**64)],  # numba's error, naming no flag

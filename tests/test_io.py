@@ -9,7 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zstandard
+from pydantic import ValidationError
 
+from curate.config import IOConfig
 from curate.io import read_documents, write_documents
 from curate.io.write import write_table
 from tests.conftest import FIXTURES, write_jsonl
@@ -149,3 +151,21 @@ def test_a_file_named_like_a_pattern_is_that_file(sync, tmp_path):
     assert summary["counts"]["output"] == {"kept": 2, "removed": 1, "rejected": 0}
     write_jsonl(tmp_path / "x1.jsonl", [{"id": 4, "text": "c"}])
     assert read_documents(str(tmp_path / "x[1].jsonl")).compute().id.tolist() == [4]  # no such file: a pattern
+
+
+def test_blocksizes_that_are_no_size_are_refused():
+    # "" and YAML's true were 1 byte to Dask, reported as "1 bytes is too small"; the reader's
+    # -5 an IndexError while planning the partitions.
+    for value in ("", True):
+        with pytest.raises(ValidationError, match=rf"{value!r} is not a size in bytes \(e\.g\. 64MB\)"):
+            IOConfig(blocksize=value)
+    for value in ("64", 3999, "3.9KB"):
+        with pytest.raises(ValidationError, match=r"bytes is too small a partition: give 4KB or more"):
+            IOConfig(blocksize=value)
+    assert [IOConfig(blocksize=v).blocksize for v in ("4KB", "4KiB", 4000, None)] == [4000, 4096, 4000, None]
+    for value in (-5, 0, "0B"):
+        with pytest.raises(
+            ValueError,
+            match=rf"blocksize must be a positive number of bytes, or None, got {value if isinstance(value, int) else 0}$",
+        ):
+            read_documents(str(FIXTURES / "docs.jsonl"), blocksize=value)

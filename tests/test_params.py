@@ -204,8 +204,19 @@ def test_given_bands_that_miss_most_pairs_at_the_threshold_are_warned_of(tmp_pat
     assert weak == (
         "num_bands x rows_per_band = 20 x 13 make a pair at Jaccard 0.7 (the threshold) a candidate with "
         "probability 18%: most near duplicates at the threshold are missed; chosen for it they are 39 x 6 "
-        "(`curate params --threshold 0.7`): give those, or leave both out of the configuration"
+        "(`curate params --threshold 0.7`): give --num-bands 39 --rows-per-band 6, or leave both out of the configuration"
     )
+    # The choice named is the one `curate params` shows with the same settings, and leaving the
+    # bands out makes (it was made for bands x rows when num_perm was not given, and named the
+    # command without --num-perm).
+    datatrove = load_config("datatrove", {"fuzzy": {"threshold": 0.6}}).fuzzy.weak_bands()  # num_perm: 112
+    assert "chosen for it they are 28 x 4 (`curate params --threshold 0.6 --num-perm 112`)" in datatrove
+    derived = FuzzyConfig(threshold=0.6, num_bands=5, rows_per_band=20).weak_bands()  # num_perm 100, derived
+    assert "chosen for it they are 52 x 5 (`curate params --threshold 0.6`)" in derived
+    assert (FuzzyConfig(threshold=0.6).num_bands, FuzzyConfig(threshold=0.6).rows_per_band) == (52, 5)
+    given = FuzzyConfig(threshold=0.8, num_bands=5, rows_per_band=20, num_perm=100, fn_weight=0.9).weak_bands()
+    assert "(`curate params --threshold 0.8 --num-perm 100 --fn-weight 0.9`)" in given
+    assert "they are {} x {} ".format(*optimal_bands(0.8, 100, 0.01, 0.9)) in given
     assert round(candidate_probability(0.7, 20, 13), 4) == 0.1769  # 1 - (1 - 0.7**13)**20
     assert load_config("nemo-curator").fuzzy.weak_bands() is None  # 68% at its own 0.8
     assert FuzzyConfig(threshold=0.5).weak_bands() is None  # chosen for the threshold

@@ -175,6 +175,8 @@ def read_documents(
     if on_error not in ("fail", "skip"):
         raise ValueError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
     blocksize = parse_bytes(blocksize) if isinstance(blocksize, str) else blocksize
+    if blocksize is not None and blocksize < 1:  # was an IndexError while planning the partitions
+        raise ValueError(f"blocksize must be a positive number of bytes, or None, got {blocksize}")
     fs, paths, fmt, repeats, skipped = find_inputs(inputs)
     if repeats:
         logger.warning(overlap_message(repeats))
