@@ -200,16 +200,8 @@ def check_workers(client: Client, workers: list[str] | None = None) -> None:
             f"a worker of the scheduler at {client.scheduler.address} did not answer within {ANSWER_TIMEOUT} s "
             "(frozen, or its node lost): restart it"
         ) from None
-    ours = code_fingerprint()
-    other = {worker: got for worker, got in found.items() if isinstance(got, BaseException) or got[1] != ours}
-    if other:
-        worker, got = sorted(other.items())[0]
-        why = f"cannot run it ({type(got).__name__}: {got})" if isinstance(got, BaseException) else "runs other code"
-        raise ClusterError(
-            f"{len(other)} of {len(found)} workers ({worker}{', ...' if len(other) > 1 else ''}) lack the curate "
-            f"this command runs ({Path(__file__).parent}): the first {why}; every worker needs the same curate "
-            "(docs/multi-node.md)"
-        )
+    if lacking := _lacking_curate(found):
+        raise ClusterError(lacking)
     pools = {worker: pool for worker, (pool, _) in found.items()}
     lacking = sorted(worker for worker, pool in pools.items() if pool != "system")
     if lacking:
@@ -220,6 +212,22 @@ def check_workers(client: Client, workers: list[str] | None = None) -> None:
             len(pools),
             lacking[0] + (", ..." if len(lacking) > 1 else ""),
         )
+
+
+def _lacking_curate(found: dict) -> str | None:
+    """What :func:`check_workers` says of the workers that cannot run this curate, given each
+    worker's :func:`_worker_setup` (or the exception it raised); None where all can."""
+    ours = code_fingerprint()
+    other = {worker: got for worker, got in found.items() if isinstance(got, BaseException) or got[1] != ours}
+    if not other:
+        return None
+    worker, got = sorted(other.items())[0]
+    why = f"cannot run it ({type(got).__name__}: {got})" if isinstance(got, BaseException) else "runs other code"
+    return (
+        f"{len(other)} of {len(found)} workers ({worker}{', ...' if len(other) > 1 else ''}) lack the curate "
+        f"this command runs ({Path(__file__).parent}): the first {why}; every worker needs the same curate "
+        "(docs/multi-node.md)"
+    )
 
 
 def _first_worker(client: Client, timeout: float) -> None:
@@ -613,7 +621,10 @@ def gather(
     Raises
     ------
     ClusterError
-        As above, or when a task killed its workers (:class:`distributed.KilledWorker`).
+        As above, when a task killed its workers (:class:`distributed.KilledWorker`), or when
+        a task failed where some worker cannot run this curate (:func:`check_workers`).
+    Exception
+        What a task raised, otherwise.
     """
     futures = client.compute(collections)
     bar = threading.Thread(target=progress, args=(futures,), daemon=True)  # it blocks until the end
@@ -625,6 +636,16 @@ def gather(
         results = client.gather(futures)
     except KilledWorker as err:
         raise ClusterError(f"workers died running a task ({err.task}), most often out of memory; {hint}") from None
+    except Exception:
+        # A worker that joined since the last check (every 5 s) may fail a task first, with an
+        # error that does not say why (ModuleNotFoundError: curate): name it as the check would.
+        try:
+            lacking = _lacking_curate(run_on_workers(client, _worker_setup))
+        except TimeoutError:
+            lacking = None
+        if lacking:
+            raise ClusterError(f"{lacking}; finished stages are kept for --resume") from None
+        raise
     if show_progress:
         bar.join(timeout=2)  # let it draw the finished bar
     return results
@@ -640,7 +661,14 @@ def _watch(client: Client, futures, stall_timeout: float, hint: str) -> None:
             pass
         state = client.run_on_scheduler(_cluster_state)
         workers = state["workers"]
-        deaths += len(seen - set(workers))  # a restarted worker comes back under a new address
+        if left := sorted(seen - set(workers)):  # a restarted worker comes back under a new address
+            deaths += len(left)
+            logger.warning(
+                "%d worker(s) left the cluster (%s): restarted past 95%% of their memory limit, or lost; "
+                "their tasks run again elsewhere",
+                len(left),
+                left[0] + (", ..." if len(left) > 1 else ""),
+            )
         if joined := sorted(set(workers) - seen):  # one without curate crashed the run at its next count
             try:
                 check_workers(client, joined)

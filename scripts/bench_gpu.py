@@ -1,12 +1,15 @@
 """GPU benchmark: per-partition throughput (GB/s) against the targets, and end-to-end dedup (MB/s per GPU).
 
     python scripts/bench_gpu.py --data ../shared/data --out results/bench_gpu.json [--shards 8] [--copies 2]
+        [--corpus DIR] [--steps kernels,corpus,gutenberg,copies,one-thread]
 
 Per-partition operations (MinHash + bands, md5, Jaccard verification, normalisation) on the first ``--shards`` gutenberg shards
 (whole books: the case where one thread per document starves the GPU) and on 20news (short
 posts). End to end: ``curate dedup`` on the gutenberg shards, and with ``--copies N`` on those
 plus N edited copies of them (every copy replaces about 1% of the words of each book, so the
-copies are near duplicates). On the GPU, the gutenberg run once more with one thread per
+copies are near duplicates), and with ``--corpus DIR`` on a ready corpus (e.g. one GB from
+``scripts/make_edited_corpus.py``). ``--steps`` runs a subset; the figures merge into an
+existing ``--out``, which is rewritten after each one, so a time limit keeps what was measured. On the GPU, the gutenberg run once more with one thread per
 worker (``--threads-per-worker 1``: the layout before host steps ran beside the GPU task).
 Figures are text bytes (UTF-8) per second of wall time; the end-to-end figure is divided by
 the number of workers. ``--backend cpu`` runs the same measurements on the CPU path (used to
@@ -24,6 +27,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from curate import backend
@@ -41,7 +47,7 @@ def read_texts(shards: list[Path]) -> pd.Series:
 TARGETS_GB_PER_S = {"minhash_char24x260+bands20x13": 2.0, "minhash_word5x112+bands14x8": 2.0, "md5": 1.0}
 
 
-def kernel_rates(texts: pd.Series, on_gpu: bool, repeats: int = 3) -> dict:
+def kernel_rates(texts: pd.Series, on_gpu: bool, repeats: int = 3, save=None) -> dict:
     """Best of ``repeats`` timings of each per-partition operation the targets name, in GB/s.
 
     The series is one batch, as a partition is: MinHash (char 24-grams x 260 through cudf's
@@ -88,6 +94,8 @@ def kernel_rates(texts: pd.Series, on_gpu: bool, repeats: int = 3) -> dict:
         target = TARGETS_GB_PER_S.get(name)  # none yet for verification and normalisation
         rates[name] = {"seconds": best, "GB_per_s": rate, "within_target": None if target is None else rate >= target}
         print(name, rates[name], flush=True)
+        if save:
+            save(rates)  # each figure survives a timeout in the next operation
     return rates
 
 
@@ -128,9 +136,9 @@ def end_to_end(inputs: list[Path], out: Path, backend_name: str, n_workers: int,
         "-m",
         "curate",
         "dedup",
-        *map(str, inputs),
+        *(str(p.resolve()) for p in inputs),  # it runs in the project's folder
         "-o",
-        str(out),
+        str(out.resolve()),
         "--overwrite",
         "--no-progress",
         "--backend",
@@ -139,6 +147,8 @@ def end_to_end(inputs: list[Path], out: Path, backend_name: str, n_workers: int,
     if backend_name == "cpu":
         command += ["--n-workers", str(n_workers), "--threads-per-worker", "1"]
     command += options
+    # Counted before the run, so that a time limit during the count cannot lose a finished run.
+    text_bytes = _text_bytes(inputs)
     start = time.perf_counter()
     done = subprocess.run(
         command,
@@ -147,11 +157,11 @@ def end_to_end(inputs: list[Path], out: Path, backend_name: str, n_workers: int,
         text=True,
         check=False,
     )
-    if done.returncode:
-        sys.exit(f"curate dedup failed:\n{done.stdout}\n{done.stderr}")
     seconds = time.perf_counter() - start
+    if done.returncode:  # recorded, not fatal: the runs after it still get their figures
+        print(f"curate dedup failed ({' '.join(command[3:])}):\n{done.stdout}\n{done.stderr}", flush=True)
+        return {"error": (done.stdout + done.stderr)[-4000:], "seconds": seconds}
     summary = json.loads((out / "summary.json").read_text())
-    text_bytes = sum(len(t.encode("utf-8")) for p in inputs for t in _texts_of(p))
     return {
         "documents": summary["counts"]["input"]["documents"],
         "removed": summary["counts"]["output"]["removed"],
@@ -166,10 +176,16 @@ def end_to_end(inputs: list[Path], out: Path, backend_name: str, n_workers: int,
     }
 
 
-def _texts_of(path: Path):
-    files = sorted(path.glob("*.json*")) if path.is_dir() else [path]
-    for f in files:
-        yield from pd.read_json(f, lines=True, dtype=False)["text"]
+def _text_bytes(inputs: list[Path]) -> int:
+    """UTF-8 bytes of the ``text`` fields of the JSONL files (or folders of them) ``inputs``;
+    pyarrow reads a GB in seconds, where pandas would take the end-to-end step's time."""
+    total = 0
+    for path in inputs:
+        for file in sorted(path.glob("*.json*")) if path.is_dir() else [path]:
+            with pa.input_stream(str(file), compression="detect") as stream:
+                table = pa_json.read_json(stream, read_options=pa_json.ReadOptions(block_size=64 << 20))
+            total += pc.sum(pc.binary_length(table["text"])).as_py() or 0
+    return total
 
 
 def main():
@@ -189,7 +205,16 @@ def main():
     )
     parser.add_argument("--copies", type=int, default=0, help="edited copies in a larger corpus (0: no such run)")
     parser.add_argument("--backend", choices=["gpu", "cpu"], default="gpu")
+    parser.add_argument(
+        "--corpus", type=Path, help="a ready corpus folder (scripts/make_edited_corpus.py) run end to end"
+    )
+    parser.add_argument(
+        "--steps",
+        default="kernels,corpus,gutenberg,copies,one-thread",
+        help="comma-separated subset, run in this order; results merge into an existing --out",
+    )
     args = parser.parse_args()
+    steps = args.steps.split(",")
     shards = sorted((args.data / "gutenberg").glob("part-*.jsonl.zst"))[: args.shards]
     if not shards:
         sys.exit(f"no gutenberg shards under {args.data}")
@@ -199,28 +224,35 @@ def main():
         import cupy
 
         n_workers = cupy.cuda.runtime.getDeviceCount()
-    results = {
-        "backend": args.backend,
-        "python": platform.python_version(),
-        "workers": n_workers,
-    }
+    results = json.loads(args.out.read_text()) if args.out.exists() else {}
+    results.update(backend=args.backend, python=platform.python_version(), workers=n_workers)
     results["targets_GB_per_s"] = TARGETS_GB_PER_S
-    results["kernels_gutenberg"] = kernel_rates(read_texts(shards), on_gpu)
-    news = sorted((args.data / "20news").glob("part-*.jsonl*"))
-    if news:
-        results["kernels_20news"] = kernel_rates(read_texts(news), on_gpu)
-    _save(results, args.out)  # what was measured so far survives a timeout below
-    results["gutenberg"] = end_to_end(shards, args.work / "out-gutenberg", args.backend, n_workers)
-    print("gutenberg", results["gutenberg"], flush=True)
-    _save(results, args.out)
-    if args.copies:
+    if "kernels" in steps:
+        for key, paths in (
+            ("kernels_gutenberg", shards),
+            ("kernels_20news", sorted((args.data / "20news").glob("part-*.jsonl*"))),
+        ):
+            if paths:
+                results[key] = kernel_rates(
+                    read_texts(paths), on_gpu, save=lambda rates, key=key: _save({**results, key: rates}, args.out)
+                )
+                _save(results, args.out)
+    if "corpus" in steps and args.corpus:
+        results["corpus"] = end_to_end([args.corpus], args.work / "out-corpus", args.backend, n_workers)
+        print("corpus", args.corpus, results["corpus"], flush=True)
+        _save(results, args.out)
+    if "gutenberg" in steps:
+        results["gutenberg"] = end_to_end(shards, args.work / "out-gutenberg", args.backend, n_workers)
+        print("gutenberg", results["gutenberg"], flush=True)
+        _save(results, args.out)
+    if args.copies and "copies" in steps:
         larger = edited_copies(shards, args.copies, args.work / "edited")
         results["gutenberg_edited_copies"] = end_to_end(
             [*shards, larger], args.work / "out-edited", args.backend, n_workers
         )
         print("gutenberg + edited copies", results["gutenberg_edited_copies"], flush=True)
         _save(results, args.out)
-    if on_gpu:
+    if on_gpu and "one-thread" in steps:
         # The GPU worker's old layout: one thread, so host steps (group tables, writing) wait
         # for the GPU and the GPU for them; the default gives them the node's other cores.
         results["gutenberg_one_thread"] = end_to_end(

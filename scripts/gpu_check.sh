@@ -1,9 +1,20 @@
 #!/usr/bin/env bash
 # Everything curate checks on a GPU, in one command for the offline GPU host, after the RAPIDS
 # wheels are installed (../shared/gpu/README.md: one install-rapids.sh call per part, which
-# leaves /tmp/rapids-site.env). Bounded to about 9 minutes; every step has its own timeout.
+# leaves /tmp/rapids-site.env). Bounded by BUDGET_S (540 s); every step has its own timeout.
 #
 #   bash scripts/gpu_check.sh
+#
+# The device session, call by call: the host and its /tmp go about 30 s after a call ends, so
+# the calls go back to back, and all of them fit in its 15 minutes (start and idle included):
+#   here:   bash ../shared/gpu/stage-rapids.sh ../rapids-staged; mkdir -p gpu-parts; for each
+#           needed part K (01-07 and 09 on the H200 of 2026-11-30): cp -r ../rapids-staged/part-K gpu-parts/;
+#           bash scripts/fetch_gpu_wheels.sh .whl; fill gpu-data (below)
+#   device: for each part K, one call with carry ["gpu-parts/part-K"] (the others stay here):
+#           RAPIDS_SKIP_SMOKE=1 bash gpu-parts/part-K/install-rapids.sh gpu-parts/part-K
+#           (its smoke check would fail without this script's numpy shim; the smoke step below is the check)
+#   device: carry [".whl", "gpu-data"], timeout_s 600: bash scripts/gpu_check.sh
+#           (BUDGET_S below 540 where less device time is left)
 #
 # Needs, in the working tree sent with the call (all git-ignored, about 55 MB together):
 #   .whl/       curate's pure-Python wheels the host lacks (scripts/fetch_gpu_wheels.sh, here);
@@ -13,10 +24,11 @@
 # Environment: PYTHON (default /opt/torch/.venv/bin/python3, the host's interpreter), DATA
 # (default gpu-data, else ../shared/data), RESULTS (default $OUT, else results/gpu-<date>),
 # RAPIDS_ENV (default /tmp/rapids-site.env), SITE (where curate and its wheels are installed,
-# default /tmp/curate-site), BENCH=0 to skip the benchmark, BENCH_ARGS (default "--shards 8"), TEST_TIMEOUT (s, default
-# 330), BENCH_TIMEOUT (s, default 150).
-# Writes into RESULTS: gpu_check.log, environment.txt, pytest-gpu.xml, pytest-cpu-checks.xml,
-# bench_gpu.json. Exit codes: 0 all passed, 1 a step failed, 10 RAPIDS not installed yet.
+# default /tmp/curate-site), WORK (scratch, default /tmp/curate-gpu-check), BUDGET_S (the whole
+# call, default 540), E2E_BYTES (the end-to-end corpus, default 1.1GB), BENCH=0 to skip the
+# benchmark, BENCH_ARGS (default "--shards 8").
+# Writes into RESULTS (6 files): gpu_check.log, environment.txt, pytest-gpu-runs.xml, pytest-gpu.xml,
+# pytest-cpu-checks.xml, bench_gpu.json. Exit codes: 0 all passed, 1 a step failed, 10 RAPIDS not installed yet.
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-/opt/torch/.venv/bin/python3}
@@ -24,15 +36,23 @@ DATA=${DATA:-$([[ -d $REPO/gpu-data ]] && echo "$REPO/gpu-data" || echo "$REPO/.
 RESULTS=${RESULTS:-${OUT:-$REPO/results/gpu-$(date +%Y%m%d-%H%M%S)}}
 RAPIDS_ENV=${RAPIDS_ENV:-/tmp/rapids-site.env}
 SITE=${SITE:-/tmp/curate-site}
-mkdir -p "$RESULTS"
+WORK=${WORK:-/tmp/curate-gpu-check}
+mkdir -p "$RESULTS" "$WORK"
 exec > >(tee "$RESULTS/gpu_check.log") 2>&1
 failed=0
-step() { echo; echo "== $1 ($(date +%T))"; }
+step() { echo; echo "== $1 ($(date +%T), ${SECONDS}s)"; }
+# One deadline for the whole call (the device run's limit is 600 s): each step gets at most its
+# own cap and never more than what is left, so a slow step shortens the next, never the figures.
+DEADLINE=$((SECONDS + ${BUDGET_S:-540}))
+cap() { local left=$((DEADLINE - SECONDS)); ((left < $1)) && echo $((left > 15 ? left : 15)) || echo "$1"; }
 
 step "RAPIDS"
 [[ -f $RAPIDS_ENV ]] || { echo "no $RAPIDS_ENV: install the RAPIDS parts first (install-rapids.sh)"; exit 10; }
+# The env file says `export PYTHONPATH=/tmp/rapids-site:$PYTHONPATH`: unset on a fresh shell.
+set +u
 # shellcheck disable=SC1090
 source "$RAPIDS_ENV"
+set -u
 
 step "host fixes and curate, into $SITE"
 mkdir -p "$SITE"
@@ -53,11 +73,17 @@ fi
 # project comes first on PYTHONPATH, so every process runs this tree's code.
 (cd "$REPO" && timeout 120 "$PYTHON" -m pip install -q --no-index --no-deps --no-build-isolation --target "$SITE" --upgrade .) || failed=1
 export PYTHONPATH="$REPO:$SITE${PYTHONPATH:+:$PYTHONPATH}"
-export CURATE_SHARED_DATA=$DATA
+export CURATE_SHARED_DATA=$DATA PYTHONUNBUFFERED=1  # a step cut by its time limit keeps its output
+
+# The >= 1 GB corpus for the end-to-end figure (gutenberg books and edited copies), made on the
+# host's spare cores while the environment, smoke and kernel steps run.
+nice -n 10 timeout 240 "$PYTHON" "$REPO/scripts/make_edited_corpus.py" "$WORK/edited" \
+    --bytes "${E2E_BYTES:-1.1GB}" --source "$DATA/gutenberg" >"$WORK/edited.log" 2>&1 &
+corpus=$!
 
 step "environment"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
-timeout 120 "$PYTHON" - <<'PY' | tee "$RESULTS/environment.txt"
+timeout 60 "$PYTHON" - <<'PY' | tee "$RESULTS/environment.txt"
 import importlib, importlib.metadata, platform
 print("python", platform.python_version())
 for name in ["curate", "cudf", "dask_cudf", "dask_cuda", "distributed_ucxx", "rmm", "cupy", "numba", "numba_cuda", "dask",
@@ -74,22 +100,49 @@ PY
 grep -q MISSING "$RESULTS/environment.txt" && echo "some packages are missing (above); tests that need them will fail or skip"
 echo "data: $DATA"; ls "$DATA" "$DATA/gutenberg" 2>/dev/null | head -20
 
-step "GPU tests (pytest -m gpu)"
-(cd "$REPO" && timeout "${TEST_TIMEOUT:-330}" "$PYTHON" -m pytest -m gpu -p no:cacheprovider -rs -q \
-    --junitxml="$RESULTS/pytest-gpu.xml" tests/test_gpu.py) || failed=1
+step "smoke: one GPU run of 20news end to end"
+(cd "$REPO" && timeout -s INT -k 15 "$(cap 90)" "$PYTHON" -m curate dedup "$DATA/20news" -o "$WORK/smoke" \
+    --overwrite --no-progress --backend gpu) || failed=1
+
+bench() {  # bench_gpu.py STEPS CAP [ARGS...]: results merge into one bench_gpu.json
+    # shellcheck disable=SC2086
+    (cd "$REPO" && timeout -s INT -k 15 "$(cap "$2")" "$PYTHON" scripts/bench_gpu.py --data "$DATA" \
+        --out "$RESULTS/bench_gpu.json" --work "$WORK/bench" --steps "$1" "${@:3}" ${BENCH_ARGS:---shards 8}) || failed=1
+}
+if [[ ${BENCH:-1} != 0 ]]; then
+    step "benchmark: kernels (GB/s)"
+    bench kernels 100
+    step "benchmark: end to end on the >= 1 GB corpus (MB/s per GPU, peak device memory)"
+    if wait "$corpus"; then tail -1 "$WORK/edited.log"; else cat "$WORK/edited.log"; failed=1; fi
+    bench corpus 150 --corpus "$WORK/edited"
+fi
+
+# Tests: the whole runs first (byte identity, spilling, UCX), then the rest; three at a time on
+# the 16 cores (each starts its own cluster; one GPU is ample). SIGINT, not TERM, on the time
+# limit, so that pytest still writes the JUnit file of what ran; -v logs each test as it ends.
+runs="whole_run or spilling or ucx"
+per_test=()
+"$PYTHON" -c "import pytest_timeout" 2>/dev/null && per_test=(--timeout=240)
+gpu_tests() {  # NAME -k CAP
+    (cd "$REPO" && timeout -s INT -k 30 "$(cap "$3")" "$PYTHON" -m pytest -m gpu -k "$2" -p no:cacheprovider \
+        -v -rfEs --tb=short --durations=20 -n 3 --dist load "${per_test[@]}" \
+        --junitxml="$RESULTS/$1.xml" tests/test_gpu.py) || failed=1
+}
+step "GPU tests: whole runs (pytest -m gpu -k '$runs')"
+gpu_tests pytest-gpu-runs "$runs" 200
+step "GPU tests: the rest"
+gpu_tests pytest-gpu "not ($runs)" 240
 
 step "CPU checks of the GPU code, on this host's libraries"
 # The simulator test is left out (a minute of Python threads; CI runs it); the typing check
 # skips where a device is present, since numba-cuda then compiles for it (the tests above).
-(cd "$REPO" && timeout 120 "$PYTHON" -m pytest -p no:cacheprovider -rs -q -k "not simulator" \
+(cd "$REPO" && timeout -s INT -k 15 "$(cap 100)" "$PYTHON" -m pytest -p no:cacheprovider -rs -q -k "not simulator" \
     --junitxml="$RESULTS/pytest-cpu-checks.xml" tests/test_gpu_config.py tests/test_backend_dispatch.py \
     tests/test_digests.py tests/test_cuda_kernels.py tests/test_normalize_device.py) || failed=1
 
-if [[ ${BENCH:-1} != 0 ]]; then
-    step "benchmark"
-    # shellcheck disable=SC2086
-    (cd "$REPO" && timeout "${BENCH_TIMEOUT:-150}" "$PYTHON" scripts/bench_gpu.py --data "$DATA" \
-        --out "$RESULTS/bench_gpu.json" ${BENCH_ARGS:---shards 8}) || failed=1
+if [[ ${BENCH:-1} != 0 ]] && ((DEADLINE - SECONDS > 60)); then
+    step "benchmark: 8 gutenberg shards end to end, default and one thread per GPU worker"
+    bench gutenberg,one-thread 200
 fi
 step "done: results in $RESULTS (exit $failed)"
 exit $failed

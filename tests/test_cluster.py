@@ -14,13 +14,14 @@ import sys
 import time
 from pathlib import Path
 
+import dask
 import pandas as pd
 import pytest
 from click.testing import CliRunner
 from distributed import Client, LocalCluster, get_task_stream
 
 from curate.cli import main
-from curate.cluster import ClusterError, check_workers
+from curate.cluster import ClusterError, check_workers, gather
 from curate.config import ClusterConfig
 from tests.conftest import FIXTURES, SHARED
 
@@ -231,6 +232,34 @@ def test_workers_without_curate_or_with_other_code_are_refused():
                     match=rf"1 of 1 workers \(tcp://.*\) lack the curate this command runs .*: the first {why}",
                 ):
                     check_workers(client)
+
+
+def test_a_task_failed_by_a_worker_without_curate_names_the_worker():
+    # A worker without curate that joined after the last check (they run every 5 s) failed its
+    # first task: the run stopped with that task's ModuleNotFoundError, not the refusal naming it.
+    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster:
+        with Client(cluster) as client:
+            client.run(_forget_curate)
+            with pytest.raises(
+                ClusterError,
+                match=r"^1 of 1 workers \(tcp://\S+\) lack the curate .*: the first cannot run it \(.*ModuleNotFoundError"
+                r".*; finished stages are kept for --resume$",
+            ):
+                gather(client, [dask.delayed(_fingerprint)()], stall_timeout=0)
+            client.restart()  # the worker has curate again: a task's own error is the task's
+            with pytest.raises(ZeroDivisionError):
+                gather(client, [dask.delayed(_divide)(1, 0)], stall_timeout=0)
+
+
+def _fingerprint():
+    # A task of this module (its function unpickles on the worker) that imports curate as it runs.
+    from curate.cluster import code_fingerprint
+
+    return code_fingerprint()
+
+
+def _divide(a, b):
+    return a / b
 
 
 def _other_code():

@@ -90,8 +90,10 @@ KILLED_RUNS = {"fuzzy": {"threshold": 0.7}}  # the configuration of the killed r
 
 
 @pytest.fixture(scope="module")
-def server():
-    env = {**os.environ, "PYTHONPATH": str(Path.cwd())}
+def server(tmp_path_factory):
+    # The runs end in SIGKILL or os._exit, before the cleanup at exit of Dask's disk shuffles:
+    # their empty folders go to a folder of the test's, not /tmp (some 400 a test run).
+    env = {**os.environ, "PYTHONPATH": str(Path.cwd()), "TMPDIR": str(tmp_path_factory.mktemp("runs-tmp"))}
     with subprocess.Popen(
         [sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
     ) as process:

@@ -1,5 +1,6 @@
 """A run that cannot finish stops with a message naming what to change; it never hangs silently."""
 
+import logging
 import os
 import signal
 import threading
@@ -141,6 +142,24 @@ def test_progress_is_not_a_stall(lonely):
     # No single task lasts the timeout, but together they outlast it many times.
     steps = [dask.delayed(_idle)(0.5, dask_key_name=f"step-{i}") for i in range(16)]
     assert gather(lonely, steps, stall_timeout=2) == [0.5] * 16
+
+
+def test_a_worker_restarted_mid_run_is_named(tmp_path, caplog):
+    # A worker restarted by its nanny (past 95% of its memory limit) was said nowhere: distributed's
+    # own loggers are quiet without -v, and the run only counted the deaths.
+    died = tmp_path / "died"
+    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as client:
+        (address,) = client.scheduler_info()["workers"]
+        with caplog.at_level(logging.WARNING, logger="curate.cluster"):
+            assert gather(client, [dask.delayed(_die_once)(str(died), 8)], stall_timeout=60) == [8]
+    assert f"1 worker(s) left the cluster ({address}): restarted past 95% of their memory limit" in caplog.text
+
+
+def _die_once(flag, seconds):
+    if not os.path.exists(flag):
+        open(flag, "w").close()
+        os._exit(1)
+    return _idle(seconds)  # on the restarted worker: long enough for the run's next look (every 5 s)
 
 
 def test_dying_workers_stop_the_run(lonely):
