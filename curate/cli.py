@@ -35,6 +35,7 @@ from curate.config import (
     RunConfig,
     config_data,
     field_problem,
+    peer_name,
     shipped_configs,
 )
 from curate.io.files import FORMATS
@@ -44,7 +45,32 @@ if TYPE_CHECKING:  # imported inside the commands that use them: they cost start
     from curate.review.inspect import RunOutput
 
 
-@click.group()
+class _Command(click.Command):
+    """A command that answers a flag of NeMo Curator or datatrove with its own flag for it
+    (:data:`curate.config.PEER_NAMES`), where click offered the nearest spelling."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as err:
+            flags = {param.name: param.opts[0] for param in self.params if isinstance(param, click.Option)}
+            peer = peer_name(err.option_name)
+            if peer is None or peer[1] not in flags:
+                raise
+            tool, key = peer
+            raise click.NoSuchOption(
+                err.option_name,
+                f"No such option: {err.option_name} ({err.option_name.lstrip('-').replace('-', '_')} in {tool} "
+                f"is {flags[key]} in curate)",
+                ctx=ctx,
+            ) from None
+
+
+class _Group(click.Group):
+    command_class = _Command
+
+
+@click.group(cls=_Group)
 @click.version_option(package_name="curate")
 def main():
     """curate: exact and fuzzy (MinHash + LSH) deduplication of text corpora on Dask."""

@@ -314,9 +314,33 @@ def field_problem(loc: tuple, message: str, section: str = "") -> str:
     return ": ".join(filter(None, [key, message.removeprefix("Value error, ")]))
 
 
+# curate's fuzzy settings under the names of the tools users come from (NeMo Curator 1.x, its
+# FuzzyDuplicatesConfig before, datatrove's MinhashConfig): such a name is answered with curate's,
+# where the nearest spelling misled (NeMo Curator's char_ngrams read as ngram, another setting).
+PEER_NAMES = {
+    "char_ngrams": ("NeMo Curator", "width"),
+    "minhashes_per_band": ("NeMo Curator", "rows_per_band"),
+    "use_64_bit_hash": ("NeMo Curator", "hash_bits"),
+    "jaccard_threshold": ("NeMo Curator", "threshold"),
+    "false_positive_check": ("NeMo Curator", "verify"),
+    "num_buckets": ("NeMo Curator and datatrove", "num_bands"),
+    "hashes_per_bucket": ("NeMo Curator and datatrove", "rows_per_band"),
+    "n_grams": ("datatrove", "width"),
+}
+
+
+def peer_name(name: str) -> tuple[str, str] | None:
+    """``(tool, curate's FuzzyConfig field)`` where ``name`` (a key, keyword or flag:
+    ``--char-ngrams``) is another tool's name for a curate setting (:data:`PEER_NAMES`), else None."""
+    return PEER_NAMES.get(name.lstrip("-").replace("-", "_"))
+
+
 def _instead(where: tuple, name: str) -> str:
     """Where ``name`` (unknown at ``where``) is a setting, the setting whose flag it names
-    (``cuda_visible_devices``: ``cluster.gpu.devices``), or the setting it is a typo of."""
+    (``cuda_visible_devices``: ``cluster.gpu.devices``), curate's name for another tool's
+    (``char_ngrams``: ``fuzzy.width``), or the setting it is a typo of."""
+    if peer := peer_name(name):
+        return f"; {name} in {peer[0]} is fuzzy.{peer[1]} in curate"
     sections = {"io": IOConfig, "fuzzy": FuzzyConfig, "cluster": ClusterConfig, "cluster.gpu": GPUConfig}
     for section, model in sections.items():
         for key, field in model.model_fields.items():

@@ -256,6 +256,10 @@ def test_options_and_columns_are_checked_at_the_call():
         TypeError, match=r"unknown option thresold= \(did you mean threshold=\?\); options are mode=, config=, keep="
     ):
         curate.deduplicate(docs, thresold=0.8)
+    with pytest.raises(
+        TypeError, match=r"unknown option char_ngrams= \(char_ngrams in NeMo Curator is width= in curate\)"
+    ):
+        curate.deduplicate(docs, char_ngrams=24)  # "did you mean ngram=?", the word/char choice
     with pytest.raises(TypeError, match=r"blocksize= configures reading or writing files"):
         curate.deduplicate(docs, blocksize="1MB")
     with pytest.raises(TypeError, match=r"identify_only= configures reading or writing files"):

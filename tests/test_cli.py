@@ -174,6 +174,25 @@ def test_a_setting_in_the_wrong_place_or_misspelt_says_where_it_goes(tmp_path):
         assert problem in result.output
 
 
+def test_the_names_of_nemo_curator_and_datatrove_are_answered_with_curates(tmp_path):
+    # --char-ngrams (NeMo Curator's shingle width) got "Did you mean --ngram?", the word/char
+    # choice; char_ngrams in a config file "did you mean ngram?".
+    docs, out = str(FIXTURES / "docs.jsonl"), str(tmp_path / "o")
+    for flag, message in [
+        ("--char-ngrams", "No such option: --char-ngrams (char_ngrams in NeMo Curator is --width in curate)"),
+        ("--num-buckets", "(num_buckets in NeMo Curator and datatrove is --num-bands in curate)"),
+        ("--minhashes-per-band", "(minhashes_per_band in NeMo Curator is --rows-per-band in curate)"),
+    ]:
+        result = CliRunner().invoke(main, ["dedup", docs, "-o", out, flag, "24"])
+        assert result.exit_code == 2 and message in result.output, result.output
+    result = CliRunner().invoke(main, ["params", "--threshold", "0.8", "--char-ngrams", "5"])
+    assert "No such option '--char-ngrams'." in result.output  # params has no --width to name
+    (tmp_path / "c.yaml").write_text("fuzzy:\n  char_ngrams: 24\nn_grams: 5\n")
+    result = CliRunner().invoke(main, ["dedup", docs, "-o", out, "--config", str(tmp_path / "c.yaml")])
+    assert "fuzzy.char_ngrams: not a setting; char_ngrams in NeMo Curator is fuzzy.width in curate" in result.output
+    assert "n_grams: not a setting; n_grams in datatrove is fuzzy.width in curate" in result.output
+
+
 def test_a_rule_of_a_section_names_the_flags_of_its_keys(tmp_path):
     # "give both" named neither key nor flag (also test_cli_dedup_band_flags_are_checked_before_running).
     docs, out = str(FIXTURES / "docs.jsonl"), str(tmp_path / "o")
