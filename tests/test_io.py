@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from curate.config import IOConfig
 from curate.io import read_documents, write_documents
+from curate.io.files import source_names
 from curate.io.write import write_table
 from tests.conftest import FIXTURES, write_jsonl
 
@@ -62,6 +63,15 @@ def test_missing_ids_are_file_and_line(tmp_path):
     assert one.id.tolist() == ["noid.jsonl:1", "noid.jsonl:2", "noid.jsonl:4"]
     split = read_documents(str(path), blocksize=16).compute()
     assert split.id.tolist() == one.id.tolist()
+
+
+def test_files_named_relative_to_their_common_folder_or_whole_from_the_root():
+    # Files in /work/... and /tmp/... were named "work/..." and "tmp/...": relative to the root,
+    # they read as relative to the current folder.
+    assert source_names(["/data/a/x.jsonl", "/data/b/y.jsonl"]) == ("a/x.jsonl", "b/y.jsonl")
+    assert source_names(["/work/a/x.jsonl", "/tmp/b/y.jsonl"]) == ("/work/a/x.jsonl", "/tmp/b/y.jsonl")
+    assert source_names(["/x.jsonl"]) == ("/x.jsonl",)
+    assert source_names(["s3://b/a/x.jsonl", "s3://b/y.jsonl"]) == ("s3://b/a/x.jsonl", "s3://b/y.jsonl")
 
 
 def test_parquet_input_and_output(tmp_path):

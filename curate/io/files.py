@@ -182,10 +182,14 @@ def _first_few(items: list[str], tail: str = "and {} more", sep: str = "; ") -> 
 
 
 def source_names(paths: list[str]) -> tuple[str, ...]:
-    """How files are named in ids, messages and ``rejected/``: relative to their common folder (URLs whole)."""
+    """How files are named in ids, messages and ``rejected/``: relative to their common folder;
+    whole where that is the root (``work/data/a.jsonl`` read as relative to the current folder)
+    or they are URLs."""
     if "://" in paths[0]:
         return tuple(paths)
     root = os.path.commonpath([os.path.dirname(p) for p in paths])
+    if root == os.sep:
+        return tuple(paths)
     return tuple(os.path.relpath(p, root) for p in paths)
 
 

@@ -282,13 +282,22 @@ class RunOutput:
         return self._pairs(rows)
 
     def sample(self, n: int, seed: int = 0) -> list[Pair]:
-        """``n`` removed documents drawn at random, in input order, beside their representatives.
+        """``n`` removed documents drawn at random, in input order, beside their representatives:
+        as many of each kind (fuzzy, exact) as it has, up to an even share, so that thousands
+        of exact copies (of empty documents, say) do not crowd out the near duplicates a
+        reviewer has to judge.
 
-        The draw is the first ``n`` of a permutation (numpy ``default_rng(seed)``), so a smaller
-        sample with the same seed is part of a larger one (``inspect``'s 3 are among the report's 20).
+        Each kind's draw is the first of a permutation of its rows (numpy ``default_rng(seed)``),
+        so a smaller sample with the same seed is part of a larger one (``inspect``'s 3 are
+        among the report's 20).
         """
-        chosen = np.sort(np.random.default_rng(seed).permutation(len(self.removed))[:n])
-        return self._pairs_of(self.removed.iloc[chosen])
+        rows = {kind: np.flatnonzero(self.removed.kind.to_numpy() == kind) for kind in ("fuzzy", "exact")}
+        shares = dict.fromkeys(rows, 0)
+        for _ in range(min(n, len(self.removed))):  # one at a time, fuzzy first, to kinds with rows left
+            kind = min((k for k in rows if shares[k] < len(rows[k])), key=lambda k: shares[k])
+            shares[kind] += 1
+        chosen = [rows[k][np.random.default_rng(seed).permutation(len(rows[k]))[: shares[k]]] for k in rows]
+        return self._pairs_of(self.removed.iloc[np.sort(np.concatenate(chosen))])
 
     def group(self, group, limit: int | None = None) -> list[Pair]:
         """The documents removed in favour of ``group`` (a kept id), or removed from the group
