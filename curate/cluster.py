@@ -633,22 +633,31 @@ def gather(
     try:
         if stall_timeout:
             _watch(client, futures, stall_timeout, hint)
-        results = client.gather(futures)
+        results = _results(client, futures)
     except KilledWorker as err:
         raise ClusterError(f"workers died running a task ({err.task}), most often out of memory; {hint}") from None
+    if show_progress:
+        bar.join(timeout=2)  # let it draw the finished bar
+    return results
+
+
+def _results(client: Client, futures) -> list:
+    """``client.gather(futures)``; where a task failed and some worker cannot run this curate,
+    :class:`ClusterError` naming it in place of the task's error. Such a worker, joined since
+    the last check (every 5 s), may fail a task first with an error that does not say why
+    (ModuleNotFoundError: curate)."""
+    try:
+        return client.gather(futures)
+    except KilledWorker:
+        raise
     except Exception:
-        # A worker that joined since the last check (every 5 s) may fail a task first, with an
-        # error that does not say why (ModuleNotFoundError: curate): name it as the check would.
         try:
             lacking = _lacking_curate(run_on_workers(client, _worker_setup))
-        except TimeoutError:
+        except Exception:  # the workers cannot be asked (lost scheduler, frozen worker): the error stands
             lacking = None
         if lacking:
             raise ClusterError(f"{lacking}; finished stages are kept for --resume") from None
         raise
-    if show_progress:
-        bar.join(timeout=2)  # let it draw the finished bar
-    return results
 
 
 def _watch(client: Client, futures, stall_timeout: float, hint: str) -> None:

@@ -148,7 +148,11 @@ def test_a_worker_restarted_mid_run_is_named(tmp_path, caplog):
     # A worker restarted by its nanny (past 95% of its memory limit) was said nowhere: distributed's
     # own loggers are quiet without -v, and the run only counted the deaths.
     died = tmp_path / "died"
-    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as client:
+    with (
+        dask.config.set({"distributed.scheduler.allowed-failures": 3}),  # not lonely's 0 (module scope)
+        LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
         (address,) = client.scheduler_info()["workers"]
         with caplog.at_level(logging.WARNING, logger="curate.cluster"):
             assert gather(client, [dask.delayed(_die_once)(str(died), 8)], stall_timeout=60) == [8]
