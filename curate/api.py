@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from curate.backend import first_non_string, is_missing, on_host, shown, to_host
 from curate.cluster import current_client, local_shuffles, one_task_per_gpu, shuffles_need_workers
-from curate.config import ClusterConfig, FuzzyConfig, IOConfig, RunConfig, field_problem, peer_name
+from curate.config import ClusterConfig, FuzzyConfig, IOConfig, RunConfig, field_problem, peer_answer
 from curate.dask_fixes import one_at_a_time
 from curate.dedup.exact import ExactDedup
 from curate.dedup.fuzzy import FuzzyDedup
@@ -548,8 +548,8 @@ def _config(mode: str | None, config, options: dict) -> RunConfig:
         else:
             known = ["mode", "config", *_TOP, *_IO, *FuzzyConfig.model_fields]
             close = difflib.get_close_matches(name, known, n=1)
-            if peer := peer_name(name):
-                hint = f" ({name} in {peer[0]} is {peer[1]}= in curate)"
+            if answer := peer_answer(name, "keyword"):
+                hint = f" ({answer})"
             else:
                 hint = f" (did you mean {close[0]}=?)" if close else ""
             raise TypeError(

@@ -35,7 +35,7 @@ from curate.config import (
     RunConfig,
     config_data,
     field_problem,
-    peer_name,
+    peer_answer,
     shipped_configs,
 )
 from curate.io.files import FORMATS
@@ -45,38 +45,29 @@ if TYPE_CHECKING:  # imported inside the commands that use them: they cost start
     from curate.review.inspect import RunOutput
 
 
-class _Command(click.Command):
-    """A command that answers a flag of NeMo Curator or datatrove with its own flag for it
-    (:data:`curate.config.PEER_NAMES`), where click offered the nearest spelling."""
+class _PeerNamesCommand(click.Command):
+    """``curate dedup``, which answers a flag of NeMo Curator or datatrove with its own flags
+    for it (:func:`curate.config.peer_answer`), where click offered the nearest spelling."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
             return super().parse_args(ctx, args)
         except click.NoSuchOption as err:
-            flags = {param.name: param.opts[0] for param in self.params if isinstance(param, click.Option)}
-            peer = peer_name(err.option_name)
-            if peer is None or peer[1] not in flags:
+            answer = peer_answer(err.option_name, "flag")
+            if answer is None:
                 raise
-            tool, key = peer
             raise click.NoSuchOption(
-                err.option_name,
-                f"No such option: {err.option_name} ({err.option_name.lstrip('-').replace('-', '_')} in {tool} "
-                f"is {flags[key]} in curate)",
-                ctx=ctx,
+                err.option_name, f"No such option '{err.option_name}' ({answer}).", ctx=ctx
             ) from None
 
 
-class _Group(click.Group):
-    command_class = _Command
-
-
-@click.group(cls=_Group)
+@click.group()
 @click.version_option(package_name="curate")
 def main():
     """curate: exact and fuzzy (MinHash + LSH) deduplication of text corpora on Dask."""
 
 
-@main.command()
+@main.command(cls=_PeerNamesCommand)
 @click.argument("inputs", nargs=-1, required=True)
 @click.option(
     "-o",
@@ -347,7 +338,7 @@ def config_show(name):
     "--sample",
     default=20,
     type=click.IntRange(min=0),
-    help=f"Removed documents to show, drawn at random. {default_help(20)}",
+    help=f"Removed documents to show, drawn at random, near and exact duplicates alike. {default_help(20)}",
 )
 @click.option("--seed", default=0, help=f"Seed of that draw. {default_help(0)}")
 @click.option(
@@ -391,7 +382,7 @@ def _warn_inputs(run: RunOutput) -> None:
 @click.option(
     "--sample",
     type=click.IntRange(min=0),
-    help=f"Show this many removed documents drawn at random (with --group/--id: at most this many). {default_help('3; with --group/--id all')}",
+    help=f"Show this many removed documents drawn at random, near and exact duplicates alike (with --group/--id: at most this many). {default_help('3; with --group/--id all')}",
 )
 @click.option("--seed", default=0, help=f"Seed of the random draw. {default_help(0)}")
 @click.option(

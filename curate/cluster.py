@@ -173,16 +173,16 @@ def _wait_for(scheduler_file: str, timeout: float) -> None:
 ANSWER_TIMEOUT = 30
 
 
-def run_on_workers(client: Client, function, *args, workers: list[str] | None = None) -> dict:
+def run_on_workers(client: Client, function, *args, workers: list[str] | None = None, timeout: float = 0) -> dict:
     """``client.run(function, *args)`` on every worker (or ``workers``): ``{address: result,
     or the exception it raised}``.
 
     Raises
     ------
     TimeoutError
-        Where a worker has not answered within :data:`ANSWER_TIMEOUT` seconds.
+        Where a worker has not answered within ``timeout`` seconds (0: :data:`ANSWER_TIMEOUT`).
     """
-    return client.run(function, *args, workers=workers, on_error="return", callback_timeout=ANSWER_TIMEOUT)
+    return client.run(function, *args, workers=workers, on_error="return", callback_timeout=timeout or ANSWER_TIMEOUT)
 
 
 def check_workers(client: Client, workers: list[str] | None = None) -> None:
@@ -651,9 +651,11 @@ def _results(client: Client, futures) -> list:
     except KilledWorker:
         raise
     except Exception:
-        try:
-            lacking = _lacking_curate(run_on_workers(client, _worker_setup))
-        except Exception:  # the workers cannot be asked (lost scheduler, frozen worker): the error stands
+        if client.status != "running":  # the scheduler is lost: no worker can be asked
+            raise
+        try:  # briefly: a frozen worker would hold the task's error back
+            lacking = _lacking_curate(run_on_workers(client, _worker_setup, timeout=5))
+        except Exception:  # the workers cannot be asked: the task's error stands
             lacking = None
         if lacking:
             raise ClusterError(f"{lacking}; finished stages are kept for --resume") from None
@@ -674,7 +676,7 @@ def _watch(client: Client, futures, stall_timeout: float, hint: str) -> None:
             deaths += len(left)
             logger.warning(
                 "%d worker(s) left the cluster (%s): restarted past 95%% of their memory limit, or lost; "
-                "their tasks run again elsewhere",
+                "Dask runs their tasks again",
                 len(left),
                 left[0] + (", ..." if len(left) > 1 else ""),
             )

@@ -315,32 +315,44 @@ def field_problem(loc: tuple, message: str, section: str = "") -> str:
 
 
 # curate's fuzzy settings under the names of the tools users come from (NeMo Curator 1.x, its
-# FuzzyDuplicatesConfig before, datatrove's MinhashConfig): such a name is answered with curate's,
-# where the nearest spelling misled (NeMo Curator's char_ngrams read as ngram, another setting).
+# FuzzyDuplicatesConfig before, datatrove's MinhashConfig): such a name is answered with curate's
+# settings (a value where theirs fixes one), where the nearest spelling misled (NeMo Curator's
+# char_ngrams read as ngram, the word/char choice; datatrove's n_grams count words).
 PEER_NAMES = {
-    "char_ngrams": ("NeMo Curator", "width"),
-    "minhashes_per_band": ("NeMo Curator", "rows_per_band"),
-    "use_64_bit_hash": ("NeMo Curator", "hash_bits"),
-    "jaccard_threshold": ("NeMo Curator", "threshold"),
-    "false_positive_check": ("NeMo Curator", "verify"),
-    "num_buckets": ("NeMo Curator and datatrove", "num_bands"),
-    "hashes_per_bucket": ("NeMo Curator and datatrove", "rows_per_band"),
-    "n_grams": ("datatrove", "width"),
+    "char_ngrams": ("NeMo Curator", {"width": None}),
+    "minhashes_per_band": ("NeMo Curator", {"rows_per_band": None}),
+    "use_64_bit_hash": ("NeMo Curator", {"hash_bits": 64}),
+    "jaccard_threshold": ("NeMo Curator", {"threshold": None}),
+    "false_positive_check": ("NeMo Curator", {"verify": None}),
+    "num_buckets": ("NeMo Curator and datatrove", {"num_bands": None}),
+    "hashes_per_bucket": ("NeMo Curator and datatrove", {"rows_per_band": None}),
+    "n_grams": ("datatrove", {"width": None, "ngram": "word"}),
 }
 
 
-def peer_name(name: str) -> tuple[str, str] | None:
-    """``(tool, curate's FuzzyConfig field)`` where ``name`` (a key, keyword or flag:
-    ``--char-ngrams``) is another tool's name for a curate setting (:data:`PEER_NAMES`), else None."""
-    return PEER_NAMES.get(name.lstrip("-").replace("-", "_"))
+def peer_answer(name: str, form: str) -> str | None:
+    """Where ``name`` (a key, keyword or flag: ``--n-grams``) is another tool's name for curate's
+    settings (:data:`PEER_NAMES`), say which, as ``form`` writes them: ``"flag"`` (``--width
+    with --ngram word``), ``"key"`` (``fuzzy.width with fuzzy.ngram: word``) or ``"keyword"``
+    (``width= with ngram='word'``); else None."""
+    key = name.lstrip("-").replace("-", "_")
+    if key not in PEER_NAMES:
+        return None
+    tool, settings = PEER_NAMES[key]
+    written = {
+        "flag": lambda k, v: f"--{k.replace('_', '-')}" + ("" if v is None else f" {v}"),
+        "key": lambda k, v: f"fuzzy.{k}" + ("" if v is None else f": {v}"),
+        "keyword": lambda k, v: f"{k}=" + ("" if v is None else repr(v)),
+    }[form]
+    return f"{key} in {tool} is {' with '.join(written(k, v) for k, v in settings.items())} in curate"
 
 
 def _instead(where: tuple, name: str) -> str:
     """Where ``name`` (unknown at ``where``) is a setting, the setting whose flag it names
     (``cuda_visible_devices``: ``cluster.gpu.devices``), curate's name for another tool's
     (``char_ngrams``: ``fuzzy.width``), or the setting it is a typo of."""
-    if peer := peer_name(name):
-        return f"; {name} in {peer[0]} is fuzzy.{peer[1]} in curate"
+    if answer := peer_answer(name, "key"):
+        return f"; {answer}"
     sections = {"io": IOConfig, "fuzzy": FuzzyConfig, "cluster": ClusterConfig, "cluster.gpu": GPUConfig}
     for section, model in sections.items():
         for key, field in model.model_fields.items():

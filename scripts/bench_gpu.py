@@ -225,7 +225,7 @@ def main():
 
         n_workers = cupy.cuda.runtime.getDeviceCount()
     results = json.loads(args.out.read_text()) if args.out.exists() else {}
-    results.update(backend=args.backend, python=platform.python_version(), workers=n_workers)
+    results.update(backend=args.backend, python=platform.python_version(), workers=n_workers, shards=len(shards))
     results["targets_GB_per_s"] = TARGETS_GB_PER_S
     if "kernels" in steps:
         for key, paths in (

@@ -41,10 +41,18 @@ mkdir -p "$RESULTS" "$WORK"
 exec > >(tee "$RESULTS/gpu_check.log") 2>&1
 failed=0
 step() { echo; echo "== $1 ($(date +%T), ${SECONDS}s)"; }
-# One deadline for the whole call (the device run's limit is 600 s): each step gets at most its
-# own cap and never more than what is left, so a slow step shortens the next, never the figures.
+# One deadline for the whole call (the device run's limit is 600 s): each step gets its own
+# cap, never more than what is left before the deadline less 30 s for a cut step to end (SIGINT,
+# then KILL 30 s later at most); a step with under 20 s left is skipped. A slow step shortens
+# the next ones, so what was measured before it always comes back.
 DEADLINE=$((SECONDS + ${BUDGET_S:-540}))
-cap() { local left=$((DEADLINE - SECONDS)); ((left < $1)) && echo $((left > 15 ? left : 15)) || echo "$1"; }
+bounded() {  # CAP COMMAND...: COMMAND under `timeout`, within the deadline
+    local limit=$1 left=$((DEADLINE - SECONDS - 30))
+    shift
+    ((left < limit)) && limit=$left
+    if ((limit < 20)); then echo "skipped, the budget is spent: $*"; failed=1; return; fi
+    timeout -s INT -k 30 "$limit" "$@" || failed=1
+}
 
 step "RAPIDS"
 [[ -f $RAPIDS_ENV ]] || { echo "no $RAPIDS_ENV: install the RAPIDS parts first (install-rapids.sh)"; exit 10; }
@@ -74,12 +82,15 @@ fi
 (cd "$REPO" && timeout 120 "$PYTHON" -m pip install -q --no-index --no-deps --no-build-isolation --target "$SITE" --upgrade .) || failed=1
 export PYTHONPATH="$REPO:$SITE${PYTHONPATH:+:$PYTHONPATH}"
 export CURATE_SHARED_DATA=$DATA PYTHONUNBUFFERED=1  # a step cut by its time limit keeps its output
+cd "$REPO" || exit 1
 
-# The >= 1 GB corpus for the end-to-end figure (gutenberg books and edited copies), made on the
-# host's spare cores while the environment, smoke and kernel steps run.
-nice -n 10 timeout 240 "$PYTHON" "$REPO/scripts/make_edited_corpus.py" "$WORK/edited" \
-    --bytes "${E2E_BYTES:-1.1GB}" --source "$DATA/gutenberg" >"$WORK/edited.log" 2>&1 &
-corpus=$!
+if [[ ${BENCH:-1} != 0 ]]; then
+    # The >= 1 GB corpus for the end-to-end figure (gutenberg books and edited copies), made on
+    # the host's spare cores while the environment, smoke and kernel steps run.
+    nice -n 10 timeout 240 "$PYTHON" scripts/make_edited_corpus.py "$WORK/edited" \
+        --bytes "${E2E_BYTES:-1.1GB}" --source "$DATA/gutenberg" >"$WORK/edited.log" 2>&1 &
+    corpus=$!
+fi
 
 step "environment"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
@@ -101,20 +112,23 @@ grep -q MISSING "$RESULTS/environment.txt" && echo "some packages are missing (a
 echo "data: $DATA"; ls "$DATA" "$DATA/gutenberg" 2>/dev/null | head -20
 
 step "smoke: one GPU run of 20news end to end"
-(cd "$REPO" && timeout -s INT -k 15 "$(cap 90)" "$PYTHON" -m curate dedup "$DATA/20news" -o "$WORK/smoke" \
-    --overwrite --no-progress --backend gpu) || failed=1
+bounded 90 "$PYTHON" -m curate dedup "$DATA/20news" -o "$WORK/smoke" --overwrite --no-progress --backend gpu
 
-bench() {  # bench_gpu.py STEPS CAP [ARGS...]: results merge into one bench_gpu.json
+bench() {  # STEPS CAP [ARGS...]: bench_gpu.py's STEPS; the figures merge into one bench_gpu.json
     # shellcheck disable=SC2086
-    (cd "$REPO" && timeout -s INT -k 15 "$(cap "$2")" "$PYTHON" scripts/bench_gpu.py --data "$DATA" \
-        --out "$RESULTS/bench_gpu.json" --work "$WORK/bench" --steps "$1" "${@:3}" ${BENCH_ARGS:---shards 8}) || failed=1
+    bounded "$2" "$PYTHON" scripts/bench_gpu.py --data "$DATA" --out "$RESULTS/bench_gpu.json" --work "$WORK/bench" \
+        --steps "$1" "${@:3}" ${BENCH_ARGS:---shards 8}
 }
 if [[ ${BENCH:-1} != 0 ]]; then
     step "benchmark: kernels (GB/s)"
     bench kernels 100
     step "benchmark: end to end on the >= 1 GB corpus (MB/s per GPU, peak device memory)"
-    if wait "$corpus"; then tail -1 "$WORK/edited.log"; else cat "$WORK/edited.log"; failed=1; fi
-    bench corpus 150 --corpus "$WORK/edited"
+    if wait "$corpus"; then  # a corpus cut short by its time limit would give a wrong figure
+        tail -1 "$WORK/edited.log"
+        bench corpus 150 --corpus "$WORK/edited"
+    else
+        cat "$WORK/edited.log"; echo "no corpus: skipped"; failed=1
+    fi
 fi
 
 # Tests: the whole runs first (byte identity, spilling, UCX), then the rest; three at a time on
@@ -124,9 +138,8 @@ runs="whole_run or spilling or ucx"
 per_test=()
 "$PYTHON" -c "import pytest_timeout" 2>/dev/null && per_test=(--timeout=240)
 gpu_tests() {  # NAME -k CAP
-    (cd "$REPO" && timeout -s INT -k 30 "$(cap "$3")" "$PYTHON" -m pytest -m gpu -k "$2" -p no:cacheprovider \
-        -v -rfEs --tb=short --durations=20 -n 3 --dist load "${per_test[@]}" \
-        --junitxml="$RESULTS/$1.xml" tests/test_gpu.py) || failed=1
+    bounded "$3" "$PYTHON" -m pytest -m gpu -k "$2" -p no:cacheprovider -v -rfEs --tb=short --durations=20 \
+        -n 3 --dist load "${per_test[@]}" --junitxml="$RESULTS/$1.xml" tests/test_gpu.py
 }
 step "GPU tests: whole runs (pytest -m gpu -k '$runs')"
 gpu_tests pytest-gpu-runs "$runs" 200
@@ -136,11 +149,11 @@ gpu_tests pytest-gpu "not ($runs)" 240
 step "CPU checks of the GPU code, on this host's libraries"
 # The simulator test is left out (a minute of Python threads; CI runs it); the typing check
 # skips where a device is present, since numba-cuda then compiles for it (the tests above).
-(cd "$REPO" && timeout -s INT -k 15 "$(cap 100)" "$PYTHON" -m pytest -p no:cacheprovider -rs -q -k "not simulator" \
+bounded 100 "$PYTHON" -m pytest -p no:cacheprovider -rs -q -k "not simulator" \
     --junitxml="$RESULTS/pytest-cpu-checks.xml" tests/test_gpu_config.py tests/test_backend_dispatch.py \
-    tests/test_digests.py tests/test_cuda_kernels.py tests/test_normalize_device.py) || failed=1
+    tests/test_digests.py tests/test_cuda_kernels.py tests/test_normalize_device.py
 
-if [[ ${BENCH:-1} != 0 ]] && ((DEADLINE - SECONDS > 60)); then
+if [[ ${BENCH:-1} != 0 ]] && ((DEADLINE - SECONDS > 90)); then
     step "benchmark: 8 gutenberg shards end to end, default and one thread per GPU worker"
     bench gutenberg,one-thread 200
 fi

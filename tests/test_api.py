@@ -260,6 +260,8 @@ def test_options_and_columns_are_checked_at_the_call():
         TypeError, match=r"unknown option char_ngrams= \(char_ngrams in NeMo Curator is width= in curate\)"
     ):
         curate.deduplicate(docs, char_ngrams=24)  # "did you mean ngram=?", the word/char choice
+    with pytest.raises(TypeError, match=r"\(n_grams in datatrove is width= with ngram='word' in curate\)"):
+        curate.deduplicate(docs, n_grams=5)
     with pytest.raises(TypeError, match=r"blocksize= configures reading or writing files"):
         curate.deduplicate(docs, blocksize="1MB")
     with pytest.raises(TypeError, match=r"identify_only= configures reading or writing files"):

@@ -179,18 +179,24 @@ def test_the_names_of_nemo_curator_and_datatrove_are_answered_with_curates(tmp_p
     # choice; char_ngrams in a config file "did you mean ngram?".
     docs, out = str(FIXTURES / "docs.jsonl"), str(tmp_path / "o")
     for flag, message in [
-        ("--char-ngrams", "No such option: --char-ngrams (char_ngrams in NeMo Curator is --width in curate)"),
+        ("--char-ngrams", "No such option '--char-ngrams' (char_ngrams in NeMo Curator is --width in curate)."),
         ("--num-buckets", "(num_buckets in NeMo Curator and datatrove is --num-bands in curate)"),
         ("--minhashes-per-band", "(minhashes_per_band in NeMo Curator is --rows-per-band in curate)"),
+        ("--n-grams", "(n_grams in datatrove is --width with --ngram word in curate)"),  # words, not characters
+        ("--use-64-bit-hash", "(use_64_bit_hash in NeMo Curator is --hash-bits 64 in curate)"),
     ]:
         result = CliRunner().invoke(main, ["dedup", docs, "-o", out, flag, "24"])
         assert result.exit_code == 2 and message in result.output, result.output
-    result = CliRunner().invoke(main, ["params", "--threshold", "0.8", "--char-ngrams", "5"])
-    assert "No such option '--char-ngrams'." in result.output  # params has no --width to name
+    # Only dedup takes these settings: inspect's --width is the terminal's.
+    for command in (["params", "--threshold", "0.8"], ["inspect", str(tmp_path)]):
+        result = CliRunner().invoke(main, [*command, "--char-ngrams", "5"])
+        assert "No such option '--char-ngrams'." in result.output and "NeMo" not in result.output, result.output
     (tmp_path / "c.yaml").write_text("fuzzy:\n  char_ngrams: 24\nn_grams: 5\n")
     result = CliRunner().invoke(main, ["dedup", docs, "-o", out, "--config", str(tmp_path / "c.yaml")])
     assert "fuzzy.char_ngrams: not a setting; char_ngrams in NeMo Curator is fuzzy.width in curate" in result.output
-    assert "n_grams: not a setting; n_grams in datatrove is fuzzy.width in curate" in result.output
+    assert (
+        "n_grams: not a setting; n_grams in datatrove is fuzzy.width with fuzzy.ngram: word in curate" in result.output
+    )
 
 
 def test_a_rule_of_a_section_names_the_flags_of_its_keys(tmp_path):

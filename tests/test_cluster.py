@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 from distributed import Client, LocalCluster, get_task_stream
+from distributed.client import FutureCancelledError
 
 from curate.cli import main
 from curate.cluster import ClusterError, check_workers, gather
@@ -216,6 +218,20 @@ def test_a_lost_scheduler_is_one_line_naming_it_and_resume(tmp_path):
     assert rc == 1, text
     assert "Error: lost the scheduler at tcp://" in text and "run the same command with --resume" in text
     assert "Traceback" not in text and "ERROR" not in text and text.split("tcp://")[1][:5] in address
+
+
+def test_a_lost_scheduler_mid_gather_keeps_dasks_error(tmp_path):
+    # After a task's error the run asks the workers whether one lacks curate: with the scheduler
+    # gone that question's own OSError ("Timed out trying to connect") replaced Dask's error.
+    with cli_cluster(tmp_path, n_workers=1) as scheduler_file:
+        with (
+            dask.config.set({"distributed.comm.timeouts.connect": "2s"}),
+            Client(scheduler_file=str(scheduler_file)) as client,
+        ):
+            scheduler_pid = client.run_on_scheduler(os.getpid)
+            threading.Timer(2, os.kill, args=(scheduler_pid, signal.SIGKILL)).start()
+            with pytest.raises(FutureCancelledError, match="scheduler-connection-lost"):
+                gather(client, [dask.delayed(time.sleep)(60)], stall_timeout=0)
 
 
 def test_workers_without_curate_or_with_other_code_are_refused():

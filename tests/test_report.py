@@ -286,6 +286,7 @@ def test_samples_nest_and_reports_repeat(run):
         assert pd.Series([p.kind for p in sample]).value_counts().to_dict() == kinds
         assert [p.removed for p in sample] == [i for i in output.removed.id if i in {p.removed for p in sample}]
     assert write_report(out, seed=5).read_bytes() == write_report(out, seed=5).read_bytes()
+    assert "Drawn with seed 5 from the 30 fuzzy and 94 exact removed documents" in write_report(out, seed=5).read_text()
 
 
 def test_dedup_report_flag_and_errors(tmp_path, joined):

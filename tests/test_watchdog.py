@@ -166,6 +166,28 @@ def _die_once(flag, seconds):
     return _idle(seconds)  # on the restarted worker: long enough for the run's next look (every 5 s)
 
 
+def test_a_task_error_beside_a_frozen_worker_comes_at_once():
+    # After a task's error the run asks the workers whether one lacks curate (the real cause
+    # then): a frozen worker held the error back the 30 s of every call on the workers.
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as client:
+        pids = client.run(os.getpid)
+        healthy, frozen = sorted(pids)
+        os.kill(pids[frozen], signal.SIGSTOP)
+        try:
+            with dask.annotate(workers=[healthy], allow_other_workers=False):
+                failing = dask.delayed(_divide)(1, 0)
+            started = time.monotonic()
+            with pytest.raises(ZeroDivisionError):
+                gather(client, [failing], stall_timeout=0)
+            assert time.monotonic() - started < 15
+        finally:
+            os.kill(pids[frozen], signal.SIGCONT)
+
+
+def _divide(a, b):
+    return a / b
+
+
 def test_dying_workers_stop_the_run(lonely):
     def die():
         os._exit(1)

@@ -292,10 +292,9 @@ class RunOutput:
         among the report's 20).
         """
         rows = {kind: np.flatnonzero(self.removed.kind.to_numpy() == kind) for kind in ("fuzzy", "exact")}
-        shares = dict.fromkeys(rows, 0)
-        for _ in range(min(n, len(self.removed))):  # one at a time, fuzzy first, to kinds with rows left
-            kind = min((k for k in rows if shares[k] < len(rows[k])), key=lambda k: shares[k])
-            shares[kind] += 1
+        n = max(0, min(n, len(self.removed)))
+        fuzzy = min(len(rows["fuzzy"]), max(-(-n // 2), n - len(rows["exact"])))  # the odd one to fuzzy
+        shares = {"fuzzy": fuzzy, "exact": n - fuzzy}
         chosen = [rows[k][np.random.default_rng(seed).permutation(len(rows[k]))[: shares[k]]] for k in rows]
         return self._pairs_of(self.removed.iloc[np.sort(np.concatenate(chosen))])
 

@@ -97,10 +97,16 @@ def _sampled(run: RunOutput, sampled: list[Pair], sample: int, seed: int) -> str
     if not sample:
         return ""
     return f"""<section><h2>{len(sampled)} removed documents at random</h2>
-  <p class="note">Drawn with seed {seed} from all {len(run.removed):,} removed documents, shown in input order.</p>
+  <p class="note">Drawn with seed {seed} from the {_kinds(run.removed.kind)} removed documents, near and exact
+  duplicates alike (up to half each), shown in input order.</p>
   {_pairs(sampled) or "<p>Nothing was removed.</p>"}
 </section>
 """
+
+
+def _kinds(kinds) -> str:  # a pandas Series of "fuzzy" and "exact"
+    counts = kinds.value_counts()
+    return " and ".join(f"{counts.get(kind, 0):,} {kind}" for kind in ("fuzzy", "exact"))
 
 
 def _warning(run: RunOutput) -> str:
