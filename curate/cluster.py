@@ -13,6 +13,7 @@ import socket
 import threading
 import time
 import warnings
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing import resource_tracker
 from pathlib import Path
@@ -200,8 +201,10 @@ def check_workers(client: Client, workers: list[str] | None = None) -> None:
             f"a worker of the scheduler at {client.scheduler.address} did not answer within {ANSWER_TIMEOUT} s "
             "(frozen, or its node lost): restart it"
         ) from None
-    if lacking := _lacking_curate(found):
+    total = len(found) if workers is None else len(client.scheduler_info()["workers"])
+    if lacking := _lacking_curate(found, total):
         raise ClusterError(lacking)
+    _ROLL.setdefault(client, _Roll()).checked.update(found)
     pools = {worker: pool for worker, (pool, _) in found.items()}
     lacking = sorted(worker for worker, pool in pools.items() if pool != "system")
     if lacking:
@@ -214,17 +217,20 @@ def check_workers(client: Client, workers: list[str] | None = None) -> None:
         )
 
 
-def _lacking_curate(found: dict) -> str | None:
+def _lacking_curate(found: dict, total: int | None = None) -> str | None:
     """What :func:`check_workers` says of the workers that cannot run this curate, given each
-    worker's :func:`_worker_setup` (or the exception it raised); None where all can."""
+    worker's :func:`_worker_setup` (or the exception it raised) and how many workers there are
+    (default: those in ``found``); None where all can."""
     ours = code_fingerprint()
     other = {worker: got for worker, got in found.items() if isinstance(got, BaseException) or got[1] != ours}
     if not other:
         return None
     worker, got = sorted(other.items())[0]
-    why = f"cannot run it ({type(got).__name__}: {got})" if isinstance(got, BaseException) else "runs other code"
+    # distributed wraps an error raised while unpickling the function in a plain Exception
+    error = str(got) if type(got) is Exception else f"{type(got).__name__}: {got}"
+    why = f"cannot run it ({error})" if isinstance(got, BaseException) else "runs other code"
     return (
-        f"{len(other)} of {len(found)} workers ({worker}{', ...' if len(other) > 1 else ''}) lack the curate "
+        f"{len(other)} of {total or len(found)} workers ({worker}{', ...' if len(other) > 1 else ''}) lack the curate "
         f"this command runs ({Path(__file__).parent}): the first {why}; every worker needs the same curate "
         "(docs/multi-node.md)"
     )
@@ -575,6 +581,10 @@ class ClusterError(RuntimeError):
     """The cluster cannot finish the run: workers keep dying, or nothing progresses."""
 
 
+def _worker_addresses(dask_scheduler) -> list[str]:
+    return list(dask_scheduler.workers)
+
+
 def _cluster_state(dask_scheduler) -> dict:
     now = time.time()  # distributed's clock for last_seen
     workers = {
@@ -626,6 +636,9 @@ def gather(
     Exception
         What a task raised, otherwise.
     """
+    # Workers that joined since the last look are checked before they compute, those that join
+    # meanwhile at the watch's looks and after the computation, before its results are taken.
+    _roll_call(client, client.run_on_scheduler(_worker_addresses))
     futures = client.compute(collections)
     bar = threading.Thread(target=progress, args=(futures,), daemon=True)  # it blocks until the end
     if show_progress:
@@ -636,9 +649,49 @@ def gather(
         results = _results(client, futures)
     except KilledWorker as err:
         raise ClusterError(f"workers died running a task ({err.task}), most often out of memory; {hint}") from None
+    _roll_call(client, client.run_on_scheduler(_worker_addresses))
     if show_progress:
         bar.join(timeout=2)  # let it draw the finished bar
     return results
+
+
+class _Roll:
+    """The workers of a client's cluster as the run last saw them, and those checked
+    (:func:`check_workers`) so far: each is checked once, whichever stage it joins in."""
+
+    def __init__(self):
+        self.seen: set[str] = set()
+        self.checked: set[str] = set()
+
+
+_ROLL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _roll_call(client: Client, workers) -> int:
+    """Compare ``workers`` (the scheduler's, now) with those the run last saw: warn of those
+    that left and check those not checked yet, before their results are taken. Returns how
+    many left.
+
+    Raises
+    ------
+    ClusterError
+        Where a worker not checked before cannot run this curate (:func:`check_workers`).
+    """
+    roll = _ROLL.setdefault(client, _Roll())
+    if left := sorted(roll.seen - set(workers)):  # a restarted worker comes back under a new address
+        logger.warning(
+            "%d worker(s) left the cluster (%s): restarted past 95%% of their memory limit, or lost; "
+            "Dask runs their tasks again",
+            len(left),
+            left[0] + (", ..." if len(left) > 1 else ""),
+        )
+    roll.seen = set(workers)
+    if new := sorted(set(workers) - roll.checked):
+        try:
+            check_workers(client, new)
+        except ClusterError as err:
+            raise ClusterError(f"{err}; finished stages are kept for --resume") from None
+    return len(left)
 
 
 def _results(client: Client, futures) -> list:
@@ -663,7 +716,7 @@ def _results(client: Client, futures) -> list:
 
 
 def _watch(client: Client, futures, stall_timeout: float, hint: str) -> None:
-    seen, last, since, deaths, most = set(client.scheduler_info()["workers"]), None, time.monotonic(), 0, 1
+    last, since, deaths, most = None, time.monotonic(), 0, 1
     while True:
         try:
             wait(futures, timeout=min(5.0, stall_timeout))
@@ -672,20 +725,8 @@ def _watch(client: Client, futures, stall_timeout: float, hint: str) -> None:
             pass
         state = client.run_on_scheduler(_cluster_state)
         workers = state["workers"]
-        if left := sorted(seen - set(workers)):  # a restarted worker comes back under a new address
-            deaths += len(left)
-            logger.warning(
-                "%d worker(s) left the cluster (%s): restarted past 95%% of their memory limit, or lost; "
-                "Dask runs their tasks again",
-                len(left),
-                left[0] + (", ..." if len(left) > 1 else ""),
-            )
-        if joined := sorted(set(workers) - seen):  # one without curate crashed the run at its next count
-            try:
-                check_workers(client, joined)
-            except ClusterError as err:
-                raise ClusterError(f"{err}; finished stages are kept for --resume") from None
-        seen, most = set(workers), max(most, len(workers))
+        deaths += _roll_call(client, workers)
+        most = max(most, len(workers))
         if deaths > 2 * most:
             raise ClusterError(
                 f"workers died {deaths} times (a worker is restarted when it passes 95% of its memory limit); {hint}"

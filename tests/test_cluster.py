@@ -228,6 +228,7 @@ def test_a_lost_scheduler_mid_gather_keeps_dasks_error(tmp_path):
             dask.config.set({"distributed.comm.timeouts.connect": "2s"}),
             Client(scheduler_file=str(scheduler_file)) as client,
         ):
+            check_workers(client)  # as a joined run does at its start
             scheduler_pid = client.run_on_scheduler(os.getpid)
             threading.Timer(2, os.kill, args=(scheduler_pid, signal.SIGKILL)).start()
             with pytest.raises(FutureCancelledError, match="scheduler-connection-lost"):
