@@ -204,6 +204,7 @@ def check_workers(client: Client, workers: list[str] | None = None) -> None:
     total = len(found) if workers is None else len(client.scheduler_info()["workers"])
     if lacking := _lacking_curate(found, total):
         raise ClusterError(lacking)
+    found = {worker: got for worker, got in found.items() if not _gone(got)}
     _ROLL.setdefault(client, _Roll()).checked.update(found)
     pools = {worker: pool for worker, (pool, _) in found.items()}
     lacking = sorted(worker for worker, pool in pools.items() if pool != "system")
@@ -217,12 +218,22 @@ def check_workers(client: Client, workers: list[str] | None = None) -> None:
         )
 
 
+def _gone(answer) -> bool:
+    # A worker that left while it was asked (killed, restarted) answers with a connection error
+    # (distributed's CommClosedError, an OSError): the run's looks say it left; curate it may have.
+    return isinstance(answer, OSError)
+
+
 def _lacking_curate(found: dict, total: int | None = None) -> str | None:
     """What :func:`check_workers` says of the workers that cannot run this curate, given each
     worker's :func:`_worker_setup` (or the exception it raised) and how many workers there are
     (default: those in ``found``); None where all can."""
     ours = code_fingerprint()
-    other = {worker: got for worker, got in found.items() if isinstance(got, BaseException) or got[1] != ours}
+    other = {
+        worker: got
+        for worker, got in found.items()
+        if (isinstance(got, BaseException) or got[1] != ours) and not _gone(got)
+    }
     if not other:
         return None
     worker, got = sorted(other.items())[0]

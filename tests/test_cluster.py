@@ -21,9 +21,10 @@ import pytest
 from click.testing import CliRunner
 from distributed import Client, LocalCluster, get_task_stream
 from distributed.client import FutureCancelledError
+from distributed.comm.core import CommClosedError
 
 from curate.cli import main
-from curate.cluster import ClusterError, check_workers, gather
+from curate.cluster import ClusterError, _lacking_curate, check_workers, code_fingerprint, gather
 from curate.config import ClusterConfig
 from tests.conftest import FIXTURES, SHARED
 
@@ -277,6 +278,16 @@ def _fingerprint():
 
 def _divide(a, b):
     return a / b
+
+
+def test_a_worker_gone_while_it_is_checked_is_not_refused():
+    # A worker killed while the run asked it answered with CommClosedError, which the check took
+    # for a worker that cannot run curate: the run stopped, blaming it.
+    ours = (None, code_fingerprint())
+    gone = CommClosedError("in <TCP (closed) Scheduler Broadcast>: Stream is closed")
+    assert _lacking_curate({"tcp://a:1": ours, "tcp://b:2": gone}) is None
+    lacking = _lacking_curate({"tcp://a:1": ours, "tcp://b:2": gone, "tcp://c:3": ModuleNotFoundError("curate")})
+    assert lacking.startswith("1 of 3 workers (tcp://c:3) lack the curate")
 
 
 def _other_code():
