@@ -110,7 +110,7 @@ def connect(config: ClusterConfig, backend: str = "cpu", *, quiet: bool = True):
             with client.as_current():  # see below
                 yield client
         except (Exception, asyncio.CancelledError) as err:
-            if client.status == "running" or isinstance(err, ClusterError):
+            if isinstance(err, ClusterError) or (client.status == "running" and not _lost(err, address, timeout)):
                 raise
             # distributed's client gave up reconnecting (Dask's connect timeout) and closed; what
             # it raises then says only "Timed out trying to connect", or nothing.
@@ -288,6 +288,20 @@ def code_fingerprint() -> str:
 def _address_in(scheduler_file: str) -> str:
     with open(scheduler_file) as f:
         return json.load(f)["address"]
+
+
+def _lost(err: BaseException, address: str, timeout: float) -> bool:
+    """Whether ``err``, raised while the client still took the scheduler for connected, came
+    from its loss: a connection error (distributed's CommClosedError is an OSError) where no
+    scheduler answers at ``address`` within ``timeout`` seconds. One of the run's own calls to
+    the scheduler (its looks at the workers) fails so when the scheduler stops just before it."""
+    if not isinstance(err, OSError):
+        return False
+    try:
+        _answering(address, timeout)
+    except OSError:
+        return True
+    return False  # the error is the run's own (a full disk, say), not the scheduler's
 
 
 def _answering(address: str, timeout: float, scheduler_file: str | None = None) -> None:
@@ -592,10 +606,6 @@ class ClusterError(RuntimeError):
     """The cluster cannot finish the run: workers keep dying, or nothing progresses."""
 
 
-def _worker_addresses(dask_scheduler) -> list[str]:
-    return list(dask_scheduler.workers)
-
-
 def _cluster_state(dask_scheduler) -> dict:
     now = time.time()  # distributed's clock for last_seen
     workers = {
@@ -649,7 +659,7 @@ def gather(
     """
     # Workers that joined since the last look are checked before they compute, those that join
     # meanwhile at the watch's looks and after the computation, before its results are taken.
-    _roll_call(client, client.run_on_scheduler(_worker_addresses))
+    _roll_call(client, client.run_on_scheduler(_cluster_state)["workers"])
     futures = client.compute(collections)
     bar = threading.Thread(target=progress, args=(futures,), daemon=True)  # it blocks until the end
     if show_progress:
@@ -660,7 +670,7 @@ def gather(
         results = _results(client, futures)
     except KilledWorker as err:
         raise ClusterError(f"workers died running a task ({err.task}), most often out of memory; {hint}") from None
-    _roll_call(client, client.run_on_scheduler(_worker_addresses))
+    _roll_call(client, client.run_on_scheduler(_cluster_state)["workers"])
     if show_progress:
         bar.join(timeout=2)  # let it draw the finished bar
     return results

@@ -23,7 +23,7 @@ from distributed.client import FutureCancelledError
 from distributed.comm.core import CommClosedError
 
 from curate.cli import main
-from curate.cluster import ClusterError, _lacking_curate, check_workers, code_fingerprint, gather
+from curate.cluster import ClusterError, _lacking_curate, check_workers, code_fingerprint, connect, gather
 from curate.config import ClusterConfig
 from tests.conftest import FIXTURES, SHARED
 
@@ -218,6 +218,25 @@ def test_a_lost_scheduler_is_one_line_naming_it_and_resume(tmp_path):
     assert rc == 1, text
     assert "Error: lost the scheduler at tcp://" in text and "run the same command with --resume" in text
     assert "Traceback" not in text and "ERROR" not in text and text.split("tcp://")[1][:5] in address
+
+
+def test_a_scheduler_lost_before_the_client_notices_is_named_not_a_connection_error(tmp_path):
+    # The run's own calls to the scheduler (its looks at the workers, at each stage's edges and
+    # every 5 s) raised distributed's CommClosedError when the scheduler stopped just before one,
+    # ahead of the client's own notice: a traceback in place of "lost the scheduler".
+    with cli_cluster(tmp_path, n_workers=1) as scheduler_file:
+        config = ClusterConfig(scheduler_file=str(scheduler_file))
+        with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):
+            with pytest.raises(OSError, match="disk full"), connect(config):
+                raise OSError("disk full")  # the scheduler is there: the run's own error stands
+            with (
+                pytest.raises(ClusterError, match=r"lost the scheduler at tcp://.*--resume"),
+                connect(config) as client,
+            ):
+                scheduler_pid = client.run_on_scheduler(os.getpid)
+                client.loop.add_callback(time.sleep, 3)  # the client notices nothing meanwhile
+                os.kill(scheduler_pid, signal.SIGKILL)
+                raise CommClosedError("in <TCP (closed) ConnectionPool.run_function local=tcp://... remote=...>")
 
 
 def test_a_lost_scheduler_mid_gather_keeps_dasks_error(tmp_path):
