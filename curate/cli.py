@@ -28,6 +28,7 @@ from curate.checks import STAGES, OutputBusyError, check_folder, check_inputs, c
 from curate.cli_options import config_options, default_help, field_default, overrides
 from curate.config import (
     DEFAULT_NUM_PERM,
+    PEER_NAMES,
     ClusterConfig,
     FuzzyConfig,
     GPUConfig,
@@ -46,15 +47,17 @@ if TYPE_CHECKING:  # imported inside the commands that use them: they cost start
 
 
 class _PeerNamesCommand(click.Command):
-    """``curate dedup``, which answers a flag of NeMo Curator or datatrove with its own flags
-    for it (:func:`curate.config.peer_answer`), where click offered the nearest spelling."""
+    """A command (``curate dedup``, ``curate params``) that answers a flag of NeMo Curator or
+    datatrove with its own flags for it (:func:`curate.config.peer_answer`), where click offered
+    the nearest spelling; only where the command has those flags."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
             return super().parse_args(ctx, args)
         except click.NoSuchOption as err:
             answer = peer_answer(err.option_name, "flag")
-            if answer is None:
+            flags = {param.name for param in self.params}
+            if answer is None or not set(PEER_NAMES[err.option_name.lstrip("-").replace("-", "_")][1]) <= flags:
                 raise
             raise click.NoSuchOption(
                 err.option_name, f"No such option '{err.option_name}' ({answer}).", ctx=ctx
@@ -493,7 +496,7 @@ def _bands_by_rows(ctx, param, values):
     return pairs
 
 
-@main.command()
+@main.command(cls=_PeerNamesCommand)
 @click.option(
     "--threshold",
     # open range: at 0 or 1 no bands-by-rows choice exists (dedup takes 1.0 only with bands given)
