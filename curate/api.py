@@ -572,7 +572,8 @@ def _check_columns(docs: dd.DataFrame, io, keep: KeepPolicy, id_given: bool) -> 
         raise ValueError(f"text_field={io.text_field!r}: no such column in docs (columns: {columns})")
     dtype = docs._meta[io.text_field].dtype
     if not pd.api.types.is_string_dtype(dtype):
-        raise ValueError(f"text_field={io.text_field!r}: the column holds {dtype}, not strings")
+        fix = " (.astype(str) makes them strings)" if isinstance(dtype, pd.CategoricalDtype) else ""
+        raise ValueError(f"text_field={io.text_field!r}: the column holds {dtype}, not strings{fix}")
     if DOC in columns and docs._meta[DOC].dtype != np.int64:
         raise ValueError(
             f"docs has a column {DOC!r} of {docs._meta[DOC].dtype}: that name is curate's int64 key "

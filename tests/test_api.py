@@ -339,6 +339,8 @@ def test_bad_ids_and_columns_are_errors():
     docs = dd.from_pandas(frame, npartitions=2)
     with pytest.raises(ValueError, match=r"text_field='n': the column holds int64, not strings"):
         curate.deduplicate(docs, text_field="n")  # failed on the workers
+    with pytest.raises(ValueError, match=r"holds category, not strings \(\.astype\(str\) makes them strings\)$"):
+        curate.deduplicate(docs.assign(text=docs.text.astype("category")))
     with pytest.raises(
         ValueError, match=r"^deduplicate\(\): keep='max:text' ranks documents by their text field[^\n]*$"
     ):
