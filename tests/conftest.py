@@ -24,6 +24,18 @@ def shared_corpus(name: str) -> Path:
     return path
 
 
+@pytest.fixture(scope="session", autouse=True)
+def dask_temp(tmp_path_factory):
+    """Dask's temporary directory for the session: a folder of pytest's, which it prunes.
+
+    Disk shuffles (the synchronous scheduler, no client) make ``*.partd`` folders that only a
+    normal exit of the process removes (partd's exit hook; dask/dask#2139): a test session
+    killed at its end (pytest-xdist gives a worker 10 s) left about 200 empty ones in /tmp.
+    """
+    with dask.config.set(temporary_directory=str(tmp_path_factory.mktemp("dask-temp"))):
+        yield
+
+
 @pytest.fixture(scope="session")
 def client():
     """A cluster of two single-threaded worker processes, as the CLI starts, shared by the session.
