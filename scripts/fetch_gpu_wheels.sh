@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Download, here, the wheels of curate's own dependencies that the offline GPU host lacks
 # (../shared/gpu/README.md, "What the H200 host needed", step 3): pydantic (with pydantic-core,
-# annotated-types, typing-inspection, typing-extensions) and zstandard, for CPython 3.12 on
-# manylinux x86_64, into the git-ignored folder .whl/ (about 9 MB). scripts/gpu_check.sh installs
-# them on the host. Re-running downloads nothing that is already there.
+# annotated-types, typing-inspection, typing-extensions) and zstandard, and the test runner's
+# plugins pyproject.toml's addopts name (pytest-xdist, with execnet) and pytest-timeout, for
+# CPython 3.12 on manylinux x86_64, into the git-ignored folder .whl/ (about 9 MB).
+# scripts/gpu_check.sh installs them on the host. Re-running downloads nothing that is already there.
 #
 #   bash scripts/fetch_gpu_wheels.sh [DEST]      # DEST default: .whl
 set -euo pipefail
@@ -13,5 +14,5 @@ mkdir -p "$DEST"
 # pip resolves the dependencies for the host's platform, so pydantic gets the pydantic-core it pins.
 python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$DEST" \
-    "pydantic>=2" "typing-extensions>=4.16" zstandard
+    "pydantic>=2" "typing-extensions>=4.16" zstandard pytest-xdist execnet pytest-timeout
 ls -l "$DEST"

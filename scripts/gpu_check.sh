@@ -134,23 +134,25 @@ fi
 # Tests: the whole runs first (byte identity, spilling, UCX), then the rest; three at a time on
 # the 16 cores (each starts its own cluster; one GPU is ample). SIGINT, not TERM, on the time
 # limit, so that pytest still writes the JUnit file of what ran; -v logs each test as it ends.
-runs="whole_run or spilling or ucx"
-per_test=()
-"$PYTHON" -c "import pytest_timeout" 2>/dev/null && per_test=(--timeout=240)
-gpu_tests() {  # NAME -k CAP
-    bounded "$3" "$PYTHON" -m pytest -m gpu -k "$2" -p no:cacheprovider -v -rfEs --tb=short --durations=20 \
-        -n 3 --dist load "${per_test[@]}" --junitxml="$RESULTS/$1.xml" tests/test_gpu.py
+# pyproject.toml's addopts ask for pytest-xdist (.whl brings it); a pytest without it refuses
+# them and runs nothing. So every pytest here goes through this function, which drops them, and
+# the tests spread over processes only where xdist is there.
+run_tests() {  # CAP NAME ARGS...: pytest ARGS within CAP, its JUnit file RESULTS/NAME.xml
+    bounded "$1" "$PYTHON" -m pytest -o addopts= -p no:cacheprovider --junitxml="$RESULTS/$2.xml" "${@:3}"
 }
+runs="whole_run or spilling or ucx"
+options=(-v -rfEs --tb=short --durations=20)
+"$PYTHON" -c "import pytest_timeout" 2>/dev/null && options+=(--timeout=240)
+if "$PYTHON" -c "import xdist" 2>/dev/null; then options+=(-n 3 --dist load); else echo "no pytest-xdist: one test at a time"; fi
 step "GPU tests: whole runs (pytest -m gpu -k '$runs')"
-gpu_tests pytest-gpu-runs "$runs" 200
+run_tests 200 pytest-gpu-runs -m gpu -k "$runs" "${options[@]}" tests/test_gpu.py
 step "GPU tests: the rest"
-gpu_tests pytest-gpu "not ($runs)" 240
+run_tests 240 pytest-gpu -m gpu -k "not ($runs)" "${options[@]}" tests/test_gpu.py
 
 step "CPU checks of the GPU code, on this host's libraries"
 # The simulator test is left out (a minute of Python threads; CI runs it); the typing check
 # skips where a device is present, since numba-cuda then compiles for it (the tests above).
-bounded 100 "$PYTHON" -m pytest -p no:cacheprovider -rs -q -k "not simulator" \
-    --junitxml="$RESULTS/pytest-cpu-checks.xml" tests/test_gpu_config.py tests/test_backend_dispatch.py \
+run_tests 100 pytest-cpu-checks -rs -q -k "not simulator" tests/test_gpu_config.py tests/test_backend_dispatch.py \
     tests/test_digests.py tests/test_cuda_kernels.py tests/test_normalize_device.py
 
 if [[ ${BENCH:-1} != 0 ]] && ((DEADLINE - SECONDS > 90)); then

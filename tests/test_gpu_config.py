@@ -2,8 +2,10 @@
 
 import json
 import os
+import subprocess
 import sys
 import types
+from pathlib import Path
 
 import dask
 import dask.dataframe as dd
@@ -614,3 +616,20 @@ def test_document_frames_are_keyed_as_dask_cudf_renames_an_index(monkeypatch, fi
         keyed = curate.add_doc_keys(docs).compute()
     assert len(kept) + len(removed) == len(fixture_docs) and len(removed) > 0
     assert keyed.index.name is None and keyed._doc.is_monotonic_increasing
+
+
+def test_the_gpu_check_runs_pytest_without_the_plugin_pyprojects_addopts_need():
+    # pyproject.toml's addopts (--numprocesses, pytest-xdist's) made every pytest call of
+    # scripts/gpu_check.sh fail on a host without pytest-xdist ("unrecognized arguments"): the
+    # device session would have run no test. Its one pytest call drops them.
+    repo = Path(__file__).resolve().parents[1]
+    script = (repo / "scripts" / "gpu_check.sh").read_text().splitlines()
+    calls = [line for line in script if "-m pytest" in line and not line.lstrip().startswith("#")]
+    assert len(calls) == 1 and "-o addopts=" in calls[0], calls
+    run = subprocess.run(  # and pytest without the plugin then runs: collects this file's tests
+        [sys.executable, "-m", "pytest", "-o", "addopts=", "-p", "no:xdist", "-p", "no:cacheprovider",
+         "--collect-only", "-q", __file__],
+        capture_output=True, text=True, cwd=repo, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0 and "test_the_gpu_check_runs_pytest" in run.stdout, run.stdout + run.stderr
+    assert "pytest-xdist" in (repo / "scripts" / "fetch_gpu_wheels.sh").read_text()
