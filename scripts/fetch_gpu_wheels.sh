@@ -12,7 +12,9 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 DEST=${1:-$REPO/.whl}
 mkdir -p "$DEST"
 # pip resolves the dependencies for the host's platform, so pydantic gets the pydantic-core it pins.
-python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
-    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$DEST" \
-    "pydantic>=2" "typing-extensions>=4.16" zstandard pytest-xdist execnet pytest-timeout
+host=(--only-binary=:all: --python-version 3.12 --implementation cp
+    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$DEST")
+python3 -m pip download -q "${host[@]}" "pydantic>=2" "typing-extensions>=4.16" zstandard
+# The plugins alone: their pytest and its dependencies would shadow the host's (its pytest 9.1).
+python3 -m pip download -q "${host[@]}" --no-deps pytest-xdist execnet pytest-timeout
 ls -l "$DEST"

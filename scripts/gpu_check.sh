@@ -143,7 +143,11 @@ run_tests() {  # CAP NAME ARGS...: pytest ARGS within CAP, its JUnit file RESULT
 runs="whole_run or spilling or ucx"
 options=(-v -rfEs --tb=short --durations=20)
 "$PYTHON" -c "import pytest_timeout" 2>/dev/null && options+=(--timeout=240)
-if "$PYTHON" -c "import xdist" 2>/dev/null; then options+=(-n 3 --dist load); else echo "no pytest-xdist: one test at a time"; fi
+if "$PYTHON" -c "import xdist" 2>/dev/null; then
+    options+=(-n 3 --dist load) cpu_spread=(-n 3 --dist loadfile)
+else
+    cpu_spread=() && echo "no pytest-xdist: one test at a time"
+fi
 step "GPU tests: whole runs (pytest -m gpu -k '$runs')"
 run_tests 200 pytest-gpu-runs -m gpu -k "$runs" "${options[@]}" tests/test_gpu.py
 step "GPU tests: the rest"
@@ -152,7 +156,8 @@ run_tests 240 pytest-gpu -m gpu -k "not ($runs)" "${options[@]}" tests/test_gpu.
 step "CPU checks of the GPU code, on this host's libraries"
 # The simulator test is left out (a minute of Python threads; CI runs it); the typing check
 # skips where a device is present, since numba-cuda then compiles for it (the tests above).
-run_tests 100 pytest-cpu-checks -rs -q -k "not simulator" tests/test_gpu_config.py tests/test_backend_dispatch.py \
+run_tests 100 pytest-cpu-checks -rs -q -k "not simulator" "${cpu_spread[@]}" \
+    tests/test_gpu_config.py tests/test_backend_dispatch.py \
     tests/test_digests.py tests/test_cuda_kernels.py tests/test_normalize_device.py
 
 if [[ ${BENCH:-1} != 0 ]] && ((DEADLINE - SECONDS > 90)); then
