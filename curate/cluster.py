@@ -23,6 +23,7 @@ from dask.system import CPU_COUNT
 from dask.utils import format_bytes, parse_bytes, parse_timedelta
 from distributed import Client, LocalCluster, WorkerPlugin, get_client, progress, wait
 from distributed.comm.addressing import parse_host_port
+from distributed.comm.core import CommClosedError
 from distributed.core import rpc
 from distributed.deploy.utils import nprocesses_nthreads
 from distributed.scheduler import KilledWorker
@@ -292,16 +293,20 @@ def _address_in(scheduler_file: str) -> str:
 
 def _lost(err: BaseException, address: str, timeout: float) -> bool:
     """Whether ``err``, raised while the client still took the scheduler for connected, came
-    from its loss: a connection error (distributed's CommClosedError is an OSError) where no
-    scheduler answers at ``address`` within ``timeout`` seconds. One of the run's own calls to
-    the scheduler (its looks at the workers) fails so when the scheduler stops just before it."""
-    if not isinstance(err, OSError):
+    from its loss: distributed's CommClosedError where no scheduler answers at ``address``
+    within ``timeout`` seconds. One of the run's own calls to the scheduler (its looks at the
+    workers) fails so when the scheduler stops just before it. The run's own errors (a full
+    disk) are not connection errors, so a busy scheduler never hides them. Only tcp:// and
+    tls:// addresses are probed (:func:`_answering`); on the others the error stands."""
+    if not isinstance(err, CommClosedError):
         return False
     try:
         _answering(address, timeout)
     except OSError:
         return True
-    return False  # the error is the run's own (a full disk, say), not the scheduler's
+    except Exception:  # the probe itself failed (an answer that is no Dask message): cannot tell
+        return False
+    return False  # it answers (UCX and the others: not probed)
 
 
 def _answering(address: str, timeout: float, scheduler_file: str | None = None) -> None:

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -227,8 +228,14 @@ def test_a_scheduler_lost_before_the_client_notices_is_named_not_a_connection_er
     with cli_cluster(tmp_path, n_workers=1) as scheduler_file:
         config = ClusterConfig(scheduler_file=str(scheduler_file))
         with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):
-            with pytest.raises(OSError, match="disk full"), connect(config):
-                raise OSError("disk full")  # the scheduler is there: the run's own error stands
+            with pytest.raises(OSError, match="disk full"), connect(config) as client:
+                # The run's own error stands, even where the scheduler is too busy to answer in time.
+                scheduler_pid = client.run_on_scheduler(os.getpid)
+                os.kill(scheduler_pid, signal.SIGSTOP)
+                resume = threading.Timer(4, os.kill, (scheduler_pid, signal.SIGCONT))
+                resume.start()
+                raise OSError("disk full")
+            resume.join()
             with (
                 pytest.raises(ClusterError, match=r"lost the scheduler at tcp://.*--resume"),
                 connect(config) as client,
