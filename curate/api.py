@@ -572,7 +572,10 @@ def _check_columns(docs: dd.DataFrame, io, keep: KeepPolicy, id_given: bool) -> 
         raise ValueError(f"text_field={io.text_field!r}: no such column in docs (columns: {columns})")
     dtype = docs._meta[io.text_field].dtype
     if not pd.api.types.is_string_dtype(dtype):
-        fix = " (.astype(str) makes them strings)" if isinstance(dtype, pd.CategoricalDtype) else ""
+        categories = isinstance(dtype, pd.CategoricalDtype) or (
+            isinstance(dtype, pd.ArrowDtype) and pa.types.is_dictionary(dtype.pyarrow_dtype)
+        )
+        fix = " (.astype(str) makes them strings)" if categories else ""
         raise ValueError(f"text_field={io.text_field!r}: the column holds {dtype}, not strings{fix}")
     if DOC in columns and docs._meta[DOC].dtype != np.int64:
         raise ValueError(

@@ -48,16 +48,18 @@ if TYPE_CHECKING:  # imported inside the commands that use them: they cost start
 
 class _PeerNamesCommand(click.Command):
     """A command (``curate dedup``, ``curate params``) that answers a flag of NeMo Curator or
-    datatrove with its own flags for it (:func:`curate.config.peer_answer`), where click offered
-    the nearest spelling; only where the command has those flags."""
+    datatrove with curate's flags for it (:func:`curate.config.peer_answer`), where click offered
+    the nearest spelling (``--num-perm`` for ``--num-buckets``); flags it lacks are named as
+    ``curate dedup``'s."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
             return super().parse_args(ctx, args)
         except click.NoSuchOption as err:
-            answer = peer_answer(err.option_name, "flag")
-            flags = {param.name for param in self.params}
-            if answer is None or not set(PEER_NAMES[err.option_name.lstrip("-").replace("-", "_")][1]) <= flags:
+            key = err.option_name.lstrip("-").replace("-", "_")
+            ours = key in PEER_NAMES and set(PEER_NAMES[key][1]) <= {param.name for param in self.params}
+            answer = peer_answer(err.option_name, "flag", "curate" if ours else "curate dedup")
+            if answer is None:
                 raise
             raise click.NoSuchOption(
                 err.option_name, f"No such option '{err.option_name}' ({answer}).", ctx=ctx

@@ -330,11 +330,11 @@ PEER_NAMES = {
 }
 
 
-def peer_answer(name: str, form: str) -> str | None:
+def peer_answer(name: str, form: str, where: str = "curate") -> str | None:
     """Where ``name`` (a key, keyword or flag: ``--n-grams``) is another tool's name for curate's
     settings (:data:`PEER_NAMES`), say which, as ``form`` writes them: ``"flag"`` (``--width
     with --ngram word``), ``"key"`` (``fuzzy.width with fuzzy.ngram: word``) or ``"keyword"``
-    (``width= with ngram='word'``); else None."""
+    (``width= with ngram='word'``), and ``where`` (``"curate dedup"``); else None."""
     key = name.lstrip("-").replace("-", "_")
     if key not in PEER_NAMES:
         return None
@@ -344,7 +344,7 @@ def peer_answer(name: str, form: str) -> str | None:
         "key": lambda k, v: f"fuzzy.{k}" + ("" if v is None else f": {v}"),
         "keyword": lambda k, v: f"{k}=" + ("" if v is None else repr(v)),
     }[form]
-    return f"{key} in {tool} is {' with '.join(written(k, v) for k, v in settings.items())} in curate"
+    return f"{key} in {tool} is {' with '.join(written(k, v) for k, v in settings.items())} in {where}"
 
 
 def _instead(where: tuple, name: str) -> str:

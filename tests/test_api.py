@@ -341,6 +341,9 @@ def test_bad_ids_and_columns_are_errors():
         curate.deduplicate(docs, text_field="n")  # failed on the workers
     with pytest.raises(ValueError, match=r"holds category, not strings \(\.astype\(str\) makes them strings\)$"):
         curate.deduplicate(docs.assign(text=docs.text.astype("category")))
+    dictionary = pd.ArrowDtype(pa.dictionary(pa.int32(), pa.string()))  # dtype_backend="pyarrow" reads
+    with pytest.raises(ValueError, match=r"not strings \(\.astype\(str\) makes them strings\)$"):
+        curate.deduplicate(docs.assign(text=docs.text.astype(dictionary)))
     with pytest.raises(
         ValueError, match=r"^deduplicate\(\): keep='max:text' ranks documents by their text field[^\n]*$"
     ):

@@ -187,13 +187,14 @@ def test_the_names_of_nemo_curator_and_datatrove_are_answered_with_curates(tmp_p
     ]:
         result = CliRunner().invoke(main, ["dedup", docs, "-o", out, flag, "24"])
         assert result.exit_code == 2 and message in result.output, result.output
-    # Answered only where the command has curate's flags for it: inspect's --width is the
-    # terminal's, params has no --width; params has --threshold (it said "Did you mean --threshold?").
-    for command in (["params", "--threshold", "0.8"], ["inspect", str(tmp_path)]):
-        result = CliRunner().invoke(main, [*command, "--char-ngrams", "5"])
-        assert "No such option '--char-ngrams'." in result.output and "NeMo" not in result.output, result.output
+    # params answers too (it said "Did you mean '--num-perm'?" for --num-buckets), naming dedup's
+    # flags where it lacks them; inspect keeps click's message: its --width is the terminal's.
     result = CliRunner().invoke(main, ["params", "--jaccard-threshold", "0.8"])
     assert "(jaccard_threshold in NeMo Curator is --threshold in curate)" in result.output, result.output
+    result = CliRunner().invoke(main, ["params", "--threshold", "0.8", "--num-buckets", "20"])
+    assert "(num_buckets in NeMo Curator and datatrove is --num-bands in curate dedup)" in result.output
+    result = CliRunner().invoke(main, ["inspect", str(tmp_path), "--char-ngrams", "5"])
+    assert "No such option '--char-ngrams'." in result.output and "NeMo" not in result.output, result.output
     (tmp_path / "c.yaml").write_text("fuzzy:\n  char_ngrams: 24\nn_grams: 5\n")
     result = CliRunner().invoke(main, ["dedup", docs, "-o", out, "--config", str(tmp_path / "c.yaml")])
     assert "fuzzy.char_ngrams: not a setting; char_ngrams in NeMo Curator is fuzzy.width in curate" in result.output
