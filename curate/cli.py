@@ -28,7 +28,6 @@ from curate.checks import STAGES, OutputBusyError, check_folder, check_inputs, c
 from curate.cli_options import config_options, default_help, field_default, overrides
 from curate.config import (
     DEFAULT_NUM_PERM,
-    PEER_NAMES,
     ClusterConfig,
     FuzzyConfig,
     GPUConfig,
@@ -37,6 +36,7 @@ from curate.config import (
     config_data,
     field_problem,
     peer_answer,
+    peer_settings,
     shipped_configs,
 )
 from curate.io.files import FORMATS
@@ -56,11 +56,10 @@ class _PeerNamesCommand(click.Command):
         try:
             return super().parse_args(ctx, args)
         except click.NoSuchOption as err:
-            key = err.option_name.lstrip("-").replace("-", "_")
-            ours = key in PEER_NAMES and set(PEER_NAMES[key][1]) <= {param.name for param in self.params}
-            answer = peer_answer(err.option_name, "flag", "curate" if ours else "curate dedup")
-            if answer is None:
+            if (peer := peer_settings(err.option_name)) is None:
                 raise
+            ours = set(peer[2]) <= {param.name for param in self.params}
+            answer = peer_answer(err.option_name, "flag", "curate" if ours else "curate dedup")
             raise click.NoSuchOption(
                 err.option_name, f"No such option '{err.option_name}' ({answer}).", ctx=ctx
             ) from None

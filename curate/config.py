@@ -330,15 +330,22 @@ PEER_NAMES = {
 }
 
 
+def peer_settings(name: str) -> tuple[str, str, dict] | None:
+    """``(key, tool, {curate setting: value or None})`` where ``name`` (a key, keyword or flag:
+    ``--n-grams``, whose key is ``n_grams``) is another tool's name for curate's settings
+    (:data:`PEER_NAMES`), else None."""
+    key = name.lstrip("-").replace("-", "_")
+    return (key, *PEER_NAMES[key]) if key in PEER_NAMES else None
+
+
 def peer_answer(name: str, form: str, where: str = "curate") -> str | None:
     """Where ``name`` (a key, keyword or flag: ``--n-grams``) is another tool's name for curate's
     settings (:data:`PEER_NAMES`), say which, as ``form`` writes them: ``"flag"`` (``--width
     with --ngram word``), ``"key"`` (``fuzzy.width with fuzzy.ngram: word``) or ``"keyword"``
     (``width= with ngram='word'``), and ``where`` (``"curate dedup"``); else None."""
-    key = name.lstrip("-").replace("-", "_")
-    if key not in PEER_NAMES:
+    if (peer := peer_settings(name)) is None:
         return None
-    tool, settings = PEER_NAMES[key]
+    key, tool, settings = peer
     written = {
         "flag": lambda k, v: f"--{k.replace('_', '-')}" + ("" if v is None else f" {v}"),
         "key": lambda k, v: f"fuzzy.{k}" + ("" if v is None else f": {v}"),
