@@ -482,7 +482,8 @@ def _problem(loc: tuple, message: str, section: str) -> str:
             named.add(key)
             return f"{key} ({flags[key]})"
 
-        message = re.sub(r"\b[a-z]+(?:_[a-z]+)+\b", with_flag, message)
+        # a key: a snake_case word, or any word a rule writes as ``key=value`` (keep='max:text')
+        message = re.sub(r"\b[a-z]+(?:_[a-z]+)+\b|\b[a-z]+(?==)", with_flag, message)
     return field_problem(loc, message, section) + (f" ({flag})" if flag else "")
 
 

@@ -695,8 +695,8 @@ _ROLL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def _roll_call(client: Client, workers) -> int:
     """Compare ``workers`` (the scheduler's, now) with those the run last saw: warn of those
-    that left and check those not checked yet, before their results are taken. Returns how
-    many left.
+    that left unasked (lost, or restarted by their nanny; not those retired on request) and
+    check those not checked yet, before their results are taken. Returns how many left unasked.
 
     Raises
     ------
@@ -704,7 +704,11 @@ def _roll_call(client: Client, workers) -> int:
         Where a worker not checked before cannot run this curate (:func:`check_workers`).
     """
     roll = _ROLL.setdefault(client, _Roll())
-    if left := sorted(roll.seen - set(workers)):  # a restarted worker comes back under a new address
+    gone = sorted(roll.seen - set(workers))  # a restarted worker comes back under a new address
+    # A worker retired on request (an adaptive cluster's scale-down) lost no work: neither a
+    # warning nor a death, or scaling up and down stopped a long run as "workers died".
+    retired = set(client.run_on_scheduler(_retired, addresses=gone)) if gone else set()
+    if left := [address for address in gone if address not in retired]:
         logger.warning(
             "%d worker(s) left the cluster (%s): restarted past 95%% of their memory limit, or lost; "
             "Dask runs their tasks again",
@@ -718,6 +722,19 @@ def _roll_call(client: Client, workers) -> int:
         except ClusterError as err:
             raise ClusterError(f"{err}; finished stages are kept for --resume") from None
     return len(left)
+
+
+def _retired(dask_scheduler, addresses: list[str]) -> list[str]:
+    """Those of ``addresses`` (workers no longer in the cluster) that the scheduler retired on
+    request (``retire_workers``, as a cluster's ``scale`` down does): their last removal event
+    says ``expected``; a lost or restarted worker's does not."""
+
+    def expected(address: str) -> bool:
+        events = dask_scheduler.get_events(address)
+        removals = [msg for _, msg in events if isinstance(msg, dict) and msg.get("action") == "remove-worker"]
+        return bool(removals) and bool(removals[-1].get("expected"))
+
+    return [address for address in addresses if expected(address)]
 
 
 def _results(client: Client, futures) -> list:

@@ -296,7 +296,7 @@ def curate(*args, cwd=None) -> tuple[int, list[str], set[str]]:
     [("no such input", "no such file or folder"), ("empty folder", "the folder holds no JSONL"),
      ("busy output", "choose another -o"), ("missing text field", "--text-field names the field that holds the text"),
      ("previous run", "a finished run; pass --overwrite to replace it"), ("bad value", "fuzzy.threshold"),
-     ("config file", "see `curate config list`"), ("keep the text", "ranks documents by their text field"),
+     ("config file", "see `curate config list`"), ("keep the text", "keep (--keep)='max:text' ranks documents by their text field"),
      ("keep a list", "field 'tags', which --keep orders, holds list<item: string>"),
      ("memory limit", "'0.5' is not a size: give bytes (e.g. 4GB), auto, or 0 for no limit (--memory-limit)"),
      ("empty memory limit", "'' is not a size: give bytes (e.g. 4GB), auto, or 0 for no limit (--memory-limit)"),

@@ -181,6 +181,42 @@ def test_jaccard_of_books(books, width, words):
     assert len(np.unique(cpu)) > 5 and np.array_equal(gpu, cpu)
 
 
+EDGE_PARTITIONS = {
+    "no rows": [],
+    "all empty": ["", "", ""],  # a strings column with no character bytes: pylibcudf may give it no data buffer
+    "all null": [None, None],
+    "one row": ["one short text"],
+    "shorter than a shingle": ["ab", "", "abc d", None],
+}
+
+
+@pytest.mark.parametrize("kind", EDGE_PARTITIONS)
+def test_partitions_with_little_or_no_text_match_cpu(kind):
+    # Every per-partition operation on the partitions a run meets at its edges (a filtered or
+    # tiny partition), sliced too (offsets not from 0): the CPU path's values, no error.
+    base = pd.Series(["lead", *EDGE_PARTITIONS[kind]], dtype="str")
+    for series in (base.iloc[1:], pd.Series(EDGE_PARTITIONS[kind], dtype="str")):
+        gpu = on_gpu(series)
+        for digest in (backend.md5_hex, backend.sha256_hex):
+            assert digest(gpu).to_pandas().tolist() == digest(series).tolist()
+        for bits in (32, 64):
+            a, b = permutations(26, 42, bits)
+            for width, words in ((5, False), (3, True), (1, False)):
+                signatures, counts = backend.minhash_signatures(gpu, 42, a, b, width, words)
+                cpu_signatures, cpu_counts = backend.minhash_signatures(series, 42, a, b, width, words)
+                assert np.array_equal(host(counts), cpu_counts) and np.array_equal(host(signatures), cpu_signatures)
+                assert np.array_equal(
+                    host(backend.band_buckets(signatures, 2, 13)), backend.band_buckets(cpu_signatures, 2, 13)
+                )
+        x = np.arange(len(series))
+        assert np.array_equal(
+            backend.jaccard(gpu, x, x[::-1].copy(), 5, False), backend.jaccard(series, x, x[::-1].copy(), 5, False)
+        )
+        options = {"lowercase": True, "whitespace": True, "punctuation": True, "nfkc": False}
+        normalized = backend.normalize_text(gpu, **options).to_pandas()
+        assert normalized.fillna("\0").tolist() == backend.normalize_text(series, **options).fillna("\0").tolist()
+
+
 def test_label_components():
     # The one-task components path on cudf edges (cuGraph's kernel where pylibcugraph is
     # installed, else scipy after a copy) against the pandas path: same smallest-node labels.

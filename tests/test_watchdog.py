@@ -175,6 +175,36 @@ def test_a_worker_restarted_mid_run_is_named(tmp_path, caplog):
     assert f"1 worker(s) left the cluster ({address}): restarted past 95% of their memory limit" in caplog.text
 
 
+def test_workers_retired_on_request_are_neither_deaths_nor_warned_of(caplog):
+    # An adaptive cluster's scale-down (retire_workers) was warned of as workers "restarted past
+    # 95% of their memory limit, or lost" and counted as deaths: scaling up and down a few times
+    # stopped a long run with "workers died N times". A lost worker still counts.
+    with LocalCluster(n_workers=3, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as client:
+        client.wait_for_workers(3)
+        first = sorted(client.scheduler_info()["workers"])
+        with caplog.at_level(logging.WARNING, logger="curate.cluster"):
+            assert curate.cluster._roll_call(client, first) == 0
+            # As distributed's Adaptive scales down (a plain LocalCluster.scale closes the worker
+            # unretired: its data is lost, and it counts).
+            client.retire_workers(names=[cluster.scheduler_info["workers"][first[0]]["name"]], close_workers=True)
+            while len(client.scheduler_info()["workers"]) > 2:
+                time.sleep(0.1)
+            assert curate.cluster._roll_call(client, client.run_on_scheduler(_workers)) == 0
+            assert "left the cluster" not in caplog.text
+            lost = sorted(client.scheduler_info()["workers"])[0]
+            client.run_on_scheduler(_remove, address=lost)  # as the scheduler removes a worker whose comm closed
+            assert curate.cluster._roll_call(client, client.run_on_scheduler(_workers)) == 1
+        assert f"1 worker(s) left the cluster ({lost}): restarted past 95%" in caplog.text
+
+
+def _workers(dask_scheduler):
+    return list(dask_scheduler.workers)
+
+
+async def _remove(dask_scheduler, address):
+    await dask_scheduler.remove_worker(address, stimulus_id="lost-in-test")
+
+
 def _die_once(flag, seconds):
     if not os.path.exists(flag):
         open(flag, "w").close()
