@@ -114,9 +114,7 @@ def text_buffers_cudf(text: cudf.Series) -> tuple[cupy.ndarray, cupy.ndarray]:
     offsets_dtype = np.int64 if offsets_child.type().id() == plc.TypeId.INT64 else np.int32
     offsets = cupy.asarray(offsets_child.data()).view(offsets_dtype)
     offsets = offsets[column.offset() : column.offset() + column.size() + 1]
-    # A column of empty strings may have no characters buffer at all (data() is None).
-    chars = column.data()
-    data = cupy.zeros(0, np.uint8) if chars is None else cupy.asarray(chars).view(np.uint8)
+    data = cupy.asarray(column.data()).view(np.uint8)
     return offsets, data
 
 

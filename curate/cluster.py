@@ -14,7 +14,6 @@ import threading
 import time
 import warnings
 import weakref
-from concurrent.futures import ThreadPoolExecutor
 from multiprocessing import resource_tracker
 from pathlib import Path
 
@@ -116,8 +115,7 @@ def connect(config: ClusterConfig, backend: str = "cpu", *, quiet: bool = True):
             # distributed's client gave up reconnecting (Dask's connect timeout) and closed; what
             # it raises then says only "Timed out trying to connect", or nothing.
             raise ClusterError(
-                f"lost the scheduler at {address} (no answer for Dask's connect timeout, "
-                f"{dask.config.get('distributed.comm.timeouts.connect')}): it stopped or its node was lost; "
+                f"lost the scheduler at {address}: it stopped or its node was lost (it no longer answers); "
                 "finished stages are kept: start the cluster again and run the same command with --resume"
             ) from None
         finally:
@@ -287,8 +285,25 @@ def code_fingerprint() -> str:
 
 
 def _address_in(scheduler_file: str) -> str:
-    with open(scheduler_file) as f:
-        return json.load(f)["address"]
+    """The scheduler's address in ``scheduler_file``, read again for a second while it is no such
+    file (a scheduler writing it, or a slow shared file system); then OSError naming the file."""
+    for attempt in range(11):
+        try:
+            with open(scheduler_file) as f:
+                info = json.load(f)
+            if isinstance(info, dict) and isinstance(info.get("address"), str):
+                return info["address"]
+            why = "no address in it"
+        except IsADirectoryError:
+            why = "a folder"
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            why = f"not JSON: {err}"
+        if attempt < 10:
+            time.sleep(0.1)
+    raise OSError(
+        f"{scheduler_file} is not a Dask scheduler file ({why}): name the file that "
+        "`dask scheduler --scheduler-file FILE` writes"
+    )
 
 
 def _lost(err: BaseException, address: str, timeout: float) -> bool:
@@ -337,16 +352,28 @@ def _answering(address: str, timeout: float, scheduler_file: str | None = None) 
         finally:
             await scheduler.close_rpc()
 
-    try:  # in a thread of its own: the caller may be running an event loop
-        with ThreadPoolExecutor(1) as thread:
-            reply = thread.submit(asyncio.run, identity()).result()
-    except OSError as err:  # TimeoutError among them; a malformed address raises ValueError, naming it
-        reply = {"error": str(err) or "no answer"}
-    except TypeError as err:  # tls:// without certificates in Dask's configuration: a traceback
+    def probe(outcome: list) -> None:
+        try:
+            outcome.append(asyncio.run(identity()))
+        except Exception as err:  # raised in the caller's thread below
+            outcome.append(err)
+
+    # In a daemon thread of its own: the caller may be running an event loop, and a Ctrl-C ends
+    # the wait at once (an executor's thread is joined at exit: the probe's whole timeout).
+    outcome: list = []
+    thread = threading.Thread(target=probe, args=(outcome,), daemon=True)
+    thread.start()
+    thread.join()
+    reply = outcome[0]
+    if isinstance(reply, OSError):  # TimeoutError among them
+        reply = {"error": str(reply) or "no answer"}
+    elif isinstance(reply, TypeError):  # tls:// without certificates in Dask's configuration: a traceback
         raise OSError(
-            f"cannot connect to {address} ({err}): a tls:// scheduler needs the client's certificates in "
+            f"cannot connect to {address} ({reply}): a tls:// scheduler needs the client's certificates in "
             "Dask's configuration (distributed.comm.tls.*)"
         ) from None
+    elif isinstance(reply, Exception):  # a malformed address: ValueError, naming it
+        raise reply
     if reply.get("type") != "Scheduler":
         raise OSError(
             f"no Dask scheduler answered at {address} within {timeout:.0f} s ({reply.get('error', reply)}): {fix}"

@@ -628,13 +628,20 @@ class ClusterConfig(_Section):
             raise ValueError("give scheduler_address or scheduler_file, not both")
         if not (self.scheduler_address or self.scheduler_file):
             return self
-        # Set for a joined cluster, these would be ignored without a word.
-        embedded = ("n_workers", "threads_per_worker", "memory_limit", "local_directory", "dashboard_address")
+        # Set for a joined cluster, these would be ignored without a word: each is named with
+        # where such a cluster takes it (distributed's flags are named otherwise).
+        embedded = {
+            "n_workers": "`dask worker --nworkers` (`dask cuda worker` starts one per GPU)",
+            "threads_per_worker": "`dask worker --nthreads` / `dask cuda worker --nthreads`",
+            "memory_limit": "`dask worker --memory-limit` / `dask cuda worker --memory-limit`",
+            "local_directory": "`dask worker --local-directory` / `dask cuda worker --local-directory`",
+            "dashboard_address": "`dask scheduler --dashboard-address`",
+        }
         changed = [k for k in embedded if getattr(self, k) != ClusterConfig.model_fields[k].default]
         if changed:
             raise ValueError(
                 f"{changed[0]} (--{changed[0].replace('_', '-')}) configures the embedded cluster; a joined "
-                "cluster takes it on its `dask worker` / `dask cuda worker` command line (see docs/multi-node.md)"
+                f"cluster takes it as {embedded[changed[0]]} (see docs/multi-node.md)"
             )
         changed = [k for k, v in self.gpu if v != getattr(GPUConfig(), k)]
         if changed:

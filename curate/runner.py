@@ -48,7 +48,9 @@ class Stats:
             yield
         finally:
             self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
-            self.take_peaks(stage)
+        # Not after a failed stage: no summary takes them, and asking every worker would hold
+        # the error back (a frozen worker's stall by the probe's 30 s timeout).
+        self.take_peaks(stage)
 
     def take_peaks(self, stage: str | None = None) -> dict:
         """Fold the peak RSS (and device memory) of every process since the last call into the

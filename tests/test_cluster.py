@@ -138,6 +138,23 @@ def test_a_scheduler_file_that_never_appears_stops_the_run_naming_it(tmp_path):
     )
 
 
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [("", "not JSON: Expecting value: line 1 column 1 (char 0)"), ('{"type": "Scheduler"}', "no address in it"),
+     ("2026-12-03 worker log\n", "not JSON: Extra data: line 1 column 5 (char 4)"), (None, "a folder")],
+)  # fmt: skip
+def test_a_file_that_is_no_scheduler_file_is_named(tmp_path, content, why):
+    # json's own words (or a KeyError traceback) named no file: an empty file, a worker's log.
+    given = tmp_path / "scheduler.json"
+    given.mkdir() if content is None else given.write_text(content)
+    run = dedup_joining(tmp_path, "--scheduler-file", str(given), connect_timeout="1s")
+    assert run.returncode == 1, run.stderr
+    assert run.stderr.splitlines()[-1] == (
+        f"Error: {given} is not a Dask scheduler file ({why}): name the file that "
+        "`dask scheduler --scheduler-file FILE` writes"
+    )
+
+
 def test_an_address_where_no_scheduler_answers_stops_the_run_naming_it(tmp_path):
     # A port that accepts connections and never answers (a user gave the dashboard's): the
     # Client waited for ever, whatever its timeout (12 silent minutes, then a Ctrl-C).

@@ -183,7 +183,7 @@ def test_jaccard_of_books(books, width, words):
 
 EDGE_PARTITIONS = {
     "no rows": [],
-    "all empty": ["", "", ""],  # a strings column with no character bytes: pylibcudf may give it no data buffer
+    "all empty": ["", "", ""],  # a strings column with no character bytes: a zero-length data buffer
     "all null": [None, None],
     "one row": ["one short text"],
     "shorter than a shingle": ["ab", "", "abc d", None],

@@ -307,6 +307,11 @@ def test_gpu_options_are_refused_when_joining_a_cluster(tmp_path):
         flag = "--" + option.replace("_", "-")  # the message names the flag, as the README promises
         with pytest.raises(ValidationError, match=f"{option} \\({flag}\\) configures the embedded cluster; a joined"):
             load_config(None, {"cluster": {"scheduler_address": "tcp://h:8786", option: value}})
+    # Each named with where a joined cluster takes it: the dashboard is the scheduler's.
+    with pytest.raises(ValidationError, match="takes it as `dask scheduler --dashboard-address`"):
+        load_config(None, {"cluster": {"scheduler_address": "tcp://h:8786", "dashboard_address": ":8790"}})
+    with pytest.raises(ValidationError, match=r"takes it as `dask worker --nthreads` / `dask cuda worker --nthreads`"):
+        load_config(None, {"cluster": {"scheduler_address": "tcp://h:8786", "threads_per_worker": 2}})
     assert load_config(None, {"cluster": {"scheduler_address": "tcp://h:8786", "memory_limit": "auto"}})
     # The command named the flag twice: "n_workers (--n-workers) (--n-workers) configures ...".
     docs, out = str(FIXTURES / "docs.jsonl"), str(tmp_path / "out")

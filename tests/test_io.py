@@ -4,13 +4,16 @@ import gzip
 import json
 import os
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import zstandard
 from pydantic import ValidationError
 
+import curate.io.read
 from curate.config import IOConfig
 from curate.io import read_documents, write_documents
 from curate.io.files import source_names
@@ -179,3 +182,36 @@ def test_blocksizes_that_are_no_size_are_refused():
             match=rf"blocksize must be a positive number of bytes, or None, got {value if isinstance(value, int) else 0}$",
         ):
             read_documents(str(FIXTURES / "docs.jsonl"), blocksize=value)
+
+
+@pytest.mark.parametrize("on_error", ["fail", "skip"])
+def test_a_partition_whose_records_pass_2_gib_can_be_filtered(tmp_path, on_error):
+    # A run over a compressed shard of 2.7 GB failed at its first row selection (exact dedup's
+    # filter): the records column (each JSONL line as read, written back unchanged) was binary,
+    # whose int32 offsets Arrow's take overflows when it joins the column's chunks.
+    write_jsonl(tmp_path / "a.jsonl", [{"id": 1, "text": "x"}])
+    meta = read_documents(str(tmp_path / "a.jsonl"), records=True, on_error=on_error)._meta
+    kind = meta["_record"].dtype.pyarrow_dtype
+    offsets = np.int64 if pa.types.is_large_binary(kind) else np.int32
+    size = 3 << 28  # 0.75 GiB of NUL bytes per chunk (2.25 GiB in all): zero pages, memory only once copied
+
+    def chunk():
+        data = pa.py_buffer(np.zeros(size, np.uint8))
+        return pa.Array.from_buffers(kind, 1, [None, pa.py_buffer(np.array([0, size], offsets)), data])
+
+    part = pd.DataFrame({"_record": pd.arrays.ArrowExtensionArray(pa.chunked_array([chunk(), chunk(), chunk()]))})
+    kept = part[np.array([False, False, True])]  # as exact dedup's filter selects rows: Arrow's take
+    assert pc.binary_length(kept["_record"].array._pa_array).to_pylist() == [size]
+
+
+def test_a_skip_mode_partition_past_2_gib_puts_its_rejected_records_in_order(tmp_path, monkeypatch):
+    # Skip mode puts the rejected records among the documents with Arrow's take, which joins each
+    # column's chunks into one array: past 2 GiB the text's int32 offsets overflow, so such a
+    # partition's columns take int64 offsets first. The limit lowered to 0 takes that path here.
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"id": 1, "text": "a"}\n{"id": 2, "text": \n{"id": 3, "text": "c", "n": 5}\n')
+    expected = read_documents(str(path), on_error="skip", records=True).compute(scheduler="sync")
+    monkeypatch.setattr(curate.io.read, "SMALL_OFFSETS_LIMIT", 0)
+    got = read_documents(str(path), on_error="skip", records=True).compute(scheduler="sync")
+    pd.testing.assert_frame_equal(got, expected)
+    assert got["_kind"].notna().tolist() == [False, True, False] and got["_line"].tolist() == [1, 2, 3]

@@ -3,13 +3,18 @@
 import gzip
 import json
 
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import zstandard
 
+from curate.backend import to_arrow
 from curate.config import load_config
 from curate.io import read_documents
-from curate.io.write import output_compression
+from curate.io.write import _arrow_table, output_compression
 from curate.pipeline import dedup
 from tests.conftest import FIXTURES
 
@@ -127,3 +132,23 @@ def test_identify_only_lists_what_a_full_run_removes_and_writes_no_copy(sync, tm
     run([DOCS], out, resume=True, identify_only=True)
     assert sorted(p.name for p in out.iterdir()) == ["duplicates.parquet", "removed.parquet", "summary.json"]
     assert f"removed the previous run's deduplicated/ and rejected/ from {out}: this run writes none" in caplog.text
+
+
+def test_a_partition_past_2_gib_of_text_is_written_in_pieces():
+    # After a filter or a sort, pandas holds a partition's text as one large_string chunk (cudf's
+    # export always does): Arrow's cast to the output's string type (int32 offsets) refused it
+    # past 2 GiB, so a run over a big compressed shard failed at its last write.
+    sizes = [3 << 29, 1 << 30]  # 1.5 GiB and 1 GiB of NUL characters
+    offsets = pa.py_buffer(np.array([0, sizes[0], sum(sizes)], np.int64))
+    chars = pa.py_buffer(np.zeros(sum(sizes), np.uint8))  # zero pages: memory only once copied
+    text = pa.Array.from_buffers(pa.large_string(), 2, [None, offsets, chars])
+    part = pd.DataFrame(
+        {"id": ["a", "b"], "text": pd.Series(pa.chunked_array([text]), dtype=pd.StringDtype("pyarrow"))}
+    )
+    schema = pa.schema([("id", pa.string()), ("text", pa.string())])
+    with pytest.raises(pa.ArrowInvalid, match="input array too large"):
+        to_arrow(part, schema)  # what the write did
+    table = _arrow_table(part, schema)
+    assert table.schema == schema and table["id"].to_pylist() == ["a", "b"]
+    assert pc.binary_length(table["text"]).to_pylist() == sizes
+    assert all(chunk.nbytes < 2**31 for chunk in table["text"].chunks)

@@ -124,6 +124,22 @@ def test_ctrl_c_stops_quietly_and_resume_finishes_the_run(client, tmp_path):
     assert outputs(out) == outputs(tmp_path / "reference")
 
 
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process groups from /proc")
+def test_ctrl_c_while_a_scheduler_is_awaited_stops_at_once(tmp_path):
+    # The check of the address waited in an executor's thread, which Python joins at exit: a
+    # Ctrl-C there took the rest of Dask's 30 s connect timeout. (192.0.2.0/24 is reserved for
+    # documentation: nothing answers there, and the connection waits.)
+    run = start("dedup", FIXTURES / "docs.jsonl", "-o", tmp_path / "out", "--scheduler-address", "tcp://192.0.2.2:8799")
+    time.sleep(6)  # started, and waiting on the address
+    if run.poll() is not None:
+        pytest.skip(f"192.0.2.2 was refused at once here: {run.stdout.read()}")
+    os.killpg(run.pid, signal.SIGINT)
+    sent = time.monotonic()
+    printed, _ = run.communicate(timeout=60)
+    assert run.returncode == 130 and time.monotonic() - sent < 10, printed
+    assert printed.splitlines()[-1] == "interrupted: no stage had finished; run the same command again to start over"
+
+
 def test_bad_record_is_named_with_what_to_do_without_worker_logs(tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"id": 1, "text": "hello"}\n{"id": 2, "text": "oops\n{"id": 3, "text": "x"}\n')
     run = start("dedup", "bad.jsonl", "-o", "out", *CLUSTER, cwd=tmp_path)

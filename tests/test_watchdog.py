@@ -14,6 +14,7 @@ import curate.cluster
 from curate.cluster import ClusterError, check_workers, gather, worker_memory, worker_settings
 from curate.config import ClusterConfig
 from curate.metrics import spilled_bytes, take_peaks
+from curate.runner import Stats
 
 
 def test_shuffle_buffers_fit_the_memory_limit():
@@ -106,8 +107,8 @@ def test_a_frozen_worker_is_a_stall(lonely):
 
 
 def test_counts_on_the_workers_leave_out_a_frozen_worker(lonely, monkeypatch):
-    # The run's peak-memory count (Client.run on every worker, after each stage, a failed one
-    # too) waited for ever on a frozen worker: a stall past --stall-timeout hung instead of stopping.
+    # The run's peak-memory count (Client.run on every worker, after each stage) waited for ever
+    # on a frozen worker: a stall past --stall-timeout hung instead of stopping.
     (pid,) = lonely.run(os.getpid).values()
     with lonely.as_current():  # the client the counts ask (another test's may be Dask's current one)
         assert list(take_peaks()[0]["workers"]) == list(lonely.scheduler_info()["workers"])
@@ -120,6 +121,22 @@ def test_counts_on_the_workers_leave_out_a_frozen_worker(lonely, monkeypatch):
         with pytest.raises(ClusterError, match=r"a worker of the scheduler at \S+ did not answer within 2 s \(frozen"):
             check_workers(lonely)
         assert time.monotonic() - started < 15
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def test_a_failed_stage_is_not_held_back_by_a_frozen_worker(lonely):
+    # After a stage's error (a stall naming a frozen worker) the run still counted every
+    # worker's peak memory, for a summary a failed run never writes: the frozen worker held the
+    # error back by the count's 30 s timeout.
+    stats = Stats()
+    (pid,) = lonely.run(os.getpid).values()
+    try:
+        with lonely.as_current(), pytest.raises(ClusterError, match="^stalled$"), stats.timed("minhash"):
+            os.kill(pid, signal.SIGSTOP)
+            started = time.monotonic()
+            raise ClusterError("stalled")
+        assert time.monotonic() - started < 10 and "minhash" in stats.seconds
     finally:
         os.kill(pid, signal.SIGCONT)
 

@@ -48,6 +48,7 @@ from curate.io.files import (
 )
 from curate.io.plan import Source, plan_sources, source_divisions, with_line_numbers
 from curate.io.records import (
+    SMALL_OFFSETS_LIMIT,
     Bad,
     BadRecordError,
     Fields,
@@ -56,6 +57,7 @@ from curate.io.records import (
     conform,
     finite,
     json_text,
+    large_offsets,
     parse_records,
     python_rows,
     record_lines,
@@ -64,7 +66,9 @@ from curate.schema import DOC, POSITION_BITS, REJECT_COLUMNS
 
 logger = logging.getLogger(__name__)
 
-_REJECT_TYPES = (pa.int64(), pa.string(), pa.string(), pa.string(), pa.binary())  # of REJECT_COLUMNS
+# _record is large_binary (int64 offsets): a partition's records may pass 2 GiB, and pandas
+# selects rows of a binary column with Arrow's take, which joins its chunks into one array first.
+_REJECT_TYPES = (pa.int64(), pa.string(), pa.string(), pa.string(), pa.large_binary())  # of REJECT_COLUMNS
 RESERVED = (DOC, *REJECT_COLUMNS)  # the reader's own columns, which no input field read may be named
 
 
@@ -318,7 +322,7 @@ class _Reader:
         schema = pa.schema([(DOC, pa.int64()), *assigned, *fields])
         if self.skip:
             return pa.schema(list(schema) + list(zip(REJECT_COLUMNS, _REJECT_TYPES)))
-        return pa.schema(list(schema) + [("_record", pa.binary())]) if self.records else schema
+        return pa.schema(list(schema) + [("_record", pa.large_binary())]) if self.records else schema
 
     def keys(self) -> tuple[str, ...]:
         """Columns that are never null: ``_doc``, the id, ``_line``."""
@@ -410,7 +414,7 @@ class _Reader:
         if self.assign_ids:
             columns["id"] = pa.array([f"{self.names[index]}:{line}" for line in lines[rows]], pa.string())
         if self.records:
-            columns["_record"] = pa.array([raw_lines[i] for i in rows], pa.binary())
+            columns["_record"] = pa.array([raw_lines[i] for i in rows], pa.large_binary())
         if self.skip:
             columns["_line"] = pa.array(lines[rows], pa.int64())
         table = pa.table(
@@ -431,9 +435,11 @@ class _Reader:
             "_field": [b.field for b in bad],
             "_reason": [b.reason for b in bad],
         }
-        columns["_record"] = pa.array(records, pa.binary())
+        columns["_record"] = pa.array(records, pa.large_binary())
         rejected = pa.table([columns.get(f.name, _placeholder(f.type, len(bad))) for f in schema], schema=schema)
         both = pa.concat_tables([table, rejected])
+        if both.nbytes >= SMALL_OFFSETS_LIMIT:  # take joins each column's chunks into one array
+            both = both.cast(pa.schema([f.with_type(large_offsets(f.type)) for f in both.schema]))
         return both.take(np.argsort(both[DOC].to_numpy(), kind="stable"))
 
 

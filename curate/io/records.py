@@ -267,6 +267,16 @@ def conform(table: pa.Table, layout: Layout, lines: list[bytes] | None = None) -
     return pa.table(columns, schema=schema)
 
 
+# Bytes one string or binary array holds at most: its offsets are int32.
+SMALL_OFFSETS_LIMIT = 2**31
+
+
+def large_offsets(dtype: pa.DataType) -> pa.DataType:
+    """``string`` and ``binary`` as ``large_string`` and ``large_binary`` (int64 offsets, no 2 GiB
+    limit per array, pandas' own string type); any other type as it is."""
+    return {pa.string(): pa.large_string(), pa.binary(): pa.large_binary()}.get(dtype, dtype)
+
+
 def python_values(column) -> list:
     """A column's values as Python objects; bytes of strings that are not valid UTF-8 written as ``\\xNN``."""
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):

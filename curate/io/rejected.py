@@ -162,7 +162,7 @@ def mark_listed(part: pd.DataFrame, listed: pd.DataFrame, id_field: str) -> pd.D
     missing = hit & part["_record"].isna().to_numpy()
     fields = [c for c in part.columns if c != DOC and c not in REJECT_COLUMNS]
     record[missing] = [json_text(row).encode() for row in python_rows(to_arrow(part.loc[missing, fields]))]
-    part["_record"] = pd.array(record, dtype=pd.ArrowDtype(pa.binary()))
+    part["_record"] = pd.array(record, dtype=part["_record"].dtype)
     return part
 
 
@@ -184,7 +184,7 @@ def _rows(part: pd.DataFrame, names: np.ndarray) -> pd.DataFrame:
             "field": part["_field"].to_numpy(),
             "kind": part["_kind"].to_numpy(),
             "reason": part["_reason"].to_numpy(),
-            "record": part["_record"].array,
+            "record": part["_record"].astype(pd.ArrowDtype(pa.binary())).array,  # the reader's is large_binary
         }
     )
 

@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 
 import dask.dataframe as dd
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -13,7 +14,7 @@ from fsspec.core import url_to_fs
 
 from curate.backend import host_step, to_arrow, to_host
 from curate.io.files import common_compression
-from curate.io.records import finite, json_text, python_rows
+from curate.io.records import SMALL_OFFSETS_LIMIT, finite, json_text, large_offsets, python_rows
 from curate.schema import DOC
 
 ROW_GROUP_ROWS = 1 << 20
@@ -108,7 +109,7 @@ def _write_part(
     number = partition_info["number"]
     if len(part) == 0 and number:
         return 0
-    table = to_arrow(part, schema)
+    table = _arrow_table(part, schema)
     if fmt == "parquet":
         with fs.open(f"{root}/part.{number}.parquet", "wb") as f:
             pq.write_table(table, f, compression=compression or "snappy")
@@ -117,6 +118,23 @@ def _write_part(
     with fs.open(f"{root}/part.{number}.jsonl{suffix}", "wb") as f:
         f.write(compress(jsonl_lines(table)))
     return len(part)
+
+
+def _arrow_table(part, schema: pa.Schema) -> pa.Table:
+    """``to_arrow(part, schema)`` of a partition (pandas or cudf), made of pieces where one Arrow
+    array would pass 2 GiB: ``string`` and ``binary`` have int32 offsets, and a partition's
+    ``large_string`` column, one chunk after a filter or sort (pandas) and always on cudf, would
+    not cast (``input array too large``) after the run's work was done."""
+    try:
+        return to_arrow(part, schema)
+    except (pa.ArrowInvalid, pa.ArrowCapacityError):
+        if len(part) < 2 or int(part.memory_usage(deep=True, index=False).sum()) < SMALL_OFFSETS_LIMIT:
+            raise  # not a matter of size
+    half = len(part) // 2
+    # take copies each half into buffers of its own; a slice keeps its place in the big buffer,
+    # whose offsets Arrow's cast checks.
+    halves = (part.take(np.arange(half)), part.take(np.arange(half, len(part))))
+    return pa.concat_tables([_arrow_table(piece, schema) for piece in halves])
 
 
 def jsonl_lines(table: pa.Table) -> bytes:
@@ -178,8 +196,7 @@ def _canonical(field: pa.Field) -> pa.Field:
     cuDF writes strings as ``string`` and a column without nulls as required, so a GPU run's
     table differed from the CPU run's and a later part's null failed the cast to part 0's schema.
     """
-    large = {pa.string(): pa.large_string(), pa.binary(): pa.large_binary()}
-    return pa.field(field.name, large.get(field.type, field.type), nullable=True)
+    return pa.field(field.name, large_offsets(field.type), nullable=True)
 
 
 def count_rows(docs: dd.DataFrame):
