@@ -355,7 +355,7 @@ def _answering(address: str, timeout: float, scheduler_file: str | None = None) 
     def probe(outcome: list) -> None:
         try:
             outcome.append(asyncio.run(identity()))
-        except Exception as err:  # raised in the caller's thread below
+        except BaseException as err:  # raised in the caller's thread below
             outcome.append(err)
 
     # In a daemon thread of its own: the caller may be running an event loop, and a Ctrl-C ends
@@ -372,7 +372,7 @@ def _answering(address: str, timeout: float, scheduler_file: str | None = None) 
             f"cannot connect to {address} ({reply}): a tls:// scheduler needs the client's certificates in "
             "Dask's configuration (distributed.comm.tls.*)"
         ) from None
-    elif isinstance(reply, Exception):  # a malformed address: ValueError, naming it
+    elif isinstance(reply, BaseException):  # a malformed address: ValueError, naming it
         raise reply
     if reply.get("type") != "Scheduler":
         raise OSError(
@@ -753,15 +753,15 @@ def _roll_call(client: Client, workers) -> int:
 
 def _retired(dask_scheduler, addresses: list[str]) -> list[str]:
     """Those of ``addresses`` (workers no longer in the cluster) that the scheduler retired on
-    request (``retire_workers``, as a cluster's ``scale`` down does): their last removal event
-    says ``expected``; a lost or restarted worker's does not."""
-
-    def expected(address: str) -> bool:
-        events = dask_scheduler.get_events(address)
-        removals = [msg for _, msg in events if isinstance(msg, dict) and msg.get("action") == "remove-worker"]
-        return bool(removals) and bool(removals[-1].get("expected"))
-
-    return [address for address in addresses if expected(address)]
+    request (``retire_workers``, as an adaptive cluster's scale-down does): their last removal
+    event says ``expected``; a lost or restarted worker's does not. Read from the ``all`` topic,
+    which keeps them (a worker's own topic is dropped an hour after it leaves)."""
+    expected = {
+        msg["worker"]: bool(msg.get("expected"))
+        for _, msg in dask_scheduler.get_events("all")
+        if isinstance(msg, dict) and msg.get("action") == "remove-worker" and msg.get("worker") in addresses
+    }
+    return [address for address in addresses if expected.get(address)]
 
 
 def _results(client: Client, futures) -> list:

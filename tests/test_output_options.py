@@ -14,6 +14,7 @@ import zstandard
 from curate.backend import to_arrow
 from curate.config import load_config
 from curate.io import read_documents
+from curate.io.rejected import REJECTED_SCHEMA, _rows
 from curate.io.write import _arrow_table, output_compression
 from curate.pipeline import dedup
 from tests.conftest import FIXTURES
@@ -152,3 +153,25 @@ def test_a_partition_past_2_gib_of_text_is_written_in_pieces():
     assert table.schema == schema and table["id"].to_pylist() == ["a", "b"]
     assert pc.binary_length(table["text"]).to_pylist() == sizes
     assert all(chunk.nbytes < 2**31 for chunk in table["text"].chunks)
+
+
+def test_rejected_records_past_2_gib_are_written_in_pieces():
+    # The rejected list cast each partition's records to binary before the write could cut it
+    # (a skip-mode run over a big shard that repeats its ids: every later copy is listed with its line).
+    size = 3 << 28  # 0.75 GiB of NUL bytes per record (2.25 GiB in all): zero pages, memory only once copied
+    offsets = pa.py_buffer(np.arange(4, dtype=np.int64) * size)
+    lines = pa.Array.from_buffers(pa.large_binary(), 3, [None, offsets, pa.py_buffer(np.zeros(3 * size, np.uint8))])
+    part = pd.DataFrame(
+        {
+            "_doc": np.arange(3, dtype=np.int64),
+            "_line": np.arange(1, 4, dtype=np.int64),
+            "_kind": ["duplicate-id"] * 3,
+            "_field": ["id"] * 3,
+            "_reason": ["repeats"] * 3,
+            "_record": pd.arrays.ArrowExtensionArray(pa.chunked_array([lines])),
+        }
+    )
+    rows = _rows(part, np.array(["big.jsonl.zst"], dtype=object))
+    table = _arrow_table(rows, REJECTED_SCHEMA)
+    assert table.schema == REJECTED_SCHEMA and table["line"].to_pylist() == [1, 2, 3]
+    assert pc.binary_length(table["record"]).to_pylist() == [size] * 3

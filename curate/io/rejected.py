@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from curate.backend import host_step, on_host, shown, to_arrow, to_host
 from curate.io.lookup import locate
 from curate.io.read import arrow_typed
-from curate.io.records import json_text, python_rows
+from curate.io.records import json_text, large_offsets, python_rows
 from curate.schema import DOC, POSITION_BITS, REJECT_COLUMNS
 
 REJECTED_SCHEMA = pa.schema(
@@ -172,7 +172,10 @@ def rejected_rows(rejected: dd.DataFrame, names) -> dd.DataFrame:
     ``line`` is the JSONL line (1-based) or Parquet row (0-based); ``record`` the line's bytes as
     read (JSONL) or the row as a JSON object (Parquet rows, repeated ids).
     """
-    meta = REJECTED_SCHEMA.empty_table().to_pandas(types_mapper=arrow_typed)
+    # record as the reader holds it (large_binary: a partition's may pass 2 GiB); the write casts
+    # it to REJECTED_SCHEMA's binary, in pieces where one array would pass 2 GiB.
+    schema = pa.schema([f.with_type(large_offsets(f.type)) for f in REJECTED_SCHEMA])
+    meta = schema.empty_table().to_pandas(types_mapper=arrow_typed)
     return rejected.map_partitions(_rows, np.asarray(names, dtype=object), meta=meta)
 
 
@@ -184,7 +187,7 @@ def _rows(part: pd.DataFrame, names: np.ndarray) -> pd.DataFrame:
             "field": part["_field"].to_numpy(),
             "kind": part["_kind"].to_numpy(),
             "reason": part["_reason"].to_numpy(),
-            "record": part["_record"].astype(pd.ArrowDtype(pa.binary())).array,  # the reader's is large_binary
+            "record": part["_record"].array,
         }
     )
 
