@@ -682,4 +682,7 @@ def print_summary(summary: dict, out_dir: str) -> None:
         table.add_row("spilled to disk", f"{summary['spilled_bytes'] / 1e9:.2f} GB")
     if summary.get("device_spilled_bytes"):
         table.add_row("spilled from GPUs to host (cuDF)", f"{summary['device_spilled_bytes'] / 1e9:.2f} GB")
-    Console().print(table)
+    console = Console()
+    if not console.is_terminal:  # a log or a pipe: one line a row, not rich's 80 columns there
+        console.width = max(console.width, 160)
+    console.print(table)

@@ -5,7 +5,7 @@ import pytest
 from click.testing import CliRunner
 
 from curate.checks import check_output
-from curate.cli import _groups, _interrupted, main
+from curate.cli import _groups, _interrupted, main, print_summary
 from tests.conftest import FIXTURES
 
 
@@ -386,3 +386,35 @@ def test_cli_identify_only_then_report(tmp_path, joined):
     assert result.exit_code == 0, result.output
     assert "<td>io.identify_only</td><td>True</td>" in (out / "report.html").read_text()
     assert "io.output_format" not in (out / "report.html").read_text()
+
+
+def test_the_summary_keeps_a_row_to_a_line_in_a_log(capsys, monkeypatch):
+    # Redirected to a file, rich assumed 80 columns: rows wrapped ("... / 3,642" then "edges"),
+    # and a script reading the log found half a row.
+    monkeypatch.delenv("COLUMNS", raising=False)
+    summary = {
+        "counts": {
+            "input": {"documents": 33715, "empty": 0},
+            "exact": {"removed": 3222, "groups": 3031},
+            "fuzzy": {
+                "candidate_edges": 10890,
+                "member_pairs": 7354,
+                "verified_edges": 3642,
+                "removed": 1886,
+                "groups": 1106,
+            },
+            "output": {"kept": 28607},
+        },
+        "config": {"fuzzy": {"verify": True}},
+        "output_format": None,
+        "reused_stages": [],
+        "seconds": {"total": 13.1},
+        "peak_rss_bytes": {"total": 1.26e9},
+        "spilled_bytes": 0,
+    }
+    print_summary(summary, "/a/long/path/to/the/output/folder/of/an/enron_spam/run")
+    lines = capsys.readouterr().out.splitlines()
+    assert any(
+        "fuzzy candidates / verified" in line and "10,890 + 7,354 member pairs / 3,642 edges" in line for line in lines
+    )
+    assert any("documents kept (not written: --identify-only)" in line and "28,607" in line for line in lines)
