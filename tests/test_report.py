@@ -478,3 +478,16 @@ def test_inspect_shows_control_characters_instead_of_sending_them():
     out = StringIO()
     print_pair(Console(file=out, width=200, color_system=None), Pair("r\n1\t", "k", "fuzzy", 0.9, "k", 2, pair.diff))
     assert "removed r\\x0a1\\x09 · kept k" in out.getvalue() and "removed: r\\x0a1\\x09" in out.getvalue()
+
+
+def test_report_shows_control_characters_instead_of_writing_them():
+    # Reuters ends every article with U+0003, which the page drew as an empty box; a bidirectional
+    # override reorders the rest of its line in the browser as in the terminal.
+    from curate.review.diff import word_diff
+    from curate.review.inspect import Pair
+    from curate.review.report import _pairs
+
+    text = "alpha beta gamma delta " * 3 + "end\r\x07 <b>\u202eright to left\x03"
+    page = _pairs([Pair("r\x03", "k", "fuzzy", 0.9, "k", 2, word_diff(text + " one", text + " two"))])
+    assert not any((ord(c) < 0x20 and c != "\n") or c == "\u202e" for c in page), repr(page)
+    assert "end\\x0d\\x07 &lt;b&gt;\\u202eright to left\\x03" in page and "removed: r\\x03" in page

@@ -32,6 +32,18 @@ REVIEWED_COLUMNS = {
     "duplicates": ("id", "group", "kind", "kept", "jaccard", "source", "position"),
 }
 _OLDER = "{} was written by curate {}, which did not record {}; rerun it with curate >= 0.2 (--overwrite)"
+# Crawled text holds control characters: in a terminal ESC [ 31 m recolours and others clear the
+# screen or retitle the window; in a page they are drawn as empty boxes or not at all (Reuters'
+# U+0003 ends every article). The report and inspect show each as \xNN, never send it.
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (0x09, 0x0A)}
+# and the bidirectional overrides and isolates, which reorder what follows them on the line
+_CONTROL |= {c: f"\\u{c:04x}" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))}
+
+
+def visible(text: str) -> str:
+    """``text`` with its control characters (C0 but tab and newline, DEL, C1) written as ``\\xNN``,
+    and the bidirectional controls as ``\\uNNNN``."""
+    return text.translate(_CONTROL)
 
 
 class _Open(BaseModel):

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from curate.params import s_curve_figure
-from curate.review.inspect import Pair, RunOutput, diff_blocks, trailing_space
+from curate.review.inspect import Pair, RunOutput, diff_blocks, trailing_space, visible
 
 
 def write_report(out_dir, *, groups: int = 20, sample: int = 20, seed: int = 0) -> Path:
@@ -333,7 +333,7 @@ def _gb(n) -> str:
 
 
 def _e(value) -> str:
-    return html.escape(str(value))
+    return html.escape(visible(str(value)))
 
 
 _COLOURS = {"exact": "#4c72b0", "fuzzy": "#dd8452"}

@@ -5,19 +5,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from curate.review.inspect import Pair, diff_blocks, trailing_space
-
-# Crawled text holds terminal control sequences too (ESC [ 31 m recolours, others clear the
-# screen or retitle the window): each control character is shown as \xNN, never sent.
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (0x09, 0x0A)}
-# and the bidirectional overrides and isolates, which reorder what follows them on the line
-_CONTROL |= {c: f"\\u{c:04x}" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))}
-
-
-def visible(text: str) -> str:
-    """``text`` with its control characters (C0 but tab and newline, DEL, C1) written as ``\\xNN``,
-    and the bidirectional controls as ``\\uNNNN``."""
-    return text.translate(_CONTROL)
+from curate.review.inspect import Pair, diff_blocks, trailing_space, visible
 
 
 def _id(doc) -> str:
