@@ -219,7 +219,9 @@ def minhash_signatures_cudf(text: cudf.Series, seed, a, b, width, words):
 
 @band_buckets.register(cupy.ndarray)
 def band_buckets_cupy(signatures: cupy.ndarray, num_bands, rows_per_band) -> cupy.ndarray:
-    """Bucket ids ``(n, num_bands)`` uint64 on the GPU; see :func:`curate.kernels.lsh.band_buckets`."""
+    """Bucket ids ``(n, num_bands)`` uint64 on the GPU; see :func:`curate.kernels.lsh.band_buckets`.
+
+    Raises ValueError where ``num_bands * rows_per_band`` passes the signature's ``num_perm`` columns."""
     n_docs, num_perm = signatures.shape
     if num_bands * rows_per_band > num_perm:
         raise ValueError(

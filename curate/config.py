@@ -726,7 +726,10 @@ def load_config(path: str | Path | None = None, overrides: dict | None = None) -
 
 
 def config_data(path: str | Path | None = None, overrides: dict | None = None) -> dict:
-    """The YAML file's keys updated by ``overrides``, not yet validated (see :func:`load_config`)."""
+    """The YAML file's keys updated by ``overrides``, not yet validated (see :func:`load_config`).
+
+    Raises ValueError naming ``path`` (and the line) where the file is not UTF-8, not YAML or
+    not a mapping; :func:`config_file`'s error where no such file or shipped config exists."""
     data: dict = {}
     if path is not None:
         file = config_file(path)

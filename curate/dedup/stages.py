@@ -20,6 +20,9 @@ from typing import Protocol
 
 
 class Stage(Protocol):
+    """How a chain calls each stage: ``stage(name, params, build)`` returns ``build()``'s result,
+    as built (:func:`build_now`) or computed and read back (:class:`curate.checkpoints.Checkpoints`)."""
+
     def __call__(self, name: str, params: dict, build: Callable[[], object]) -> object: ...
 
 

@@ -68,7 +68,9 @@ def expand_paths(inputs: list[str] | str) -> tuple[object, list[str], str]:
 def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, str, str]], list[str]]:
     """:func:`expand_paths`, the repeats left out: (path as first named, the input that first
     named it, the input naming it again, the path as named again), and the files that folders
-    and globs hold under names other than data's (not those starting with . or _), left out."""
+    and globs hold under names other than data's (not those starting with . or _), left out.
+
+    Raises FileNotFoundError and ValueError as :func:`expand_paths` (which calls this) documents."""
     inputs = [inputs] if isinstance(inputs, str) else list(inputs)
     # One file system reads every input: a URL after local paths was looked for on the local disk.
     systems = {"local" if protocol in ("file", "local") else protocol for protocol in map(get_protocol, inputs)}
