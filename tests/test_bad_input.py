@@ -210,6 +210,39 @@ def test_a_number_beyond_a_double_names_its_field(tmp_path):
     assert fail_message(path) == "n.jsonl:2: field 'meta.s.1': invalid JSON: Number too big to be stored in double"
 
 
+@pytest.mark.parametrize("dirty", [False, True])
+def test_records_nested_too_deep_are_refused_wherever_they_are(tmp_path, dirty):
+    # Arrays nested 3,000 levels deep in a field curate never reads stopped the run with a bare
+    # RecursionError (Python's json, in the sample of a file's first MiB, or after it wherever
+    # the line's block held another bad line: read line by line); 20,000 levels killed the
+    # process (pyarrow's type inference, in the sample). Now every read refuses more than 64.
+    def record(i, levels, text="t"):
+        return json.dumps({"id": i, "text": text, "deep": "@"}).replace('"@"', "[" * levels + "]" * levels)
+
+    text = 'a [[[[ {{{{ " \\" ' * 100  # brackets in a string, after escaped quotes, do not nest
+    head = [record(1, 63, text), record(2, 64), record(3, 3_000), record(4, 20_000), record(5, 1)]
+    filler = doc_lines(3_000, words=40)[5:]  # past the 1 MiB sample
+    tail = [record(9_001, 63), record(9_002, 64), record(9_003, 3_000)]
+    path = jsonl(tmp_path / "deep.jsonl", *head, *filler, *tail, *(["{not json"] if dirty else []))
+    assert os.path.getsize(path) > 1.2 * 2**20
+    deep = "invalid JSON: arrays and objects nested more than 64 levels deep"
+    assert fail_message(path) == f"deep.jsonl:2: {deep}"
+    good, rejected = read_skip(path)
+    assert [r[:4] for r in rejected] == [
+        (2, "invalid-json", None, deep),
+        (3, "invalid-json", None, deep),
+        (4, "invalid-json", None, deep),
+        (3_002, "invalid-json", None, deep),
+        (3_003, "invalid-json", None, deep),
+    ] + (
+        [(3_004, "invalid-json", None, "invalid JSON: Expecting property name enclosed in double quotes at column 2")]
+        if dirty
+        else []
+    )
+    assert rejected[3][4] == tail[1].encode()
+    assert good.id.tolist() == [1, 5, *range(5, 3_000), 9_001] and good.text[0] == text
+
+
 def test_other_fields_of_another_type_and_bad_escapes(tmp_path):
     lines = [
         '{"id": 1, "text": "a", "score": 1}',

@@ -20,7 +20,7 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import get_protocol, infer_compression
 
-from curate.io.records import Fields, Layout, parse_records, record_lines
+from curate.io.records import TOO_DEEP, Fields, Layout, parse_records, record_lines
 
 _JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 _COMPRESSED = {".gz": "gzip", ".zst": "zstd"}
@@ -336,6 +336,8 @@ def sample_file(fs, path: str, fmt: str) -> tuple[list[pa.Schema], int]:
     pieces, bad = parse_records(raw, starts, ends, Layout(None, Fields(None, None)))  # bad lines: reported later
     schemas = [_exact_numbers(table, [raw[starts[i] : ends[i]] for i in rows]) for rows, table in pieces]
     for b in bad:  # lines Python's json reads but pyarrow does not: learn their fields one by one
+        if b.reason == TOO_DEEP:  # refused by every read, and beyond Python's json
+            continue
         try:
             record = json.loads(raw[starts[b.index] : ends[b.index]])
         except ValueError:

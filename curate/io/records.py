@@ -22,7 +22,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pajson
 
+from curate.kernels.nesting import nested_deeper
+
 _WHITESPACE = np.array([9, 10, 11, 12, 13, 32], dtype=np.uint8)
+# Arrays and objects nested deeper than this in a record make it invalid input (see
+# curate.kernels.nesting). The sample's type of a field so deep is pickled with every frame's
+# meta, three Python frames a level (300 levels failed at the top of a stack).
+MAX_DEPTH = 64
+TOO_DEEP = f"invalid JSON: arrays and objects nested more than {MAX_DEPTH} levels deep"
 # How a string id column parses ids: as strings, or integers (exact up to 38 digits), then cast.
 _STRING_ID_TYPES = (pa.string(), pa.int64(), pa.decimal128(38, 0))
 _JSON_KINDS = {
@@ -183,7 +190,8 @@ def parse_records(raw: bytes, starts: np.ndarray, ends: np.ndarray, layout: Layo
     if len(starts) == 0:
         return [], []
     everything = np.arange(len(starts), dtype=np.int64)
-    if _valid_utf8(raw) and _objects_only(raw, starts, ends):
+    deep = nested_deeper(np.frombuffer(raw, dtype=np.uint8), starts, ends, MAX_DEPTH)
+    if not deep.any() and _valid_utf8(raw) and _objects_only(raw, starts, ends):
         try:
             table = _read_json(raw, layout)
             if table.num_rows == len(starts) and not _lacks_field(raw, starts, ends, table, layout.fields):
@@ -197,7 +205,10 @@ def parse_records(raw: bytes, starts: np.ndarray, ends: np.ndarray, layout: Layo
             pass
     bad = [
         b
-        for b in (_check_line(raw[s:e], i, layout.fields) for i, (s, e) in enumerate(zip(starts, ends)))
+        for b in (
+            Bad(i, "invalid-json", None, TOO_DEEP) if deep[i] else _check_line(raw[s:e], i, layout.fields)
+            for i, (s, e) in enumerate(zip(starts, ends))
+        )
         if b is not None
     ]
     good = np.setdiff1d(everything, [b.index for b in bad])
