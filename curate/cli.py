@@ -258,7 +258,7 @@ def _user_errors(verbose: bool):
     except (OSError, ValueError, OutputBusyError) as err:
         if verbose:
             click.echo(traceback.format_exc(), err=True, nl=False)
-        message = str(err)
+        message = str(err) or type(err).__name__  # rebuilt from a worker, some errors lose their words
         if isinstance(err, BadRecordError):  # read in parallel: unless it is the first part, which one stops varies
             earlier = (
                 "" if err.first else "parts of the input are read in parallel, so an earlier record may be bad too; "

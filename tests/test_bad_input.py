@@ -11,6 +11,7 @@ import re
 import zlib
 from pathlib import Path
 
+import click
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -731,6 +732,29 @@ def test_missing_and_unreadable_paths(tmp_path, monkeypatch):
     result = CliRunner().invoke(main, ["dedup", str(tmp_path / "in"), "-o", str(tmp_path / "out"), "--n-workers", "1"])
     assert result.exit_code == 1 and "Permission denied" in result.output and "a.jsonl" in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_an_input_name_that_is_not_utf8_is_refused_before_the_run(tmp_path):
+    # A Latin-1 name (from an old archive) failed every run with "Error: " and nothing after it:
+    # the assigned ids, or removed.parquet's source, could not hold it.
+    folder = tmp_path / "in"
+    jsonl(folder / "ok.jsonl", *doc_lines(2))
+    jsonl(Path(os.fsdecode(bytes(folder) + b"/latin1-\xe9.jsonl")), *doc_lines(2))
+    result = CliRunner().invoke(main, ["dedup", str(folder), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 1 and result.output == (
+        f"Error: input file {folder}/latin1-\\xe9.jsonl: its name is not UTF-8, which curate records it in "
+        "(ids, removed.parquet); rename it (convmv -f latin1 -t utf-8 renames files named in Latin-1)\n"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_error_without_words_is_named_by_its_type():
+    # An error rebuilt from a worker can lose its message: the CLI printed "Error: " alone.
+    from curate.cli import _user_errors
+
+    with pytest.raises(click.ClickException) as err, _user_errors(verbose=False):
+        raise UnicodeEncodeError.__new__(UnicodeEncodeError)
+    assert err.value.message == "UnicodeEncodeError"
 
 
 def test_output_directory_with_a_previous_run(sync, tmp_path):

@@ -58,8 +58,8 @@ def expand_paths(inputs: list[str] | str) -> tuple[object, list[str], str]:
         If an input matches no file, or a broken symbolic link.
     ValueError
         If the files mix formats or have an unknown extension, the inputs lie on several file
-        systems (local and ``s3://``), or the package that reads a URL's protocol (s3fs,
-        gcsfs, ...) is not installed.
+        systems (local and ``s3://``), the package that reads a URL's protocol (s3fs,
+        gcsfs, ...) is not installed, or a file's name is not UTF-8.
     """
     fs, paths, fmt, _, _ = find_inputs(inputs)
     return fs, paths, fmt
@@ -124,6 +124,15 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
             else:
                 first[identity] = (path, item)
     paths = [path for path, _ in first.values()]
+    for path in paths:
+        # A name that is not UTF-8 (from an old archive) reaches Python as surrogates, which no
+        # assigned id, source column or message holds: the run failed with "Error: " alone.
+        if not path.isascii() and not _utf8(path):
+            shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            raise ValueError(
+                f"input file {shown}: its name is not UTF-8, which curate records it in (ids, removed.parquet); "
+                "rename it (convmv -f latin1 -t utf-8 renames files named in Latin-1)"
+            )
     formats = {_format_of(p) for p in paths}
     if None in formats:
         bad = next(p for p in paths if _format_of(p) is None)
@@ -134,6 +143,14 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
     if not local:
         paths = [fs.unstrip_protocol(p) for p in paths]
     return fs, paths, formats.pop(), repeats, list(dict.fromkeys(skipped))
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _nothing_found(fs, item: str) -> str:
