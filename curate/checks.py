@@ -24,7 +24,12 @@ from curate.io.files import check_ordered, find_inputs, glob_root, sample_files,
 # A run's outputs; summary.json first: when replacing a run, a reader must never take the old
 # summary for new outputs.
 OUTPUTS = ("summary.json", "deduplicated", "rejected", "duplicates.parquet", "removed.parquet", "report.html")
-PARTIAL = ("deduplicated.tmp", "rejected.tmp")  # what a run killed while writing leaves
+PARTIAL = (
+    "deduplicated.tmp",
+    "rejected.tmp",
+    "duplicates.parquet.tmp",
+    "removed.parquet.tmp",
+)  # what a run killed while writing leaves
 STAGES = "_stages"
 MARKER = "_marker.json"  # in each finished stage's folder (curate.checkpoints)
 _EXTENSIONS = ("parquet", "jsonl", "jsonl.gz", "jsonl.zst")

@@ -9,6 +9,7 @@ imports what it needs.
 from __future__ import annotations  # the annotations name classes imported inside functions
 
 import contextlib
+import errno
 import itertools
 import json
 import logging
@@ -163,7 +164,12 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
         if with_report:
             from curate.review.report import write_report
 
-            click.echo(f"report: {write_report(out_dir)}")
+            try:
+                click.echo(f"report: {write_report(out_dir)}")
+            except OSError as err:  # the run's outputs are whole: say so, with the way to the report
+                raise click.ClickException(
+                    f"{err}; the run's outputs are complete: `curate report {out_dir}` writes it"
+                ) from None
             reported = True
     except KeyboardInterrupt:  # the outputs are complete (summary.json is written last)
         missing = with_report and not reported
@@ -264,7 +270,17 @@ def _user_errors(verbose: bool):
                 "" if err.first else "parts of the input are read in parallel, so an earlier record may be bad too; "
             )
             message += f"\n({earlier}--on-error skip lists every bad record in OUT/rejected/ and goes on)"
+        if isinstance(err, OSError) and disk_full(err):  # Arrow's and fsspec's name no folder
+            message += (
+                "\n(a disk is full: free space where OUT or --local-directory lies; the stages that finished "
+                "are kept in OUT/_stages, and the same command with --resume, not --overwrite, goes on from them)"
+            )
         raise click.ClickException(message) from None
+
+
+def disk_full(err: OSError) -> bool:
+    """Whether ``err`` says a disk or quota is full (Arrow gives the errno only in its message)."""
+    return err.errno in (errno.ENOSPC, errno.EDQUOT) or "[errno 28]" in str(err).lower()
 
 
 def _configure_logging(verbose: bool) -> None:
@@ -368,7 +384,7 @@ def report(out_dir, groups, sample, seed, force):
                 f"{run.out_dir / 'report.html'} is kept; pass --force to replace it with one without their texts"
             )
         click.echo(write_report(run, groups=groups, sample=sample, seed=seed))
-    except (FileNotFoundError, ValueError) as err:
+    except (OSError, ValueError) as err:
         raise click.ClickException(str(err)) from None
 
 

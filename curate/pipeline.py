@@ -194,6 +194,10 @@ def dedup(
         written = run(
             "count" if io.identify_only else "write", **writes, **removal_counts(removed)
         )  # the checks' counts in the same pass
+        # A file rewritten in place to its own size keeps every offset, so nothing failed: its
+        # records were read in two states, and one of them was in neither output (exit 0).
+        if (changed := _changed_input(inputs, files)) is not None:
+            raise InputChangedError(changed)
         kept, n_rejected = int(written["kept"]), int(written.get("rejected", 0))
         n_removed = check_accounting(stats.counts["input"]["documents"], kept, removed, n_rejected, counted=written)
         stats.count("output", kept=kept, removed=n_removed, rejected=n_rejected)
@@ -207,6 +211,10 @@ def dedup(
         dropped = [name for name, again in written_again.items() if not again and (out / name).exists()]
         if dropped:
             logger.warning("removed the previous run's %s from %s: this run writes none", " and ".join(dropped), out)
+        # The tables are written before the previous outputs go: a full disk stopped the run
+        # between the two and left neither run's tables.
+        write_table(str(run.store.path("duplicates")), str(out / "duplicates.parquet.tmp"), DUPLICATES_COLUMNS)
+        write_table(str(run.store.path("removed")), str(out / "removed.parquet.tmp"), REMOVED_COLUMNS)
         _remove(out, OUTPUTS)
         if not io.identify_only:
             os.replace(out / "deduplicated.tmp", out / "deduplicated")
@@ -214,8 +222,8 @@ def dedup(
         logger.info("%d documents kept, %d removed, %d rejected", kept, n_removed, n_rejected)
         if rejected is not None:
             os.replace(out / "rejected.tmp", out / "rejected")
-        write_table(str(run.store.path("duplicates")), str(out / "duplicates.parquet"), DUPLICATES_COLUMNS)
-        write_table(str(run.store.path("removed")), str(out / "removed.parquet"), REMOVED_COLUMNS)
+        for table in ("duplicates.parquet", "removed.parquet"):
+            os.replace(out / f"{table}.tmp", out / table)
         disk, device = spilled_bytes(gpu)
         disk -= spilled_before[0]
         if device is not None:
@@ -248,25 +256,42 @@ def dedup(
     return summary
 
 
+class InputChangedError(ValueError):
+    """An input file changed during the run (size or modification time): its records were read
+    in different states. The message names the file and, where one came of it, the error."""
+
+    def __init__(self, path: str, err: Exception | None = None):
+        seen = "" if err is None else f" ({type(err).__name__}: {err})"
+        super().__init__(
+            f"input file {path} changed during the run (size or modification time), so its records were "
+            f"read in different states{seen}; run again once the inputs stay as they are"
+        )
+
+
 @contextlib.contextmanager
 def _inputs_unchanged(inputs: list[str], files: list[tuple[str, int, str]]):
-    """Raise ValueError naming the first input file whose fingerprint (:func:`input_fingerprint`)
-    is no longer ``files``' when the block fails: records read in different states of a file
-    fail as keys out of range or counts that do not add up, naming no file."""
+    """Raise :class:`InputChangedError` naming the first input file whose fingerprint is no
+    longer ``files``' when the block fails: records read in different states of a file fail as
+    keys out of range or counts that do not add up, naming no file."""
     try:
         yield
+    except InputChangedError:
+        raise
     except Exception as err:
-        try:
-            now = {path: (size, modified) for path, size, modified in input_fingerprint(inputs)}
-        except (OSError, ValueError):  # a file (or every file of an input) is gone
-            now = {}
-        changed = next((path for path, size, modified in files if now.get(path) != (size, modified)), None)
+        changed = _changed_input(inputs, files)
         if changed is None:
             raise
-        raise ValueError(
-            f"input file {changed} changed during the run (size or modification time), so its records were "
-            f"read in different states ({type(err).__name__}: {err}); run again once the inputs stay as they are"
-        ) from err
+        raise InputChangedError(changed, err) from err
+
+
+def _changed_input(inputs: list[str], files: list[tuple[str, int, str]]) -> str | None:
+    """The first input file whose fingerprint (:func:`input_fingerprint`) is no longer ``files``'
+    (a file gone counts), or None."""
+    try:
+        now = {path: (size, modified) for path, size, modified in input_fingerprint(inputs)}
+    except (OSError, ValueError):  # a file (or every file of an input) is gone
+        now = {}
+    return next((path for path, size, modified in files if now.get(path) != (size, modified)), None)
 
 
 def _megabytes(size) -> str:

@@ -757,6 +757,26 @@ def test_an_error_without_words_is_named_by_its_type():
     assert err.value.message == "UnicodeEncodeError"
 
 
+@pytest.mark.parametrize(
+    "err",
+    [
+        OSError(28, "No space left on device"),
+        OSError("Error writing bytes to file. Detail: [errno 28] No space left on device"),
+    ],
+)
+def test_a_full_disk_says_where_to_free_space_and_how_to_go_on(err):
+    # A full output or spill disk said "Error: [Errno 28] No space left on device" and no more
+    # (Arrow's OSError names no file and carries the errno only in its words).
+    from curate.cli import _user_errors
+
+    with pytest.raises(click.ClickException) as raised, _user_errors(verbose=False):
+        raise err
+    assert raised.value.message == (
+        f"{err}\n(a disk is full: free space where OUT or --local-directory lies; the stages that finished are "
+        "kept in OUT/_stages, and the same command with --resume, not --overwrite, goes on from them)"
+    )
+
+
 def test_output_directory_with_a_previous_run(sync, tmp_path):
     jsonl(tmp_path / "in" / "a.jsonl", '{"id": 1, "text": "a"}', "oops", '{"id": 2, "text": "b"}')
     out, _ = run(tmp_path, [tmp_path / "in"], io={"on_error": "skip"})
@@ -892,6 +912,60 @@ def test_a_failed_overwrite_keeps_the_previous_results(sync, tmp_path):
         not (out / "rejected").exists()
         and json.loads((out / "summary.json").read_text())["counts"]["output"]["rejected"] == 0
     )
+
+
+def test_a_full_disk_at_the_tables_keeps_the_previous_results(sync, tmp_path, monkeypatch):
+    # --overwrite removed the previous run's outputs before writing the two tables: a disk that
+    # filled meanwhile left neither run's summary.json, removed.parquet or duplicates.parquet.
+    import curate.pipeline
+
+    jsonl(tmp_path / "in" / "a.jsonl", *doc_lines(5), doc_lines(1)[0].replace('"id": 0', '"id": 5'))
+    out, _ = run(tmp_path, [tmp_path / "in"])
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert {Path("summary.json"), Path("removed.parquet"), Path("duplicates.parquet")} <= set(before)
+    write_table = curate.pipeline.write_table
+
+    def fills_the_disk(source, path, columns):
+        if "removed" in path:
+            raise OSError(28, "No space left on device")
+        write_table(source, path, columns)
+
+    monkeypatch.setattr(curate.pipeline, "write_table", fills_the_disk)
+    with pytest.raises(OSError, match="No space left"):
+        dedup([str(tmp_path / "in")], str(out), load_config(None, {}), overwrite=True)
+    after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert {k: v for k, v in after.items() if k.parts[0] in ("summary.json", "deduplicated", "removed.parquet")} == {
+        k: v for k, v in before.items() if k.parts[0] in ("summary.json", "deduplicated", "removed.parquet")
+    }
+    assert after[Path("duplicates.parquet")] == before[Path("duplicates.parquet")]
+    # What the failed run left is what a rerun clears.
+    monkeypatch.setattr(curate.pipeline, "write_table", write_table)
+    dedup([str(tmp_path / "in")], str(out), load_config(None, {}), resume=True)
+    assert {p.name for p in out.iterdir()} == {"summary.json", "deduplicated", "removed.parquet", "duplicates.parquet"}
+
+
+def test_an_input_rewritten_to_its_own_size_during_the_run_fails_it(sync, tmp_path, monkeypatch):
+    # Rewritten in place to the same size (an id and a word changed), the file kept every offset,
+    # so nothing failed: the run ended with exit 0, the record as it now stands in neither the
+    # output nor removed.parquet (which named the old id), and a text that was never deduplicated.
+    import curate.pipeline
+
+    path = jsonl(tmp_path / "in" / "a.jsonl", *doc_lines(5), doc_lines(1)[0].replace('"id": 0', '"id": 5'))
+    read_for_output = curate.pipeline._read_for_output
+
+    def rewritten_meanwhile(*args, **kwargs):  # between the dedup's reads and the final one
+        path.write_bytes(path.read_bytes().replace(b'"id": 5', b'"id": 9'))
+        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
+        return read_for_output(*args, **kwargs)
+
+    monkeypatch.setattr(curate.pipeline, "_read_for_output", rewritten_meanwhile)
+    with pytest.raises(curate.pipeline.InputChangedError) as err:
+        run(tmp_path, [path])
+    assert str(err.value) == (
+        f"input file {path} changed during the run (size or modification time), so its records were read in "
+        "different states; run again once the inputs stay as they are"
+    )
+    assert not (tmp_path / "out" / "summary.json").exists()
 
 
 def test_a_field_named_as_a_column_the_reader_adds_is_refused_where_it_is_read(sync, tmp_path):

@@ -211,6 +211,25 @@ def test_report_renders_in_chromium_without_errors(run):
 
 
 @pytest.mark.skipif(chromium() is None, reason="chromium not installed (Debian: apt-get install chromium)")
+def test_a_full_disk_leaves_no_half_report(run, monkeypatch):
+    # report.html.tmp was left half written, and the CLI printed a traceback.
+    out, _ = run
+    real = Path.write_text
+
+    def full(self, text, *args, **kwargs):
+        if self.name == "report.html.tmp":
+            real(self, text[:100], *args, **kwargs)
+            raise OSError(28, "No space left on device")
+        return real(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full)
+    result = CliRunner().invoke(main, ["report", str(out), "--force"])
+    assert result.exit_code == 1 and result.output == (
+        f"Error: [Errno 28] cannot write {out / 'report.html.tmp'}: No space left on device\n"
+    )
+    assert not (out / "report.html.tmp").exists()
+
+
 def test_browser_check_reports_errors(tmp_path):
     page = tmp_path / "bad.html"
     page.write_text(

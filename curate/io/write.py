@@ -1,7 +1,6 @@
 """Write documents (Parquet or JSONL part files) and the small result tables."""
 
 import gzip
-import os
 from pathlib import Path
 
 import dask.dataframe as dd
@@ -165,7 +164,8 @@ def write_table(source: str, path: str, columns: list[str]) -> None:
     source : str
         Local folder of ``part.N.parquet`` files, read in ``N`` order.
     path : str
-        The file to write (zstd); written under a temporary name and renamed.
+        The file to write (zstd). :func:`curate.pipeline.dedup` writes a temporary name and
+        renames it once every output is written.
     columns : list of str
 
     Row groups have a fixed number of rows (``ROW_GROUP_ROWS``), so the bytes depend only on the
@@ -175,8 +175,8 @@ def write_table(source: str, path: str, columns: list[str]) -> None:
     files = sorted(Path(source).glob("part.*.parquet"), key=lambda f: int(f.name.split(".")[1]))
     written = pq.read_schema(files[0])
     schema = pa.schema([_canonical(written.field(c)) for c in columns])
-    tmp, pending, rows = f"{path}.tmp", [], 0
-    with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+    pending, rows = [], 0
+    with pq.ParquetWriter(path, schema, compression="zstd") as writer:
         for file in files:
             for batch in pq.ParquetFile(file).iter_batches(batch_size=ROW_GROUP_ROWS, columns=columns):
                 pending.append(batch.cast(schema))  # also drops per-file metadata
@@ -187,7 +187,6 @@ def write_table(source: str, path: str, columns: list[str]) -> None:
                     pending, rows = table.slice(ROW_GROUP_ROWS).to_batches(), rows - ROW_GROUP_ROWS
         if rows:
             writer.write_table(pa.Table.from_batches(pending, schema), row_group_size=ROW_GROUP_ROWS)
-    os.replace(tmp, path)
 
 
 def _canonical(field: pa.Field) -> pa.Field:

@@ -43,12 +43,18 @@ def write_report(out_dir, *, groups: int = 20, sample: int = 20, seed: int = 0) 
     ------
     FileNotFoundError, ValueError
         As :class:`curate.review.inspect.RunOutput`.
+    OSError
+        If the page cannot be written (a full disk), naming it; nothing is left of it.
     """
     run = out_dir if isinstance(out_dir, RunOutput) else RunOutput(out_dir)
     page = _page(run, run.largest_groups(groups), run.sample(sample, seed), groups, sample, seed)
     path = run.out_dir / "report.html"
     tmp = path.with_name("report.html.tmp")
-    tmp.write_text(page, encoding="utf-8")
+    try:
+        tmp.write_text(page, encoding="utf-8")
+    except OSError as err:  # a full disk: no half page is left, and the path is named
+        tmp.unlink(missing_ok=True)
+        raise OSError(err.errno, f"cannot write {tmp}: {err.strerror}") from None
     os.replace(tmp, path)
     return path
 
