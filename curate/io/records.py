@@ -22,8 +22,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pajson
 
-from curate.kernels.nesting import nested_deeper
-
 _WHITESPACE = np.array([9, 10, 11, 12, 13, 32], dtype=np.uint8)
 # Arrays and objects nested deeper than this in a record make it invalid input (see
 # curate.kernels.nesting). The sample's type of a field so deep is pickled with every frame's
@@ -189,6 +187,10 @@ def parse_records(raw: bytes, starts: np.ndarray, ends: np.ndarray, layout: Layo
     """
     if len(starts) == 0:
         return [], []
+    # numba (0.4 s to import) only once records are parsed: `curate --help` and the commands
+    # that check a config or the inputs' paths stay quick (tests/test_checks.py)
+    from curate.kernels.nesting import nested_deeper
+
     everything = np.arange(len(starts), dtype=np.int64)
     deep = nested_deeper(np.frombuffer(raw, dtype=np.uint8), starts, ends, MAX_DEPTH)
     if not deep.any() and _valid_utf8(raw) and _objects_only(raw, starts, ends):
