@@ -270,7 +270,7 @@ def _user_errors(verbose: bool):
                 "" if err.first else "parts of the input are read in parallel, so an earlier record may be bad too; "
             )
             message += f"\n({earlier}--on-error skip lists every bad record in OUT/rejected/ and goes on)"
-        if isinstance(err, OSError) and disk_full(err):  # Arrow's and fsspec's name no folder
+        if isinstance(err, OSError) and _disk_full(err):  # Arrow's and fsspec's name no folder
             message += (
                 "\n(a disk is full: free space where OUT or --local-directory lies; the stages that finished "
                 "are kept in OUT/_stages, and the same command with --resume, not --overwrite, goes on from them)"
@@ -278,7 +278,7 @@ def _user_errors(verbose: bool):
         raise click.ClickException(message) from None
 
 
-def disk_full(err: OSError) -> bool:
+def _disk_full(err: OSError) -> bool:
     """Whether ``err`` says a disk or quota is full (Arrow gives the errno only in its message)."""
     return err.errno in (errno.ENOSPC, errno.EDQUOT) or "[errno 28]" in str(err).lower()
 

@@ -127,12 +127,14 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
     for path in paths:
         # A name that is not UTF-8 (from an old archive) reaches Python as surrogates, which no
         # assigned id, source column or message holds: the run failed with "Error: " alone.
-        if not path.isascii() and not _utf8(path):
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError:
             shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
             raise ValueError(
                 f"input file {shown}: its name is not UTF-8, which curate records it in (ids, removed.parquet); "
                 "rename it (convmv -f latin1 -t utf-8 renames files named in Latin-1)"
-            )
+            ) from None
     formats = {_format_of(p) for p in paths}
     if None in formats:
         bad = next(p for p in paths if _format_of(p) is None)
@@ -143,14 +145,6 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
     if not local:
         paths = [fs.unstrip_protocol(p) for p in paths]
     return fs, paths, formats.pop(), repeats, list(dict.fromkeys(skipped))
-
-
-def _utf8(name: str) -> bool:
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _nothing_found(fs, item: str) -> str:

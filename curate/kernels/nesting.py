@@ -1,12 +1,12 @@
 """How deeply each JSONL record nests arrays and objects, found without parsing it.
 
 Every JSON reader the input meets recurses per level: Python's ``json`` raises RecursionError
-past about 1,000 levels, and pyarrow's type inference overflows its stack (the process dies)
-past about 17,000, and a type as deep as a field is fails to pickle past about 300. RFC 8259
-(section 9) lets a parser limit the depth; as serde_json and orjson do, the reader refuses
-records nested deeper than a limit, in every path alike, before either parser sees them. A record needs more than ``limit`` opening brackets to nest deeper than
-``limit`` levels, so only such lines (rare outside source code) are scanned, quotes and escapes
-followed.
+past about 1,000 levels, pyarrow's type inference overflows its stack (the process dies) past
+about 17,000, and the Arrow type of a field nested about 300 levels deep no longer pickles.
+RFC 8259 (section 9) lets a parser limit the depth; as serde_json and orjson do, the reader
+refuses records nested deeper than a limit, in every path alike, before either parser sees
+them. A record needs more than ``limit`` opening brackets to nest deeper than ``limit``
+levels, so only such lines (rare outside source code) are scanned, quotes and escapes followed.
 """
 
 import numpy as np
