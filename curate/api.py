@@ -267,6 +267,7 @@ def deduplicate(
     if not own_keys:  # a user's own _doc column would fail deep inside a stage
         keyed = keyed.map_partitions(_checked_keys, divisions, partition_info=True, meta=keyed._meta)
     id_field = io.id_field if io.id_field in keyed.columns and not keys_as_ids else DOC
+    keyed = _frame_categories(keyed, keep)
     keyed, id_kinds = _checked_values(keyed, io.text_field, id_field, own_keys)
     exact = ExactDedup(text_field=io.text_field, id_field=id_field, keep=keep)
     fuzzy = FuzzyDedup(run.fuzzy, text_field=io.text_field, id_field=id_field, keep=keep)
@@ -485,6 +486,41 @@ def _refuse_ids(later, id_field: str, own_keys: bool) -> int:
 def _where(doc: int, own_keys: bool) -> str:
     """Where a document is, by its ``_doc``: its row and partition where the call keyed the frame."""
     return f"row {doc & ((1 << POSITION_BITS) - 1)} of partition {doc >> POSITION_BITS}" if own_keys else f"_doc {doc}"
+
+
+def _frame_categories(keyed: dd.DataFrame, keep: KeepPolicy) -> dd.DataFrame:
+    """``keyed`` whose categorical keep column has the frame's categories (its meta's, in their
+    order) in every partition. A partition may list them otherwise, and the shuffled partitions
+    that are sorted joined theirs in the order their pieces arrived: which document was kept
+    changed from run to run (ordered categoricals failed pandas' union instead).
+
+    Raises ValueError where the frame's categories are unknown (when called), or a partition
+    holds a value outside them (when computed)."""
+    dtype = keyed._meta[keep.column].dtype if keep.column else None
+    if not isinstance(dtype, pd.CategoricalDtype):
+        return keyed
+    if not keyed[keep.column].cat.known:
+        raise ValueError(
+            f"keep={str(keep)!r}: column {keep.column!r} is categorical with categories unknown to Dask, "
+            f"which order it; docs[{keep.column!r}].cat.as_known() finds them"
+        )
+    return keyed.map_partitions(_with_categories, keep, dtype, partition_info=True, meta=keyed._meta)
+
+
+def _with_categories(part, keep: KeepPolicy, dtype: pd.CategoricalDtype, partition_info=None):
+    values = part[keep.column]
+    # (== between unordered categorical dtypes ignores the categories' order, by which they sort)
+    if values.cat.categories.equals(dtype.categories) and values.cat.ordered == dtype.ordered:
+        return part
+    stray = values.notna().to_numpy() & ~values.isin(dtype.categories).to_numpy()
+    if stray.any():
+        raise ValueError(
+            f"keep={str(keep)!r}: column {keep.column!r} holds {shown(values[stray].iloc[0])} in partition "
+            f"{partition_info['number']}, not among the frame's categories {shown(list(dtype.categories))}, "
+            "which order it; give every partition those categories"
+        )
+    # (astype would keep the partition's order, its dtype being "equal" to the frame's)
+    return part.assign(**{keep.column: values.cat.set_categories(dtype.categories, ordered=dtype.ordered)})
 
 
 def _checked_keys(part, divisions: tuple[int, ...], partition_info=None):

@@ -614,3 +614,38 @@ def test_two_threads_deduplicate_at_once(tmp_path):
     with dask.config.set(scheduler="sync"):
         _, removed, _ = curate.deduplicate(read_documents(str(other)), threshold=0.5, width=3).compute()
     assert done.returncode == 0 and done.stdout.splitlines()[-1] == f"[6, {len(removed)}]", done.stderr[-3000:]
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+def test_a_categorical_keep_column_orders_by_the_frames_categories(sync, ordered):
+    # Partition 0 listed the categories otherwise than the frame: the shuffled partition that was
+    # sorted joined its pieces' categories as they came (in arrival order, or as plain strings:
+    # max:tier kept "gold", last alphabetically, over the frame's greatest, "bronze"), so which
+    # document was kept changed from run to run; ordered, pandas refused to join them.
+    frame = pd.DataFrame(
+        {
+            "id": ["a0", "a1", "b0", "b1"],
+            "text": ["same text here", "other one", "same text here", "other two"],
+            "tier": ["bronze", "gold", "gold", "bronze"],
+        }
+    )
+    frame_dtype = pd.CategoricalDtype(["gold", "bronze"], ordered=ordered)
+    other_order = pd.CategoricalDtype(["bronze", "gold"], ordered=ordered)
+
+    def categorised(part, odd):  # the partition whose first id is odd lists the categories otherwise
+        return part.assign(tier=part.tier.astype(other_order if part.id.iloc[0] == odd else frame_dtype))
+
+    meta = frame.iloc[:0].assign(tier=pd.Series([], dtype=frame_dtype))
+    for odd in ("a0", "b0"):  # which pieces arrive first depends on the scheduler: both layouts
+        docs = dd.from_pandas(frame, npartitions=2, sort=False).map_partitions(categorised, odd, meta=meta)
+        for keep, kept in [("max:tier", "a0"), ("min:tier", "b0")]:
+            # (the removals alone: kept holds both partitions as given, which pandas cannot join if ordered)
+            removed = curate.deduplicate(docs, keep=keep, mode="exact").removed.compute()
+            assert removed[["id", "representative"]].values.tolist() == [[{"b0": "a0", "a0": "b0"}[kept], kept]]
+    # A value outside the frame's categories, and categories Dask does not know, are named.
+    stray = docs.assign(tier=docs.tier.cat.add_categories("iron").mask(docs.id == "b1", "iron"))
+    stray = stray.map_partitions(lambda part: part, meta=meta)
+    with pytest.raises(ValueError, match=r"keep='max:tier': column 'tier' holds 'iron' in partition 1, not among"):
+        curate.deduplicate(stray, keep="max:tier", mode="exact").removed.compute()
+    with pytest.raises(ValueError, match=r"categories unknown to Dask, which order it; docs\['tier'\].cat.as_known()"):
+        curate.deduplicate(docs.assign(tier=docs.tier.cat.as_unknown()), keep="max:tier")
