@@ -576,6 +576,22 @@ def test_corrupt_compressed_shard(tmp_path):
     assert good.id.tolist() == list(range(3000)) and rejected == [(3001, "corrupt", None, reason, b"")]
 
 
+def test_zero_bytes_after_the_last_gzip_member_are_padding(tmp_path):
+    # gzip(1) and Python's gzip read a file padded with zero bytes (tape blocks, some archivers);
+    # curate rejected the padding as a corrupt record ("incorrect header check"), which stopped
+    # the run by default. Two members, padding after each, padding across reads (_CHUNK).
+    member = gzip.compress("".join(line + "\n" for line in doc_lines(3)).encode())
+    second = gzip.compress("".join(line + "\n" for line in doc_lines(5)[3:]).encode())
+    path = tmp_path / "x.jsonl.gz"
+    path.write_bytes(member + b"\0" * 100 + second + b"\0" * (5 << 20))
+    good, rejected = read_skip(path)
+    assert good.id.tolist() == [0, 1, 2, 3, 4] and rejected == []
+    # Anything else after a member is still damage.
+    path.write_bytes(member + b"\0" * 10 + b"junk")
+    reason = "corrupt gzip stream after line 3 (Error -3 while decompressing data: incorrect header check)"
+    assert fail_message(path) == f"x.jsonl.gz:4: {reason}"
+
+
 def test_a_keep_column_that_does_not_order_is_refused(tmp_path):
     # --keep max:score ordered the JSON text of numbers and a string as text (7.5 was kept over
     # 100 and 12); --keep max:topics (lists) failed in a shuffle after the cluster had started.

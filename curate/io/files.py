@@ -253,16 +253,20 @@ def decompressed_chunks(f, codec: str | None):
         return
     if codec not in _DECODERS:
         raise ValueError(f"{codec}: unsupported compression")
-    decoder, fed, empty = _DECODERS[codec](), False, True
+    decoder, fed, empty, ended = _DECODERS[codec](), False, True, False
     try:
         for data in iter(lambda: f.read(_CHUNK), b""):
             empty = False
             while data:  # a file may hold several members (gzip) or frames (zstd)
+                if ended and codec == "gzip":  # zero bytes after a member pad the file (tape
+                    data = data.lstrip(b"\0")  # blocks), as gzip(1) reads it; no member starts so
+                    if not data:
+                        break
                 yield _gzip_piece(decoder, data) if codec == "gzip" else decoder.decompress(data)
                 fed = True
                 if not decoder.eof:
                     break
-                data, decoder, fed = decoder.unused_data, _DECODERS[codec](), False
+                data, decoder, fed, ended = decoder.unused_data, _DECODERS[codec](), False, True
     except _Salvaged as salvaged:
         yield salvaged.good
         raise Broken(f"corrupt {codec} stream", salvaged.err) from None
