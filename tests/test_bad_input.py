@@ -12,6 +12,7 @@ import zlib
 from pathlib import Path
 
 import click
+import dask
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -485,12 +486,30 @@ def test_parquet_large_string_and_dictionary_text(tmp_path):
         ("plain", pa.array(texts)),
         ("large", pa.array(texts, pa.large_string())),
         ("dict", pa.array(texts).dictionary_encode()),
+        # Hive and older Spark write strings as binary: every row was rejected as wrong-type
+        ("binary", pa.array([None if t is None else t.encode() for t in texts], pa.binary())),
+        ("large_binary", pa.array([None if t is None else t.encode() for t in texts], pa.large_binary())),
     ]:
         pq.write_table(pa.table({"id": [1, 2, 3, 4], "text": array}), tmp_path / f"{name}.parquet")
         frames.append(read(tmp_path / f"{name}.parquet"))
     assert frames[0].to_dict("list") == {"id": [1, 2, 3, 4], "text": ["a", "b", "", "a"]}
     for frame in frames[1:]:
         pd.testing.assert_frame_equal(frame, frames[0])
+    # A run reads it as text, and so does its review (curate report, inspect).
+    from curate.review.inspect import RunOutput
+
+    pq.write_table(
+        pa.table({"id": [1, 2], "text": pa.array([b"a b c", b"a b c"], pa.binary())}), tmp_path / "in.parquet"
+    )
+    with dask.config.set(scheduler="sync"):
+        out, _ = run(tmp_path, [tmp_path / "in.parquet"], mode="exact")
+    assert RunOutput(out).texts([1, 2]) == ({1: "a b c", 2: "a b c"}, {})
+    # Binary text is checked for UTF-8 as strings are.
+    pq.write_table(pa.table({"id": [1, 2], "text": pa.array([b"a", b"b\xff"], pa.binary())}), tmp_path / "bad.parquet")
+    good, rejected = read_skip(tmp_path / "bad.parquet")
+    assert good.text.tolist() == ["a"] and [r[:4] for r in rejected] == [
+        (1, "invalid-utf8", "text", "invalid UTF-8 (byte 0xff at byte 1)")
+    ]
 
 
 def _cut_after(codec: str, head: bytes, rest: bytes) -> bytes:

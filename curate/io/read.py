@@ -380,7 +380,7 @@ class _Reader:
                 raise
             bad = [Bad(0, kind, None, f"{what} ({err})")]
             return self._assemble([], bad, [b""], np.zeros(1, np.int64), np.zeros(1, np.int64), index)
-        table = table.replace_schema_metadata(None)
+        table = _text_as_strings(table.replace_schema_metadata(None), self.layout.fields.text)
         lines = _row_json(table) if self.records else None  # in this file's own types, as JSONL output writes them
         if self.layout.only:
             table = table.select([n for n in self.layout.schema.names if n in table.column_names])
@@ -525,6 +525,21 @@ def _row_problems(table: pa.Table, layout: Layout) -> dict[int, tuple[str, str |
                         ("invalid-utf8", name, f"invalid UTF-8 (byte 0x{value[err.start]:02x} at byte {err.start})"),
                     )
     return problems
+
+
+def _text_as_strings(table: pa.Table, text_field: str | None) -> pa.Table:
+    """``table`` with a ``binary`` text column read as strings. Hive and older Spark write strings
+    as Parquet binary without the UTF8 annotation (Spark's ``spark.sql.parquet.binaryAsString``);
+    each row was rejected as ``wrong-type``. The bytes are not copied; :func:`_row_problems`
+    checks their UTF-8 as any string column's."""
+    if text_field not in table.column_names:
+        return table
+    column = table[text_field]
+    kind = {pa.binary(): pa.string(), pa.large_binary(): pa.large_string()}.get(column.type)
+    if kind is None:
+        return table
+    strings = pa.chunked_array([chunk.view(kind) for chunk in column.chunks], kind)
+    return table.set_column(table.column_names.index(text_field), text_field, strings)
 
 
 def _row_json(table: pa.Table) -> list[bytes]:

@@ -404,7 +404,10 @@ class RunOutput:
                 keys.append((slot[i] << POSITION_BITS) | int(position))
                 wanted.append(doc)
         records = read_records([paths[i] for i in readable], keys) if keys else []
-        return {doc: record[self.text_field] or "" for doc, record in zip(wanted, records)}, unavailable
+        # (a Parquet text column of binary, as Hive writes strings, was read as UTF-8 by the run)
+        texts = [record[self.text_field] or "" for record in records]
+        texts = [text.decode("utf-8") if isinstance(text, bytes) else text for text in texts]
+        return dict(zip(wanted, texts)), unavailable
 
 
 def differing(diff: Diff) -> str:
