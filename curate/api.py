@@ -256,7 +256,7 @@ def deduplicate(
     keys_as_ids = "id_field" in options and options["id_field"] is None
     run = _config(mode, config, {k: v for k, v in options.items() if not (keys_as_ids and k == "id_field")})
     io, keep = run.io, KeepPolicy.parse(run.keep)
-    if run.mode != "exact" and (weak := run.fuzzy.weak_bands()):
+    if run.mode != "exact" and (weak := run.fuzzy.weak_bands("keyword")):
         warnings.warn(weak, stacklevel=4)  # the caller of deduplicate, under its two decorators
     _check_columns(docs, io, keep, io.id_field_given)
     own_keys = DOC not in docs.columns

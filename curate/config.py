@@ -260,10 +260,12 @@ class FuzzyConfig(_Section):
         self.__pydantic_fields_set__ -= derived
         return self
 
-    def weak_bands(self) -> str | None:
+    def weak_bands(self, form: str = "flag") -> str | None:
         """A warning when bands and rows that were given (a config file's, e.g.
         ``nemo-curator``'s 20 x 13, with another ``--threshold``) find fewer than half of the pairs
-        at the threshold (:func:`curate.params.candidate_probability`), else None."""
+        at the threshold (:func:`curate.params.candidate_probability`), else None. ``form`` says
+        how the fix is written: ``"flag"`` (``--num-bands 39``, the CLI's) or ``"keyword"``
+        (``num_bands=39``, the Python API's)."""
         if not {"num_bands", "rows_per_band"} <= self.model_fields_set:
             return None
         found = candidate_probability(float(self.threshold), self.num_bands, self.rows_per_band)
@@ -279,11 +281,16 @@ class FuzzyConfig(_Section):
             for name, default in (("fp_weight", DEFAULT_FP_WEIGHT), ("fn_weight", DEFAULT_FN_WEIGHT))
             if getattr(self, name) != default
         )
+        fix = {
+            "flag": f"--num-bands {bands} --rows-per-band {rows}",
+            "keyword": f"num_bands={bands}, rows_per_band={rows}",
+        }
+        probability = f"{found:.0%}" if found >= 0.005 else "under 1%"  # not "0%": 20 x 13 at 0.5 is 0.24%
         return (
             f"num_bands x rows_per_band = {self.num_bands} x {self.rows_per_band} make a pair at Jaccard "
-            f"{self.threshold} (the threshold) a candidate with probability {found:.0%}: most near duplicates "
+            f"{self.threshold} (the threshold) a candidate with probability {probability}: most near duplicates "
             f"at the threshold are missed; chosen for it they are {bands} x {rows} (`curate params {flags}`): "
-            f"give --num-bands {bands} --rows-per-band {rows}, or leave both out of the configuration"
+            f"give {fix[form]}, or leave both out of the configuration"
         )
 
     @property

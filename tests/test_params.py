@@ -226,9 +226,15 @@ def test_given_bands_that_miss_most_pairs_at_the_threshold_are_warned_of(tmp_pat
             config = load_config("nemo-curator", {"fuzzy": {"threshold": 0.7}, "mode": mode})
             dedup([str(FIXTURES / "docs.jsonl")], str(tmp_path / mode), config)
     assert caplog.messages.count(weak) == 1  # exact dedup alone: no warning
+    # The Python API names its keywords (it named the CLI's flags), and a small chance is not "0%".
     frame = dd.from_pandas(pd.DataFrame({"text": ["a b c", "d e f"]}), npartitions=1)
-    with pytest.warns(UserWarning, match=re.escape(weak)):
+    keywords = weak.replace("--num-bands 39 --rows-per-band 6", "num_bands=39, rows_per_band=6")
+    with pytest.warns(UserWarning, match=re.escape(keywords)):
         curate.deduplicate(frame, config=load_config("nemo-curator"), threshold=0.7)
+    assert (
+        "a candidate with probability under 1%:"
+        in load_config("nemo-curator").fuzzy.model_copy(update={"threshold": 0.5}).weak_bands()
+    )
 
 
 def test_config_explicit_bands():
