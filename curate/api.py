@@ -258,6 +258,8 @@ def deduplicate(
     io, keep = run.io, KeepPolicy.parse(run.keep)
     if run.mode != "exact" and (weak := run.fuzzy.weak_bands("keyword")):
         warnings.warn(weak, stacklevel=4)  # the caller of deduplicate, under its two decorators
+    if run.mode == "exact" and (unused := [f"{k}=" for k in options if k in FuzzyConfig.model_fields]):
+        warnings.warn(f"{', '.join(unused)} configure fuzzy dedup, which mode='exact' does not run", stacklevel=4)
     _check_columns(docs, io, keep, io.id_field_given)
     own_keys = DOC not in docs.columns
     if own_keys:

@@ -26,7 +26,7 @@ import click
 from pydantic import ValidationError
 
 from curate.checks import STAGES, OutputBusyError, check_folder, check_inputs, check_output, hold_output
-from curate.cli_options import config_options, default_help, field_default, overrides
+from curate.cli_options import SECTIONS, config_options, default_help, field_default, overrides
 from curate.config import (
     DEFAULT_NUM_PERM,
     ClusterConfig,
@@ -146,6 +146,7 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
             asked = config.backend
             config = _resolved(config)
             _warn_if_gpu_settings_unused(config, asked)
+            _warn_if_fuzzy_flags_unused(config, flags)
             if config.cluster.local_directory:  # else Dask's bare OSError as the cluster starts
                 _spill_folder(config.cluster.local_directory)
             with hold_output(out_dir):
@@ -477,6 +478,15 @@ def _params() -> dict[str, click.Parameter]:
     return {param.name: param for param in click.get_current_context().command.params}
 
 
+def _flag_of(key: str, value) -> str | None:
+    """The running command's flag that gives setting ``key`` the value ``value``
+    (``--disable-cudf-spill`` for False), or None where no flag sets it."""
+    param = _params().get(key)
+    if param is None:
+        return None
+    return (param.secondary_opts if value is False and param.secondary_opts else param.opts)[0]
+
+
 def _flags() -> dict[str, str]:
     """The running command's long flags by setting name (``rows_per_band``: ``--rows-per-band``)."""
     return {name: param.opts[0] for name, param in _params().items() if param.opts[0].startswith("--")}
@@ -615,19 +625,26 @@ def _warn_if_gpu_settings_unused(config: RunConfig, asked: str) -> None:
     changed = [key for key, value in gpu if value != GPUConfig.model_fields[key].default]
     if config.backend != "cpu" or not changed or config.cluster.scheduler_address or config.cluster.scheduler_file:
         return
-    params = _params()
 
-    def named(key: str) -> str:  # with the flag that gives its value: --disable-cudf-spill for False
-        param = params.get(key)
-        if param is None:
-            return f"cluster.gpu.{key}"
-        opts = param.secondary_opts if getattr(gpu, key) is False and param.secondary_opts else param.opts
-        return f"cluster.gpu.{key} ({opts[0]})"
+    def named(key: str) -> str:
+        flag = _flag_of(key, getattr(gpu, key))
+        return f"cluster.gpu.{key}" if flag is None else f"cluster.gpu.{key} ({flag})"
 
     why = "--backend auto found no usable GPU" if asked == "auto" else "--backend cpu"
     verb = "configures" if len(changed) == 1 else "configure"
     names = ", ".join(map(named, changed))
     click.echo(f"warning: {names} {verb} the GPU cluster, which this run does not start ({why})", err=True)
+
+
+def _warn_if_fuzzy_flags_unused(config: RunConfig, flags: dict) -> None:
+    """One line when ``--mode exact`` was given fuzzy dedup's flags, which it does not run (they
+    were ignored without a word: one could believe near duplicates were looked for)."""
+    given = [name for name, value in flags.items() if value is not None and SECTIONS[name] == ("fuzzy",)]
+    if config.mode != "exact" or not given:
+        return
+    names = ", ".join(_flag_of(name, flags[name]) for name in given)
+    verb = "configures" if len(given) == 1 else "configure"
+    click.echo(f"warning: {names} {verb} fuzzy dedup, which --mode exact does not run", err=True)
 
 
 def _warn_about_records(counts: dict, out_dir: str) -> None:

@@ -229,6 +229,40 @@ def test_a_rule_of_a_section_names_the_flags_of_its_keys(tmp_path):
     assert not load_config(tmp_path / "c.yaml").io.id_field_given
 
 
+def test_fuzzy_settings_with_mode_exact_are_named_not_ignored(tmp_path, monkeypatch):
+    # --mode exact --threshold 0.5 ran without a word: one could believe near duplicates were
+    # looked for. The Python API's keywords likewise.
+    import warnings
+
+    import dask.dataframe as dd
+    import pandas as pd
+
+    import curate
+    import curate.cli
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(curate.cli, "_run", interrupted)
+    docs, out = str(FIXTURES / "docs.jsonl"), str(tmp_path / "o")
+    result = CliRunner().invoke(
+        main, ["dedup", docs, "-o", out, "--mode", "exact", "--threshold", "0.5", "--no-verify"]
+    )
+    assert result.output.splitlines()[0] == (
+        "warning: --threshold, --no-verify configure fuzzy dedup, which --mode exact does not run"
+    ), result.output
+    for args in (["--mode", "exact"], ["--threshold", "0.5"]):  # nothing unused: no word
+        assert "warning" not in CliRunner().invoke(main, ["dedup", docs, "-o", out, *args]).output
+    frame = dd.from_pandas(pd.DataFrame({"text": ["a b c", "d e f"]}), npartitions=1)
+    with pytest.warns(
+        UserWarning, match=r"^threshold=, ngram= configure fuzzy dedup, which mode='exact' does not run$"
+    ):
+        curate.deduplicate(frame, mode="exact", threshold=0.5, ngram="word")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        curate.deduplicate(frame, mode="exact", keep="longest")
+
+
 def test_gpu_settings_on_the_cpu_are_named_not_ignored(tmp_path, monkeypatch):
     # --rmm-pool-size and the other GPU cluster settings were ignored without a word on the CPU.
     import curate.cli
