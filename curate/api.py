@@ -34,6 +34,16 @@ from curate.schema import DOC, POSITION_BITS
 # Options of the call: the config's field names that concern documents already in a frame.
 _TOP = ("keep",)
 _IO = ("id_field", "text_field")
+# What a pipeline does in place of curate dedup's settings of files and cluster.
+_INSTEAD = {
+    "backend": 'give cudf partitions (dask.config.set({"dataframe.backend": "cudf"}) as the frame is made)',
+    "on_error": 'read_documents(..., on_error="skip") rejects bad records and the result lists them',
+    "blocksize": "read_documents(..., blocksize=...) or the frame's own partitions decide",
+    "files_per_partition": "read_documents(..., files_per_partition=...) or the frame's own partitions decide",
+    "identify_only": "dask.compute(result.removed, result.duplicates) computes the tables alone",
+    "files": "write result.kept as you write frames (to_parquet, to_json)",
+    "cluster": "start your own distributed.Client (LocalCluster, LocalCUDACluster) before computing",
+}
 
 
 @dataclass
@@ -579,9 +589,12 @@ def _config(mode: str | None, config, options: dict) -> RunConfig:
             data.setdefault("io", {})[name] = value
         elif name in FuzzyConfig.model_fields:
             data.setdefault("fuzzy", {})[name] = value
-        elif name in RunConfig.model_fields or name in IOConfig.model_fields or name in ClusterConfig.model_fields:
+        elif name in ("io", "cluster", "backend", *IOConfig.model_fields, *ClusterConfig.model_fields):
+            kind = "cluster" if name == "cluster" or name in ClusterConfig.model_fields else "files"
+            what = {"cluster": "the cluster", "files": "reading or writing files", "backend": "the partitions' library"}
             raise TypeError(
-                f"deduplicate() option {name}= configures reading or writing files or the cluster, which the Python API leaves to you"
+                f"deduplicate() option {name}= configures {what.get(name, what[kind])}, which the Python API "
+                f"leaves to you: {_INSTEAD.get(name, _INSTEAD[kind])}"
             )
         else:
             known = ["mode", "config", *_TOP, *_IO, *FuzzyConfig.model_fields]

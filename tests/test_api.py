@@ -266,6 +266,32 @@ def test_options_and_columns_are_checked_at_the_call():
         curate.deduplicate(docs, blocksize="1MB")
     with pytest.raises(TypeError, match=r"identify_only= configures reading or writing files"):
         curate.deduplicate(docs, identify_only=True)  # the removed table is the API's list
+    # Each says what a pipeline does instead (it said only what the option was for).
+    for option, instead in [
+        (
+            {"backend": "gpu"},
+            'backend= configures the partitions\' library, which the Python API leaves to you: give cudf partitions (dask.config.set({"dataframe.backend": "cudf"}) as the frame is made)',
+        ),
+        (
+            {"on_error": "skip"},
+            'on_error= configures reading or writing files, which the Python API leaves to you: read_documents(..., on_error="skip") rejects bad records and the result lists them',
+        ),
+        (
+            {"identify_only": True},
+            "identify_only= configures reading or writing files, which the Python API leaves to you: dask.compute(result.removed, result.duplicates) computes the tables alone",
+        ),
+        (
+            {"n_workers": 2},
+            "n_workers= configures the cluster, which the Python API leaves to you: start your own distributed.Client (LocalCluster, LocalCUDACluster) before computing",
+        ),
+        (
+            {"output_format": "jsonl"},
+            "output_format= configures reading or writing files, which the Python API leaves to you: write result.kept as you write frames (to_parquet, to_json)",
+        ),
+    ]:
+        with pytest.raises(TypeError) as err:
+            curate.deduplicate(docs, **option)
+        assert str(err.value) == f"deduplicate() option {instead}"
     with pytest.raises(ValueError, match=r"text_field='body': no such column"):
         curate.deduplicate(docs, text_field="body")
     with pytest.raises(ValueError, match=r"id_field='key': no such column"):
