@@ -50,6 +50,10 @@ _INSTEAD = {
 class Deduplication:
     """The result of :func:`deduplicate`: lazy frames, and their counts once computed.
 
+    The frames are lazy Dask collections: compute or write them while the client they were built
+    with runs. Computed after it closed, they fail with Dask's own error (``P2P ... failed during
+    transfer phase``); :meth:`compute` says why. Build the result again with the new client.
+
     Attributes
     ----------
     kept : dask.dataframe.DataFrame
@@ -59,7 +63,8 @@ class Deduplication:
         One row per removed document, in input order: ``_doc`` (int64, curate's key), ``id``,
         ``kind`` ("exact"/"fuzzy"), ``representative`` (the kept document's id) and ``jaccard``
         (float64, its similarity with the representative; 1.0 for exact copies, NaN without
-        verification), as ``removed.parquet``.
+        verification), as ``removed.parquet``. Its index (and ``duplicates``') is a row number
+        within each partition, not unique: select by ``_doc`` or ``id``.
     duplicates : dask.dataframe.DataFrame
         One row per document per duplicate group: ``_doc``, ``id``, ``group`` (the group's
         representative id), ``kind``, ``kept`` (bool), ``jaccard``, as ``duplicates.parquet``
@@ -67,9 +72,9 @@ class Deduplication:
     counts : dict
         Filled by :meth:`compute` (ints): ``documents`` (rows of ``docs``), ``empty`` (documents
         whose text is empty or null, as ``summary.json``'s ``counts.input.empty``), ``kept``, ``removed``,
-        ``exact_removed``, ``fuzzy_removed``, ``candidate_edges``, ``verified_edges`` (not
-        without verification), ``member_pairs``, ``buckets_over_cap``, and ``rejected`` for a
-        skip-mode read. Empty before.
+        ``exact_removed``, ``fuzzy_removed``; with fuzzy dedup (``mode`` "fuzzy" or "both")
+        ``candidate_edges``, ``verified_edges`` (not without verification), ``member_pairs``,
+        ``buckets_over_cap``; and ``rejected`` for a skip-mode read. Empty before.
     config : RunConfig
         The configuration the call resolved.
     rejected : dask.dataframe.DataFrame or None
