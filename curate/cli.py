@@ -280,8 +280,13 @@ def _user_errors(verbose: bool):
 
 
 def _disk_full(err: OSError) -> bool:
-    """Whether ``err`` says a disk or quota is full (Arrow gives the errno only in its message)."""
-    return err.errno in (errno.ENOSPC, errno.EDQUOT) or "[errno 28]" in str(err).lower()
+    """Whether ``err`` says a disk or quota is full: Arrow gives the errno only in its message,
+    and a P2P shuffle's spill says "add workers or disk" (its class, by name: no distributed import)."""
+    return (
+        err.errno in (errno.ENOSPC, errno.EDQUOT)
+        or "[errno 28]" in str(err).lower()
+        or type(err).__name__ == "P2POutOfDiskError"
+    )
 
 
 def _configure_logging(verbose: bool) -> None:

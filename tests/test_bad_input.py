@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 from click.testing import CliRunner
+from distributed.shuffle._exceptions import P2POutOfDiskError
 
 import curate
 from curate.cli import main
@@ -797,6 +798,7 @@ def test_an_error_without_words_is_named_by_its_type():
     [
         OSError(28, "No space left on device"),
         OSError("Error writing bytes to file. Detail: [errno 28] No space left on device"),
+        P2POutOfDiskError(),  # the spill folder: "increasing the number of workers or the size of the attached disk"
     ],
 )
 def test_a_full_disk_says_where_to_free_space_and_how_to_go_on(err):
