@@ -596,14 +596,17 @@ def test_corrupt_compressed_shard(tmp_path):
     assert good.id.tolist() == list(range(3000)) and rejected == [(3001, "corrupt", None, reason, b"")]
 
 
-def test_zero_bytes_after_the_last_gzip_member_are_padding(tmp_path):
+@pytest.mark.parametrize("chunk", [None, 1])
+def test_zero_bytes_after_the_last_gzip_member_are_padding(tmp_path, monkeypatch, chunk):
     # gzip(1) and Python's gzip read a file padded with zero bytes (tape blocks, some archivers);
     # curate rejected the padding as a corrupt record ("incorrect header check"), which stopped
     # the run by default. Two members, padding after each, padding across reads (_CHUNK).
+    if chunk:  # read a byte at a time: a zero byte inside a member (its header has some) is data
+        monkeypatch.setattr(curate.io.files, "_CHUNK", chunk)
     member = gzip.compress("".join(line + "\n" for line in doc_lines(3)).encode())
     second = gzip.compress("".join(line + "\n" for line in doc_lines(5)[3:]).encode())
     path = tmp_path / "x.jsonl.gz"
-    path.write_bytes(member + b"\0" * 100 + second + b"\0" * (5 << 20))
+    path.write_bytes(member + b"\0" * 100 + second + b"\0" * (5 << 20 if chunk is None else 100))
     good, rejected = read_skip(path)
     assert good.id.tolist() == [0, 1, 2, 3, 4] and rejected == []
     # Anything else after a member is still damage.

@@ -258,8 +258,10 @@ def decompressed_chunks(f, codec: str | None):
         for data in iter(lambda: f.read(_CHUNK), b""):
             empty = False
             while data:  # a file may hold several members (gzip) or frames (zstd)
-                if ended and codec == "gzip":  # zero bytes after a member pad the file (tape
-                    data = data.lstrip(b"\0")  # blocks), as gzip(1) reads it; no member starts so
+                # Zero bytes between members pad the file (tape blocks), as gzip(1) reads it: no
+                # member starts with one. Inside a member (fed) a zero byte is data.
+                if ended and not fed and codec == "gzip":
+                    data = data.lstrip(b"\0")
                     if not data:
                         break
                 yield _gzip_piece(decoder, data) if codec == "gzip" else decoder.decompress(data)
