@@ -293,6 +293,26 @@ def test_a_value_of_another_type_after_the_sample(tmp_path):
     assert fail_message(path, blocksize="256KB", columns=["score"]) == f"y.jsonl:5001: {huge}"
 
 
+def test_utf16_and_cr_only_files_are_named_as_such(tmp_path):
+    lines = '{"id": 1, "text": "a"}\n{"id": 2, "text": "b"}\n'
+    utf16 = " (NUL bytes or a byte-order mark: the file looks UTF-16 or UTF-32; curate reads UTF-8: convert it, "
+    utf16 += "e.g. iconv -f UTF-16 -t UTF-8 IN > OUT)"
+    for encoding, first in [
+        ("utf-16", "invalid UTF-8 (byte 0xff at column 1)"),
+        ("utf-16-le", "invalid JSON: Expecting property name enclosed in double quotes at column 2"),
+        ("utf-32-be", "invalid JSON: Expecting value at column 1"),
+    ]:
+        path = tmp_path / f"{encoding}.jsonl"
+        path.write_bytes(lines.encode(encoding))
+        assert fail_message(path) == f"{encoding}.jsonl:1: {first}{utf16}"
+    path = tmp_path / "mac.jsonl"
+    path.write_bytes(lines.replace("\n", "\r").encode())
+    cr_only = r" (lines end in \r alone: JSONL records end in \n, e.g. tr '\r' '\n' < IN > OUT)"
+    assert fail_message(path) == f"mac.jsonl:1: invalid JSON: Extra data at column 24{cr_only}"
+    path.write_bytes(lines.replace("\n", "\r\n").encode())  # CRLF lines are JSONL
+    assert read_documents(str(path)).compute().id.tolist() == [1, 2]
+
+
 def test_field_first_seen_after_the_sample_and_null_ids(tmp_path):
     lines = doc_lines(6000)  # about 1.5 MiB: the fields are taken from the first MiB
     lines[5000] = '{"id": 5000, "text": "late", "late": 1}'

@@ -428,14 +428,13 @@ def _check_line(line: bytes, index: int, fields: Fields) -> Bad | None:
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError as err:
-        return Bad(
-            index, "invalid-utf8", None, f"invalid UTF-8 (byte 0x{line[err.start]:02x} at column {err.start + 1})"
-        )
+        where = f"byte 0x{line[err.start]:02x} at column {err.start + 1}"
+        return Bad(index, "invalid-utf8", None, f"invalid UTF-8 ({where}){_encoding_hint(line)}")
     try:
         record = json.loads(text)
     except ValueError as err:
         # A pretty-printed JSON file's first line ("[" or "{"): say what JSONL is.
-        hint = f" ({_ONE_PER_LINE})" if text.strip() in ("[", "{") else ""
+        hint = f" ({_ONE_PER_LINE})" if text.strip() in ("[", "{") else _encoding_hint(line)
         # The decoder's "line 1 column 19 (char 18)" would name a line of its own beside the file's.
         if isinstance(err, json.JSONDecodeError):
             err = f"{err.msg}{'' if err.msg.endswith(' at') else ' at'} column {err.colno}"
@@ -452,6 +451,21 @@ def _check_line(line: bytes, index: int, fields: Fields) -> Bad | None:
     if fields.id is not None and record[fields.id] is None:
         return Bad(index, "missing-field", fields.id, "null")
     return None
+
+
+def _encoding_hint(line: bytes) -> str:
+    """Why a line that is not UTF-8 JSON may be so: another encoding, or lines ended by CR alone."""
+    # UTF-16 and UTF-32 put NUL bytes beside ASCII characters; UTF-8 JSON never holds a raw NUL.
+    if line.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in line:
+        return (
+            " (NUL bytes or a byte-order mark: the file looks UTF-16 or UTF-32; curate reads UTF-8: convert it, "
+            "e.g. iconv -f UTF-16 -t UTF-8 IN > OUT)"
+        )
+    # A raw CR inside a line is whitespace between tokens (strings cannot hold one): records
+    # separated by CR alone (classic Mac OS line ends) read as one line.
+    if b"\r" in line.rstrip(b"\r"):
+        return r" (lines end in \r alone: JSONL records end in \n, e.g. tr '\r' '\n' < IN > OUT)"
+    return ""
 
 
 def _parse_runs(raw, starts, ends, good: np.ndarray, layout: Layout):
