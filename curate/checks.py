@@ -29,6 +29,8 @@ PARTIAL = (
     "rejected.tmp",
     "duplicates.parquet.tmp",
     "removed.parquet.tmp",
+    "summary.json.tmp",
+    "report.html.tmp",  # curate report's
 )  # what a run killed while writing leaves
 STAGES = "_stages"
 MARKER = "_marker.json"  # in each finished stage's folder (curate.checkpoints)

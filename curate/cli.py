@@ -15,7 +15,9 @@ import json
 import logging
 import os
 import re
+import signal
 import sys
+import threading
 import time
 import traceback
 import warnings
@@ -66,7 +68,16 @@ class _PeerNamesCommand(click.Command):
             ) from None
 
 
-@click.group()
+class _Main(click.Group):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:  # click's own answer is "Aborted!" and exit status 1
+            click.echo("interrupted", err=True)
+            raise click.exceptions.Exit(128 + signal.SIGINT) from None
+
+
+@click.group(cls=_Main)
 @click.version_option(package_name="curate")
 def main():
     """curate: exact and fuzzy (MinHash + LSH) deduplication of text corpora on Dask."""
@@ -138,7 +149,7 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
     show_progress = sys.stderr.isatty() if progress is None else progress
     started = time.time()
     try:
-        with _user_errors(verbose):
+        with _user_errors(verbose), _sigterm_as_interrupt():
             # Cheapest first: the output folder, the inputs and their fields, then the whole config.
             check_output(out_dir, overwrite=overwrite, resume=resume, inputs=tuple(inputs))
             found = check_inputs(list(inputs), io, data.get("keep") or "first")
@@ -152,12 +163,12 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
             with hold_output(out_dir):
                 check_output(out_dir, overwrite=overwrite, resume=resume, inputs=tuple(inputs), files=found.paths)
                 summary = _run(list(inputs), out_dir, config, show_progress, overwrite, resume, keep_stages, verbose)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         summary = _finished_run(Path(out_dir), started, keep_stages)
         if summary is None:
             newline = "\n" if show_progress else ""  # after a progress bar's last line
-            click.echo(newline + _interrupted(Path(out_dir), overwrite), err=True)
-            raise click.exceptions.Exit(130) from None
+            click.echo(newline + _interrupted(Path(out_dir), overwrite, _how(stop)), err=True)
+            raise click.exceptions.Exit(_exit_status(stop)) from None
     reported = False
     try:
         print_summary(summary, out_dir)
@@ -172,11 +183,11 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
                     f"{err}; the run's outputs are complete: `curate report {out_dir}` writes it"
                 ) from None
             reported = True
-    except KeyboardInterrupt:  # the outputs are complete (summary.json is written last)
+    except KeyboardInterrupt as stop:  # the outputs are complete (summary.json is written last)
         missing = with_report and not reported
         report = f"; `curate report {out_dir}` writes report.html" if missing else ""
-        click.echo(f"\ninterrupted after the run had finished: {out_dir} holds its outputs{report}", err=True)
-        raise click.exceptions.Exit(130 if missing else 0) from None
+        click.echo(f"\n{_how(stop)} after the run had finished: {out_dir} holds its outputs{report}", err=True)
+        raise click.exceptions.Exit(_exit_status(stop) if missing else 0) from None
 
 
 dedup.help = dedup.help.replace("{formats}", FORMATS)
@@ -317,18 +328,51 @@ def _quiet_dask(verbose: bool) -> None:
         warnings.simplefilter("ignore")
 
 
-def _interrupted(out: Path, overwrite: bool) -> str:
-    """The one line a Ctrl-C leaves: which stages finished (kept in OUT/_stages) and how to go on."""
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where a Ctrl-C raises KeyboardInterrupt (see :func:`_sigterm_as_interrupt`)."""
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """Stop on SIGTERM as on Ctrl-C meanwhile (main thread only): the same message, the finished
+    stages kept, the embedded workers stopped, exit status 143 (128 + SIGTERM). SIGTERM is what
+    ``kill``, ``timeout``, ``docker stop`` and SLURM at a job's time limit send; Python's default
+    ended the process with no word of ``--resume``."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise Terminated
+
+    old = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _how(stop: KeyboardInterrupt) -> str:
+    return "terminated (SIGTERM)" if isinstance(stop, Terminated) else "interrupted"
+
+
+def _exit_status(stop: KeyboardInterrupt) -> int:
+    return 128 + (signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT)
+
+
+def _interrupted(out: Path, overwrite: bool, how: str = "interrupted") -> str:
+    """The one line a Ctrl-C (or SIGTERM: ``how``) leaves: which stages finished (kept in
+    OUT/_stages) and how to go on."""
     markers = sorted((out / "_stages").glob("*/_marker.json"), key=lambda m: m.stat().st_mtime)
     names = [m.parent.name for m in markers]
     if not names:  # nothing to resume from (an unfinished stage is replaced by the next run)
-        return "interrupted: no stage had finished; run the same command again to start over"
+        return f"{how}: no stage had finished; run the same command again to start over"
     if len(names) <= 6:
         done = f"finished stages {', '.join(names)} are kept in {out / '_stages'}"
     else:
         done = f"{len(names)} finished stages ({names[0]} ... {names[-1]}) are kept in {out / '_stages'}"
     instead = " instead of --overwrite" if overwrite else ""
-    return f"interrupted: {done}; run the same command with --resume{instead} to continue"
+    return f"{how}: {done}; run the same command with --resume{instead} to continue"
 
 
 @main.group()

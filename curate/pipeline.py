@@ -151,7 +151,8 @@ def dedup(
         "files": files,
         "io": io.model_dump(exclude={"output_format", "output_compression", "identify_only"}),
         "curate": __version__,
-        "mode": config.mode,
+        # The read hashes the texts for exact dedup in modes exact and both: one read serves both.
+        "exact_dedup": config.mode in ("exact", "both"),
         "keep_columns": keep.columns(),  # exact dedup's candidates, written by the read, carry them
     }
     with _inputs_unchanged(inputs, files):  # a file rewritten meanwhile fails in ways that do not name it

@@ -329,6 +329,33 @@ def test_ctrl_c_before_any_stage_finished_says_how_to_start_over(tmp_path):
         check_output(out)
 
 
+def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path):
+    # SIGTERM (kill, timeout, SLURM's time limit) ended the process at once: exit 143 with no
+    # word of --resume, only multiprocessing's "leaked semaphore" warnings.
+    import subprocess
+    import sys
+
+    script = (
+        "import os, signal, time, sys\n"
+        "import curate.cli\n"
+        "def run(inputs, out, *args):\n"
+        "    os.makedirs(f'{out}/_stages/read', exist_ok=True)\n"
+        "    open(f'{out}/_stages/read/_marker.json', 'w').write('{}')\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    time.sleep(30)\n"
+        "curate.cli._run = run\n"
+        "curate.cli.main(sys.argv[1:])\n"
+    )
+    out = tmp_path / "out"
+    args = ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(out), "--no-progress"]
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 143, done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        f"terminated (SIGTERM): finished stages read are kept in {out / '_stages'}; "
+        "run the same command with --resume to continue"
+    )
+
+
 @pytest.mark.parametrize("when", ["cluster closing", "table", "report"])
 def test_ctrl_c_after_the_outputs_are_written_leaves_the_run_finished(tmp_path, joined, monkeypatch, when):
     # A Ctrl-C as the cluster closed said "no stage had finished; run the same command again to

@@ -166,6 +166,25 @@ def test_a_file_named_like_a_pattern_is_that_file(sync, tmp_path):
     assert read_documents(str(tmp_path / "x[1].jsonl")).compute().id.tolist() == [4]  # no such file: a pattern
 
 
+def test_what_a_killed_write_leaves_goes_with_the_next_run(sync, tmp_path):
+    # summary.json.tmp (a run killed before renaming it) and report.html.tmp (a killed curate
+    # report) stayed in OUT for good: no run removed them.
+    from curate.config import load_config
+    from curate.pipeline import dedup
+
+    out, config = tmp_path / "out", load_config(None, {"mode": "exact"})
+    dedup([str(FIXTURES / "docs.jsonl")], str(out), config)
+    (out / "summary.json.tmp").write_text("{")
+    (out / "report.html.tmp").write_text("<html>")
+    dedup([str(FIXTURES / "docs.jsonl")], str(out), config, overwrite=True)
+    assert sorted(p.name for p in out.iterdir()) == [
+        "deduplicated",
+        "duplicates.parquet",
+        "removed.parquet",
+        "summary.json",
+    ]
+
+
 def test_blocksizes_that_are_no_size_are_refused():
     # "" and YAML's true were 1 byte to Dask, reported as "1 bytes is too small"; the reader's
     # -5 an IndexError while planning the partitions.

@@ -211,22 +211,27 @@ def test_report_renders_in_chromium_without_errors(run):
 
 
 @pytest.mark.skipif(chromium() is None, reason="chromium not installed (Debian: apt-get install chromium)")
-def test_a_full_disk_leaves_no_half_report(run, monkeypatch):
-    # report.html.tmp was left half written, and the CLI printed a traceback.
+@pytest.mark.parametrize("fault", ["full disk", "ctrl-c"])
+def test_a_full_disk_or_ctrl_c_leaves_no_half_report(run, monkeypatch, fault):
+    # report.html.tmp was left half written, and the CLI printed a traceback; a Ctrl-C left it
+    # too, with click's "Aborted!" and exit status 1 (curate dedup's is 130).
     out, _ = run
     real = Path.write_text
 
-    def full(self, text, *args, **kwargs):
+    def cut_short(self, text, *args, **kwargs):
         if self.name == "report.html.tmp":
             real(self, text[:100], *args, **kwargs)
-            raise OSError(28, "No space left on device")
+            raise OSError(28, "No space left on device") if fault == "full disk" else KeyboardInterrupt
         return real(self, text, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "write_text", full)
+    monkeypatch.setattr(Path, "write_text", cut_short)
     result = CliRunner().invoke(main, ["report", str(out), "--force"])
-    assert result.exit_code == 1 and result.output == (
-        f"Error: [Errno 28] cannot write {out / 'report.html.tmp'}: No space left on device\n"
-    )
+    if fault == "full disk":
+        assert result.exit_code == 1 and result.output == (
+            f"Error: [Errno 28] cannot write {out / 'report.html.tmp'}: No space left on device\n"
+        )
+    else:
+        assert result.exit_code == 130 and result.output == "interrupted\n"
     assert not (out / "report.html.tmp").exists()
 
 

@@ -197,6 +197,12 @@ def test_changed_parameter_recomputes_exactly_the_stages_after_it(server, tmp_pa
     assert changed["reused_stages"] == STAGES[:2]
     chosen = run(server, out, resume=True, keep="longest", fuzzy={"threshold": 0.8})
     assert chosen["reused_stages"] == STAGES[:2]  # bands chosen: 0.8 -> new bands
+    # Modes exact and both read alike (the read keyed the mode: every stage was computed again).
+    exact_only = run(server, out, resume=True, mode="exact", keep="longest", fuzzy={"threshold": 0.8})
+    assert exact_only["reused_stages"] == STAGES[:2]
+    both = run(server, out, resume=True, keep="longest", fuzzy={"threshold": 0.8})
+    # the exact run replaced the tables made from the groups: those two are made again
+    assert both["reused_stages"] == STAGES[:-2] and both["counts"] == chosen["counts"]
 
 
 def test_changed_input_recomputes_everything(server, tmp_path):

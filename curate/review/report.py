@@ -55,6 +55,9 @@ def write_report(out_dir, *, groups: int = 20, sample: int = 20, seed: int = 0) 
     except OSError as err:  # a full disk: no half page is left, and the path is named
         tmp.unlink(missing_ok=True)
         raise OSError(err.errno, f"cannot write {tmp}: {err.strerror}") from None
+    except BaseException:  # a Ctrl-C meanwhile: no half page either
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, path)
     return path
 
