@@ -202,6 +202,36 @@ def test_changed_or_missing_input_gives_no_text(client, tmp_path, fixture_docs):
     ]
 
 
+def test_similarity_plot_draws_exact_copies_of_near_duplicates_at_their_similarity():
+    # Every exact copy was counted "at 1.0", also one whose group went as a near duplicate
+    # (removed.parquet: jaccard 0.92), or unverified (NaN); a --mode exact run got a threshold.
+    import numpy as np
+
+    from curate.review.report import _jaccard_plot
+
+    def drawn(rows, threshold):
+        ax = _jaccard_plot(pd.DataFrame(rows, columns=["kind", "jaccard"]), threshold).axes[0]
+        legend = [t.get_text() for t in ax.get_legend().get_texts()] if ax.get_legend() else []
+        return ax.get_title(), legend, [t.get_text() for t in ax.texts], sum(p.get_height() for p in ax.patches)
+
+    title = "Removed documents by similarity (+ {} exact copies at 1.0)"
+    rows = [("fuzzy", 0.9), ("exact", 1.0), ("exact", 0.92), ("exact", 1.0)]
+    assert drawn(rows, 0.8) == (
+        title.format(2),
+        ["near duplicates (1)", "their exact copies (1)", "threshold 0.8"],
+        [],
+        2,
+    )
+    unverified = [("fuzzy", np.nan), ("exact", np.nan), ("exact", 1.0)]
+    assert drawn(unverified, 0.8)[::2] == (title.format(1), ["not computed: the run used --no-verify"])
+    assert drawn([("exact", 1.0)], None) == (
+        title.format(1),
+        [],
+        ["no near duplicates looked for: the run used --mode exact"],
+        0,
+    )
+
+
 @pytest.mark.skipif(chromium() is None, reason="chromium not installed (Debian: apt-get install chromium)")
 def test_report_renders_in_chromium_without_errors(run):
     page = write_report(run[0])

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from curate.params import s_curve_figure
 from curate.review.inspect import Pair, RunOutput, diff_blocks, trailing_space, visible
@@ -66,8 +67,9 @@ def _page(run: RunOutput, largest: list[Pair], sampled: list[Pair], groups: int,
     s = run.summary
     fuzzy = s["config"]["fuzzy"]
     written = datetime.datetime.fromtimestamp((run.out_dir / "summary.json").stat().st_mtime).strftime("%Y-%m-%d %H:%M")
-    plots = [_figure(_group_size_plot(run)), _figure(_jaccard_plot(run, fuzzy["threshold"]))]
-    if s["config"]["mode"] != "exact":
+    near = s["config"]["mode"] != "exact"
+    plots = [_figure(_group_size_plot(run)), _figure(_jaccard_plot(run.removed, fuzzy["threshold"] if near else None))]
+    if near:
         plots.append(_figure(s_curve_figure(fuzzy["num_bands"], fuzzy["rows_per_band"], fuzzy["threshold"])))
     body = f"""
 <header>
@@ -296,31 +298,43 @@ def _group_size_plot(run: RunOutput):
     return fig
 
 
-def _jaccard_plot(run: RunOutput, threshold: float):
+def _jaccard_plot(removed: pd.DataFrame, threshold: float | None):
+    """Histogram of the removed documents' similarity with their representatives (``removed``:
+    removed.parquet's ``kind`` and ``jaccard``); ``threshold`` None for a run without fuzzy dedup.
+    Exact copies count at 1.0 unless their group went as a near duplicate: they then carry that
+    document's similarity, and are drawn with the near duplicates."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
     fig = Figure(figsize=(6.4, 4.2), layout="constrained")
     ax = fig.subplots()
-    similarity = run.removed.jaccard[run.removed.kind == "fuzzy"].dropna()
-    copies = int((run.removed.kind == "exact").sum())
-    low = min(threshold, similarity.min() if len(similarity) else threshold)
-    ax.hist(
-        similarity,
-        bins=np.linspace(np.floor(low * 20) / 20, 1, 41),
-        color=_COLOURS["fuzzy"],
-        label=f"near duplicates ({len(similarity):,})",
-    )
-    ax.axvline(threshold, color="black", linewidth=0.8, label=f"threshold {threshold}")
+    exact = removed.kind == "exact"
+    near = removed.jaccard[~exact].dropna()
+    copies = removed.jaccard[exact & (removed.jaccard != 1.0)].dropna()  # copies of near duplicates
+    at_one = int((exact & (removed.jaccard == 1.0)).sum())
+    if threshold is not None:
+        low = min([threshold, *near, *copies])
+        ax.hist(
+            [near, copies],
+            bins=np.linspace(np.floor(low * 20) / 20, 1, 41),
+            stacked=True,
+            color=[_COLOURS["fuzzy"], _COLOURS["exact"]],
+            label=[f"near duplicates ({len(near):,})", f"their exact copies ({len(copies):,})"],
+        )
+        ax.axvline(threshold, color="black", linewidth=0.8, label=f"threshold {threshold}")
+        ax.legend(loc="upper right")
     ax.set(
         xlabel="Jaccard similarity with the representative",
         ylabel="removed documents",
-        title=f"Removed documents by similarity (+ {copies:,} exact copies at 1.0)",
+        title=f"Removed documents by similarity (+ {at_one:,} exact copies at 1.0)",
     )
-    if (run.removed.kind == "fuzzy").any() and not len(similarity):
+    if threshold is None:
+        ax.text(
+            0.5, 0.5, "no near duplicates looked for: the run used --mode exact", transform=ax.transAxes, ha="center"
+        )
+    elif (~exact).any() and not len(near):
         ax.text(0.5, 0.5, "not computed: the run used --no-verify", transform=ax.transAxes, ha="center")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.legend(loc="upper right")
     ax.grid(alpha=0.3)
     return fig
 
