@@ -223,7 +223,8 @@ class FuzzyConfig(_Section):
     max_member_pairs: int = Field(
         100_000,
         ge=1,
-        description="Most member pairs verified per LSH bucket whose anchor failed; past it, extra anchors.",
+        description="Most member pairs per LSH bucket whose anchor failed (failed x failed and failed x passed, "
+        "before the pairs the anchor or the components rule out); past it, extra anchors.",
     )
 
     @model_validator(mode="after")

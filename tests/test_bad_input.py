@@ -674,6 +674,10 @@ def test_a_keep_column_that_does_not_order_is_refused(tmp_path):
         ValueError, match=r"^field 'topics', which --keep orders, holds list<item: string>: give a field"
     ):
         run(tmp_path, [tmp_path / "b"], keep="min:topics")
+    # Empty objects (read as their JSON text) were said to be "of several types".
+    jsonl(tmp_path / "f" / "x.jsonl", *(json.dumps({"id": str(i), "text": text, "meta": {}}) for i in range(2)))
+    with pytest.raises(ValueError, match=r"^field 'meta', which --keep orders, holds struct<>: give a field"):
+        run(tmp_path, [tmp_path / "f"], keep="max:meta")
     docs = read_documents(str(tmp_path / "b"))
     with pytest.raises(
         ValueError, match=r"^keep='max:topics': the column holds list<item: string>, which does not order$"

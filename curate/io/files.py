@@ -515,15 +515,21 @@ def check_ordered(
                 f"({_first_few(huge, '{} more files', ', ')}),"
                 " which it cannot order: give a field of numbers within int64, strings or dates"
             )
+        # One type read as JSON text all the same: an empty object (struct<>), which Arrow cannot store.
+        kinds = {kind for each in found.values() for kind in each}
+        if len(kinds) == 1 and next(iter(kinds)).startswith(("struct", "list", "large_list", "map")):
+            _refuse_nested(name, kinds.pop())
         shown = _first_few(
             [f"{source}: {', '.join(sorted(kinds))}" for source, kinds in found.items()], "{} more files"
         )
         raise ValueError(f"field {name!r}, which --keep orders, holds values of several types ({shown})")
     dtype = schema.field(name).type
     if pa.types.is_nested(dtype):
-        raise ValueError(
-            f"field {name!r}, which --keep orders, holds {dtype}: give a field of numbers, strings or dates"
-        )
+        _refuse_nested(name, dtype)
+
+
+def _refuse_nested(name: str, dtype) -> None:
+    raise ValueError(f"field {name!r}, which --keep orders, holds {dtype}: give a field of numbers, strings or dates")
 
 
 def lines_before(fs, path: str, offset: int) -> int:
