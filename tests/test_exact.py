@@ -59,6 +59,15 @@ def test_keep_column_may_be_the_id_column():
     # The policy's spec, as deduplicate() takes it: "max:id" failed with "'str' object has no attribute 'columns'".
     spelled = ExactDedup(keep="max:id")(docs).compute(scheduler="sync")
     assert spelled.equals(groups) and FuzzyDedup(keep="longest").keep == KeepPolicy("longest")
+
+
+def test_fuzzy_dedup_given_a_whole_config_says_which_part():
+    # A RunConfig (as load_config gives) failed in the first stage: no attribute 'num_hashes'.
+    from curate.config import load_config
+
+    with pytest.raises(TypeError, match=r"^FuzzyDedup takes a FuzzyConfig, got RunConfig \(a RunConfig: pass its "):
+        FuzzyDedup(load_config(None))
+    assert FuzzyDedup(load_config(None).fuzzy).config.threshold == 0.8
     with pytest.raises(TypeError, match=r"^keep must be a KeepPolicy or a string such as 'longest'"):
         ExactDedup(keep=None)
 

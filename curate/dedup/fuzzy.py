@@ -27,6 +27,11 @@ class FuzzyDedup:
     keep : KeepPolicy or str, default=KeepPolicy("first")
         A policy or its spec (``"longest"``, ``"max:date"``: :meth:`KeepPolicy.parse`).
 
+    Raises
+    ------
+    TypeError
+        If ``config`` is not a FuzzyConfig (a whole ``RunConfig``: its ``.fuzzy``).
+
     References
     ----------
     .. [1] A. Broder, "On the resemblance and containment of documents", 1997.
@@ -47,6 +52,9 @@ class FuzzyDedup:
         id_field: str = "id",
         keep: KeepPolicy | str = KeepPolicy(),
     ):
+        if not isinstance(config, FuzzyConfig):  # else an AttributeError deep in the first stage
+            fix = " (a RunConfig: pass its .fuzzy, e.g. load_config(...).fuzzy)" if hasattr(config, "fuzzy") else ""
+            raise TypeError(f"FuzzyDedup takes a FuzzyConfig, got {type(config).__name__}{fix}")
         self.config, self.text_field, self.id_field, self.keep = config, text_field, id_field, KeepPolicy.parse(keep)
 
     def __repr__(self) -> str:
