@@ -274,7 +274,8 @@ def deduplicate(
     if run.mode != "exact" and (weak := run.fuzzy.weak_bands("keyword")):
         warnings.warn(weak, stacklevel=4)  # the caller of deduplicate, under its two decorators
     if run.mode == "exact" and (unused := [f"{k}=" for k in options if k in FuzzyConfig.model_fields]):
-        warnings.warn(f"{', '.join(unused)} configure fuzzy dedup, which mode='exact' does not run", stacklevel=4)
+        verb = "configures" if len(unused) == 1 else "configure"
+        warnings.warn(f"{', '.join(unused)} {verb} fuzzy dedup, which mode='exact' does not run", stacklevel=4)
     _check_columns(docs, io, keep, io.id_field_given)
     own_keys = DOC not in docs.columns
     if own_keys:
@@ -578,7 +579,11 @@ def _config(mode: str | None, config, options: dict) -> RunConfig:
     data = {} if config is None else config.model_dump(exclude_unset=True)
     # A YAML file shared with `curate dedup` may set its files and cluster: said, not followed
     # in silence (an `io.identify_only: true` still returned the kept frame without a word).
-    unread = [f"io.{k}" for k in data.get("io", {}) if k not in _IO] + [f"cluster.{k}" for k in data.get("cluster", {})]
+    # Values left at their defaults (a `curate config show` copy holds every key) configure nothing.
+    io = {k: v for k, v in data.get("io", {}).items() if k not in _IO}
+    unread = _changed(io, IOConfig().model_dump(), "io.") + _changed(
+        data.get("cluster", {}), ClusterConfig().model_dump(), "cluster."
+    )
     if unread:
         warnings.warn(
             f"deduplicate(): config's {', '.join(unread)} not read: they configure curate dedup's files and "
@@ -617,6 +622,17 @@ def _config(mode: str | None, config, options: dict) -> RunConfig:
     except ValidationError as err:  # one line naming each field, as the CLI's message
         problems = "; ".join(field_problem(e["loc"], e["msg"]) for e in err.errors())
         raise ValueError(f"deduplicate(): {problems}") from None
+
+
+def _changed(values: dict, defaults: dict, prefix: str) -> list[str]:
+    """The dotted names of ``values`` (nested dicts too) that differ from ``defaults``."""
+    found = []
+    for name, value in values.items():
+        if isinstance(value, dict) and isinstance(defaults.get(name), dict):
+            found += _changed(value, defaults[name], f"{prefix}{name}.")
+        elif name not in defaults or value != defaults[name]:
+            found.append(f"{prefix}{name}")
+    return found
 
 
 def _check_columns(docs: dd.DataFrame, io, keep: KeepPolicy, id_given: bool) -> None:

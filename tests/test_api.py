@@ -431,6 +431,21 @@ def test_a_configuration_file_means_what_it_means_to_the_cli(tmp_path):
         "files and cluster, which the Python API leaves to you"
     ]
     assert caught[0].filename == __file__  # shown at the caller's line
+    # The shipped config, or a `curate config show` copy, holds every key at its default: each was
+    # named as not read. Only values that differ from the defaults are.
+    import warnings
+
+    from curate.config import shipped_configs
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        curate.deduplicate(fixture_frame(), config=load_config("default"))
+    copy = shipped_configs()["default"].read_text().replace("rmm_pool_size: null #", "rmm_pool_size: 8GB #")
+    (tmp_path / "mine.yaml").write_text(copy)
+    with pytest.warns(UserWarning, match=r"^deduplicate\(\): config's cluster\.gpu\.rmm_pool_size not read: "):
+        curate.deduplicate(fixture_frame(), config=load_config(str(tmp_path / "mine.yaml")))
+    with pytest.warns(UserWarning, match=r"^fp_weight= configures fuzzy dedup, which mode='exact' does not run$"):
+        curate.deduplicate(fixture_frame(), mode="exact", fp_weight=0.5)
 
 
 @pytest.mark.parametrize("column", WORKING_COLUMNS)
