@@ -92,8 +92,8 @@ def read_documents(
     Parameters
     ----------
     inputs : str or list of str
-        Files, directories (searched recursively for ``.jsonl[.gz|.zst]`` / ``.parquet``; other
-        files are skipped with a warning), globs or fsspec URLs (``s3://...``), in any mix; a file
+        Files, directories (searched recursively for JSONL: ``.jsonl``, ``.json``, ``.ndjson``,
+        each also ``.gz`` or ``.zst``, or ``.parquet``; other files are skipped with a warning), globs or fsspec URLs (``s3://...``), in any mix; a file
         named twice is read once (see :func:`curate.io.files.expand_paths`).
     id_field : str or None, default=None
         Field holding unique document ids (int or string); every record must have it. None:
