@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 import socket
+import tempfile
 import threading
 import time
 import warnings
@@ -18,6 +19,7 @@ from multiprocessing import resource_tracker
 from pathlib import Path
 
 import dask
+import fsspec
 from dask.system import CPU_COUNT
 from dask.utils import format_bytes, parse_bytes, parse_timedelta
 from distributed import Client, LocalCluster, WorkerPlugin, get_client, progress, wait
@@ -191,10 +193,12 @@ def check_workers(client: Client, workers: list[str] | None = None) -> None:
     checkout: its tasks would fail, or differ, in ways that do not say so); warn (log) where
     some lack ``ARROW_DEFAULT_MEMORY_POOL=system`` in their environment, which the embedded cluster sets:
     pyarrow's default pool keeps what each stage freed, so their memory only grows from stage
-    to stage (docs/multi-node.md). ``workers``: those to check (default all: at the start; the
-    run checks those that join later as they come, :func:`gather`)."""
+    to stage (docs/multi-node.md). Once the run has named its files (:func:`check_files`),
+    refuse workers that do not see them as this process does. ``workers``: those to check
+    (default all: at the start; the run checks those that join later as they come, :func:`gather`)."""
+    roll = _ROLL.setdefault(client, _Roll())
     try:
-        found = run_on_workers(client, _worker_setup, workers=workers)
+        found = run_on_workers(client, _worker_setup, roll.files, roll.out, workers=workers)
     except TimeoutError:
         raise ClusterError(
             f"a worker of the scheduler at {client.scheduler.address} did not answer within {ANSWER_TIMEOUT} s "
@@ -204,8 +208,16 @@ def check_workers(client: Client, workers: list[str] | None = None) -> None:
     if lacking := _lacking_curate(found, total):
         raise ClusterError(lacking)
     found = {worker: got for worker, got in found.items() if not _gone(got)}
-    _ROLL.setdefault(client, _Roll()).checked.update(found)
-    pools = {worker: pool for worker, (pool, _) in found.items()}
+    if blind := sorted((worker, problem) for worker, (_, _, problem) in found.items() if problem):
+        # Else a node with another copy of a file read it as its own: a wrong result, or an
+        # error blaming the data ("ids appear more than once"), or a bare OSError.
+        raise ClusterError(
+            f"{len(blind)} of {total} workers ({_some([worker for worker, _ in blind])}) do not see the files as "
+            f"this process does: the first {blind[0][1]}; every worker must see the input files and the output "
+            "folder at the same paths (a shared file system, docs/multi-node.md)"
+        )
+    roll.checked.update(found)
+    pools = {worker: pool for worker, (pool, _, _) in found.items()}
     lacking = sorted(worker for worker, pool in pools.items() if pool != "system")
     if lacking:
         logger.warning(
@@ -213,8 +225,32 @@ def check_workers(client: Client, workers: list[str] | None = None) -> None:
             "will only grow from stage to stage (docs/multi-node.md)",
             len(lacking),
             len(pools),
-            lacking[0] + (", ..." if len(lacking) > 1 else ""),
+            _some(lacking),
         )
+
+
+def check_files(client: Client | None, files: list[tuple[str, int, str]], out: Path) -> None:
+    """Check that every worker sees the input ``files`` (``(path, size in bytes, modified)``,
+    as :func:`curate.checkpoints.input_fingerprint` gives them: local paths; pass none for an
+    object store) as this process does and can write to the output folder ``out``; workers
+    that join later are checked as they come (:func:`gather`). Nothing where ``client`` is None.
+
+    Raises
+    ------
+    ClusterError
+        Naming the workers and the first file one of them does not see so (missing, another
+        size or modification time: a node's own copy) or the folder it cannot write to.
+    """
+    if client is None:
+        return
+    roll = _ROLL.setdefault(client, _Roll())
+    roll.files, roll.out, roll.checked = list(files), str(out), set()
+    check_workers(client)
+
+
+def _some(addresses: list[str], shown: int = 3) -> str:
+    more = len(addresses) - shown
+    return ", ".join(addresses[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def _gone(answer) -> bool:
@@ -240,7 +276,7 @@ def _lacking_curate(found: dict, total: int | None = None) -> str | None:
     error = str(got) if type(got) is Exception else f"{type(got).__name__}: {got}"
     why = f"cannot run it ({error})" if isinstance(got, BaseException) else "runs other code"
     return (
-        f"{len(other)} of {total or len(found)} workers ({worker}{', ...' if len(other) > 1 else ''}) lack the curate "
+        f"{len(other)} of {total or len(found)} workers ({_some(sorted(other))}) lack the curate "
         f"this command runs ({Path(__file__).parent}): the first {why}; every worker needs the same curate "
         "(docs/multi-node.md)"
     )
@@ -267,10 +303,34 @@ def _first_worker(client: Client, timeout: float) -> None:
         ) from None
 
 
-def _worker_setup() -> tuple[str | None, str]:
+def _worker_setup(files: list = (), out: str | None = None) -> tuple[str | None, str, str | None]:
     # A function of this module, imported on the worker: os.environ.get itself would be
     # pickled with the client's environment and read that.
-    return os.environ.get("ARROW_DEFAULT_MEMORY_POOL"), code_fingerprint()
+    return os.environ.get("ARROW_DEFAULT_MEMORY_POOL"), code_fingerprint(), _file_problem(files, out)
+
+
+def _file_problem(files: list, out: str | None) -> str | None:
+    """How this process (a worker) sees ``files`` or ``out`` otherwise than the client, or None."""
+    from curate.checkpoints import modified  # fsspec's view, as the client's fingerprint took it
+
+    local = fsspec.filesystem("file")
+    for path, size, when in files:
+        try:
+            info = local.info(path)
+        except OSError as err:
+            return f"cannot see input file {path} ({err.strerror or type(err).__name__})"
+        if (int(info["size"]), modified(info)) != (size, when):
+            return (
+                f"sees another input file {path}: {int(info['size']):,} bytes, modified {modified(info)} there; "
+                f"{size:,} bytes, modified {when} here"
+            )
+    if out is not None:
+        try:
+            with tempfile.TemporaryFile(dir=out):
+                pass
+        except OSError as err:
+            return f"cannot write to the output folder {out} ({err.strerror or type(err).__name__})"
+    return None
 
 
 @functools.cache
@@ -715,6 +775,8 @@ class _Roll:
     def __init__(self):
         self.seen: set[str] = set()
         self.checked: set[str] = set()
+        self.files: list[tuple[str, int, str]] = []  # what every worker must see (check_files)
+        self.out: str | None = None
 
 
 _ROLL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -740,7 +802,7 @@ def _roll_call(client: Client, workers) -> int:
             "%d worker(s) left the cluster (%s): restarted past 95%% of their memory limit, or lost; "
             "Dask runs their tasks again",
             len(left),
-            left[0] + (", ..." if len(left) > 1 else ""),
+            _some(left),
         )
     roll.seen = set(workers)
     if new := sorted(set(workers) - roll.checked):

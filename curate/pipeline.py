@@ -26,7 +26,7 @@ from curate import __version__
 from curate.backend import host_step, on_host, to_host, to_parquet
 from curate.checkpoints import Checkpoints, StageStore, input_fingerprint, read_stage_frame, remove_stages, stage_key
 from curate.checks import OUTPUTS, PARTIAL, REPEATED_IDS, STAGES, check_output
-from curate.cluster import local_shuffles, one_task_per_gpu
+from curate.cluster import check_files, current_client, local_shuffles, one_task_per_gpu
 from curate.config import RunConfig
 from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy
 from curate.dedup.keys import drop
@@ -112,7 +112,7 @@ def dedup(
     io, keep = config.io, KeepPolicy.parse(config.keep)
     if config.mode != "exact" and (weak := config.fuzzy.weak_bands()):
         logger.warning(weak)
-    _, paths, input_fmt = expand_paths(inputs)
+    fs, paths, input_fmt = expand_paths(inputs)
     # identify_only: no deduplicated copy, so no output format; the final pass reads the records
     # as JSONL output does (each as read) and counts those kept.
     fmt = None if io.identify_only else io.output_format or input_fmt
@@ -145,6 +145,8 @@ def dedup(
     )
     run = Runner(stats, show_progress, StageStore(out / "_stages", resume), config.cluster.stall_timeout, hint)
     files = input_fingerprint(inputs)
+    # A node with its own copy of an input (or none, or a read-only OUT) is refused before it reads.
+    check_files(current_client(), files if _on_local_disk(fs) else [], out)
     # Everything a stage computes follows from the first key's parts (the output's format and
     # compression, and whether it is written, only affect the last write).
     made_of = {
@@ -352,6 +354,12 @@ def _read(everything, inputs, key: str, made_of: dict, config: RunConfig, keep: 
     stats.count("rejected", **counts["rejected"])
     docs, _ = split_rejected(everything)
     return docs, (read_stage_frame(run.store.path("read")) if exact else None)
+
+
+def _on_local_disk(fs) -> bool:
+    """Whether the inputs' fsspec file system is the local one (or mounts), which each node sees its own way."""
+    protocol = fs.protocol
+    return bool({"file", "local"} & set(protocol if isinstance(protocol, tuple) else (protocol,)))
 
 
 def _repeated_ids_path(run, exact_key: str) -> Path:

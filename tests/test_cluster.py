@@ -353,6 +353,51 @@ class _NoCurate:
         return None
 
 
+def test_a_worker_that_sees_other_files_is_refused(tmp_path):
+    # A node with its own copy of an input (other size or time) read it as its own: exit 0 and
+    # a wrong result, or "ids appear more than once" naming no place. An input only the client
+    # saw, or an output folder a node could not write, stopped the run with a bare OSError.
+    from curate.checkpoints import input_fingerprint
+    from curate.cluster import check_files
+    from curate.config import load_config
+    from curate.pipeline import dedup
+
+    data = tmp_path / "in.jsonl"
+    data.write_bytes((FIXTURES / "docs.jsonl").read_bytes())
+    env = {"ARROW_DEFAULT_MEMORY_POOL": "system"}
+    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None, env=env) as cluster:
+        with Client(cluster) as client:
+            files = input_fingerprint([str(data)])
+            check_files(client, files, tmp_path)  # the same view: nothing to say
+            refused = r"^1 of 1 workers \(tcp://\S+\) do not see the files as this process does: the first "
+            shared = "; every worker must see the input files and the output folder at the same paths"
+            with pytest.raises(ClusterError, match=refused + rf"cannot see input file {tmp_path}/gone\.jsonl "):
+                check_files(client, [(str(tmp_path / "gone.jsonl"), 1, "0")], tmp_path)
+            with pytest.raises(ClusterError, match=refused + rf"cannot write to the output folder {tmp_path}/no "):
+                check_files(client, files, tmp_path / "no")
+            client.run(_stale_copy, str(data))
+            size = f"{data.stat().st_size:,}"
+            with pytest.raises(
+                ClusterError,
+                match=refused + rf"sees another input file {data}: 1 bytes, modified \S+ there; {size} bytes, "
+                rf"modified \S+ here{shared}",
+            ):
+                dedup([str(data)], str(tmp_path / "out"), load_config(None, {}))  # the run, on this client
+
+
+def _stale_copy(path: str):
+    # This worker's view of ``path``: a file of 1 byte (a node's own stale copy).
+    import fsspec.implementations.local
+
+    info = fsspec.implementations.local.LocalFileSystem.info
+
+    def stale(self, name, **kwargs):
+        found = info(self, name, **kwargs)
+        return {**found, "size": 1} if str(name) == path else found
+
+    fsspec.implementations.local.LocalFileSystem.info = stale
+
+
 def test_workers_without_the_system_arrow_pool_are_named(monkeypatch, caplog):
     # The docs ask joined workers for ARROW_DEFAULT_MEMORY_POOL=system: nothing checked it, then
     # the check read the client's environment (os.environ.get travelled pickled with it).
