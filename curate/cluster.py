@@ -32,7 +32,7 @@ from distributed.security import Security
 from distributed.system import MEMORY_LIMIT
 
 from curate.backend import GPU_INSTALL_HINT, HOST_STEP, on_device
-from curate.config import ClusterConfig, GPUConfig, is_fraction
+from curate.config import MIN_WORKER_MEMORY, ClusterConfig, GPUConfig, is_fraction
 
 logger = logging.getLogger(__name__)
 
@@ -217,6 +217,18 @@ def check_workers(client: Client, workers: list[str] | None = None) -> None:
             "folder at the same paths (a shared file system, docs/multi-node.md)"
         )
     roll.checked.update(found)
+    limits = {address: info.get("memory_limit") or 0 for address, info in client.scheduler_info()["workers"].items()}
+    if small := sorted(worker for worker in found if 0 < limits.get(worker, 0) < MIN_WORKER_MEMORY):
+        logger.warning(
+            "%d of %d workers (%s) have a memory limit under %.0f MB (the first %.0f MB): a worker holds about "
+            "300 MB before any data and pauses at 80%% of its limit, so the run may stall; give them more "
+            "(`dask worker --memory-limit`)",
+            len(small),
+            len(found),
+            _some(small),
+            MIN_WORKER_MEMORY / 1e6,
+            limits[small[0]] / 1e6,
+        )
     pools = {worker: pool for worker, (pool, _, _) in found.items()}
     lacking = sorted(worker for worker, pool in pools.items() if pool != "system")
     if lacking:

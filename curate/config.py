@@ -32,7 +32,7 @@ KEEP_RULES = ("first", "longest", "max", "min")
 SCHEDULER_PROTOCOLS = ("tcp", "tls", "ucx", "ws", "wss")  # distributed's transports (ucx: distributed-ucxx)
 # Below this a worker cannot run: an idle one holds 287 MB (measured, curate imported) and Dask
 # pauses it at 80% of its limit.
-_MIN_WORKER_MEMORY = 512e6
+MIN_WORKER_MEMORY = 512e6
 
 
 def parse_keep(spec: str) -> tuple[str, str | None]:
@@ -593,7 +593,7 @@ class ClusterConfig(_Section):
             size = 0
         if size < 1e6:  # "" is 1 byte to Dask: workers restarted over and over
             raise ValueError(f"{text!r} is not a size: give bytes (e.g. 4GB), auto, or 0 for no limit")
-        if size < _MIN_WORKER_MEMORY:  # a network error at 200MB, a stall after 300 s at 300-400MB
+        if size < MIN_WORKER_MEMORY:  # a network error at 200MB, a stall after 300 s at 300-400MB
             raise ValueError(
                 f"{text!r} is too small for a worker: one holds about 300 MB before any data (Python, pandas, "
                 "pyarrow, curate) and pauses at 80% of its limit; give 512MB or more (600MB or more to run "

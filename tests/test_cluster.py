@@ -418,6 +418,22 @@ def test_workers_without_the_system_arrow_pool_are_named(monkeypatch, caplog):
     assert warnings_with(None, "system") == ""
 
 
+def test_joined_workers_with_too_little_memory_are_named(caplog):
+    # curate dedup refuses --memory-limit under 512MB for its own workers; joined ones were not
+    # looked at, and the run stalled for --stall-timeout, then blamed --blocksize.
+    env = {"ARROW_DEFAULT_MEMORY_POOL": "system"}
+    for limit, said in [("450MB", True), ("600MB", False)]:
+        with LocalCluster(
+            n_workers=1, threads_per_worker=1, dashboard_address=None, env=env, memory_limit=limit
+        ) as cluster:
+            with Client(cluster) as client, caplog.at_level(logging.WARNING, logger="curate.cluster"):
+                caplog.clear()
+                check_workers(client)
+        assert (
+            "1 of 1 workers (tcp://" in caplog.text and "memory limit under 512 MB (the first 450 MB)" in caplog.text
+        ) == said, caplog.text
+
+
 def test_scheduler_file_run_matches_embedded_cluster(tmp_path, monkeypatch):
     data = corpus_slice(tmp_path)
     common = ["dedup", str(data), "--output-format", "parquet", "--no-progress"]
