@@ -200,6 +200,68 @@ def test_parquet_to_jsonl_writes_dates_in_iso_8601(sync, tmp_path):
     }
 
 
+def test_parquet_values_beyond_pythons_types_are_written(sync, tmp_path):
+    # JSONL output stopped the run with a traceback (OverflowError) at a timestamp or date that
+    # Python's datetime cannot hold (a year past 9999: an export's "infinity") or a duration
+    # past timedelta's; a time64[ns] lost its last three digits (12:34:56.789012).
+    table = pa.table(
+        {
+            "id": [1, 2],
+            "text": ["a", "b"],
+            "until": pa.array([2**63 - 1, 0], pa.timestamp("us")),
+            "zoned": pa.array([2**40, None], pa.timestamp("s", tz="UTC")),
+            "day": pa.array([2**31 - 1, 0], pa.date32()),
+            "took": pa.array([-(2**62), 1500], pa.duration("ms")),
+            "at": pa.array([45_296_789_012_345, 5000], pa.time64("ns")),
+        }
+    )
+    pq.write_table(table, tmp_path / "in.parquet")
+    out = tmp_path / "out"
+    run(out, [tmp_path / "in.parquet"], mode="exact", io={"output_format": "jsonl"})
+    assert [json.loads(line) for line in output_lines(out)] == [
+        {
+            "id": 1,
+            "text": "a",
+            "until": "294247-01-10T04:00:54.775807",
+            "zoned": "36812-02-20T00:36:16.000+00:00",  # Parquet stores seconds as milliseconds
+            "day": "5881580-07-11",
+            "took": "-P53375995583DT15H36M27.904S",
+            "at": "12:34:56.789012345",
+        },
+        {
+            "id": 2,
+            "text": "b",
+            "until": "1970-01-01T00:00:00",
+            "zoned": None,
+            "day": "1970-01-01",
+            "took": "P0DT0H0M1.5S",
+            "at": "00:00:00.000005",
+        },
+    ]
+
+
+def test_view_columns_are_read_as_strings_and_bytes(sync, tmp_path):
+    # A string_view or binary_view column (pyarrow writes them; Parquet stores plain strings)
+    # stopped every run with ArrowNotImplementedError: no take kernel for string_view.
+    table = pa.table(
+        {
+            "id": [1, 2, 3],
+            "text": pa.array(["same", "same", "other"], pa.string_view()),
+            "note": pa.array(["x", None, "z"], pa.string_view()),
+            "blob": pa.array([b"\x00", b"", None], pa.binary_view()),
+        }
+    )
+    pq.write_table(table, tmp_path / "in.parquet")
+    out = tmp_path / "out"
+    run(out, [tmp_path / "in.parquet"], mode="exact")
+    written = pq.read_table(out / "deduplicated")
+    assert written.schema.types == [pa.int64(), pa.string(), pa.string(), pa.binary()]
+    assert written.to_pylist() == [
+        {"id": 1, "text": "same", "note": "x", "blob": b"\x00"},
+        {"id": 3, "text": "other", "note": "z", "blob": None},
+    ]
+
+
 def test_parquet_to_jsonl_writes_each_files_own_values(sync, tmp_path):
     # A column of other types in other files (int64 here, strings there) was written as its
     # values' JSON text inside a JSON string ("\\"s1\\""; 0 as "0"), and a null text as "".
@@ -410,6 +472,23 @@ def test_overlapping_inputs_are_read_once(sync, tmp_path, monkeypatch, caplog):
     fs, paths, _ = expand_paths([str(tmp_path / "d" / "b.jsonl"), "d/sub"])
     assert paths == [str(tmp_path / "d" / "b.jsonl"), str(tmp_path / "d" / "sub" / "c.jsonl")]
     assert read_documents(["d/b.jsonl", "d/sub"], id_field=None).compute().id.tolist() == [2, 3]
+
+
+def test_hive_partition_folders_are_named_in_a_warning(sync, tmp_path, caplog):
+    # Spark and pyarrow datasets read year=2020/ as a column; curate reads files, so the
+    # partition key was missing from the output without a word.
+    for year, ids in [(2020, [1, 2]), (2021, [3])]:
+        (tmp_path / "in" / f"year={year}").mkdir(parents=True)
+        pq.write_table(
+            pa.table({"id": ids, "text": ["a b"] * len(ids)}), tmp_path / "in" / f"year={year}" / "p.parquet"
+        )
+    with caplog.at_level(logging.WARNING, logger="curate.io.read"):
+        run(tmp_path / "out", [tmp_path / "in"], mode="exact")
+    assert [r.getMessage() for r in caplog.records if r.name == "curate.io.read"] == [
+        "inputs in Hive partition folders (year=...): curate reads the files, not a dataset, so these keys are not "
+        "columns of the output; each file's path keeps them (source in duplicates.parquet)"
+    ]  # once, though the run reads the files twice
+    assert pq.read_table(tmp_path / "out" / "deduplicated").column_names == ["id", "text"]
 
 
 def test_a_file_given_twice_is_counted_once(tmp_path):

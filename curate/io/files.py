@@ -20,7 +20,7 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import get_protocol, infer_compression
 
-from curate.io.records import TOO_DEEP, Fields, Layout, parse_records, record_lines
+from curate.io.records import TOO_DEEP, Fields, Layout, parse_records, record_lines, without_views
 
 _JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 _COMPRESSED = {".gz": "gzip", ".zst": "zstd"}
@@ -189,6 +189,23 @@ def skipped_message(skipped: list[str]) -> str:
     return f"inputs skipped: {len(skipped)} file(s) in folders or globs are not read, not named as {FORMATS}: {shown}"
 
 
+def hive_keys_message(paths: list[str]) -> str | None:
+    """One line where input files lie in Hive partition folders (``lang=en/part-0.parquet``), whose
+    keys Spark and pyarrow datasets read as columns: curate reads plain files, so the keys are
+    not in the output. None where no folder is named so."""
+    keys = {part.split("=", 1)[0]: None for p in paths for part in re.split(r"[/\\]", p)[:-1] if _HIVE.fullmatch(part)}
+    if not keys:
+        return None
+    return (
+        f"inputs in Hive partition folders ({', '.join(f'{k}=...' for k in keys)}): curate reads the files, not a "
+        "dataset, so these keys are not columns of the output; each file's path keeps them (source in "
+        "duplicates.parquet)"
+    )
+
+
+_HIVE = re.compile(r"[^=]+=[^=]*")
+
+
 def _first_few(items: list[str], tail: str = "and {} more", sep: str = "; ") -> str:
     """The first three of ``items`` joined by ``sep``, then ``tail`` with how many more there are."""
     return sep.join(items[:3] + ([tail.format(len(items) - 3)] if len(items) > 3 else []))
@@ -330,7 +347,7 @@ def sample_file(fs, path: str, fmt: str) -> tuple[list[pa.Schema], int]:
         size = f.size if getattr(f, "size", None) is not None else fs.size(path)
         if fmt == "parquet":
             try:
-                schema = pq.read_schema(f).remove_metadata()
+                schema = without_views(pq.read_schema(f).remove_metadata())
             except pa.ArrowInvalid:  # not Parquet, or cut short: reported with the file when it is read
                 return [], size
             return ([schema] if len(schema) else []), size

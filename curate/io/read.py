@@ -39,6 +39,7 @@ from curate.io.files import (
     check_ordered,
     decompressed_chunks,
     find_inputs,
+    hive_keys_message,
     lines_before,
     overlap_message,
     sample_files,
@@ -61,10 +62,12 @@ from curate.io.records import (
     parse_records,
     python_rows,
     record_lines,
+    without_views,
 )
 from curate.schema import DOC, POSITION_BITS, REJECT_COLUMNS
 
 logger = logging.getLogger(__name__)
+_SAID: set[str] = set()  # warnings given in this process
 
 # _record is large_binary (int64 offsets): a partition's records may pass 2 GiB, and pandas
 # selects rows of a binary column with Arrow's take, which joins its chunks into one array first.
@@ -186,6 +189,9 @@ def read_documents(
         logger.warning(overlap_message(repeats))
     if skipped:
         logger.warning(skipped_message(skipped))
+    if (hive := hive_keys_message(paths)) and hive not in _SAID:  # once: a run reads its files again to write
+        _SAID.add(hive)
+        logger.warning(hive)
     names = source_names(paths)
     id_name = id_field or "id"
     samples = sample_files(fs, paths, fmt)
@@ -380,7 +386,7 @@ class _Reader:
                 raise
             bad = [Bad(0, kind, None, f"{what} ({err})")]
             return self._assemble([], bad, [b""], np.zeros(1, np.int64), np.zeros(1, np.int64), index)
-        table = _text_as_strings(table.replace_schema_metadata(None), self.layout.fields.text)
+        table = _text_as_strings(without_views(table.replace_schema_metadata(None)), self.layout.fields.text)
         lines = _row_json(table) if self.records else None  # in this file's own types, as JSONL output writes them
         if self.layout.only:
             table = table.select([n for n in self.layout.schema.names if n in table.column_names])

@@ -290,14 +290,69 @@ def large_offsets(dtype: pa.DataType) -> pa.DataType:
     return {pa.string(): pa.large_string(), pa.binary(): pa.large_binary()}.get(dtype, dtype)
 
 
+def without_views(table: pa.Table | pa.Schema):
+    """``table`` (or a schema) with ``string_view`` and ``binary_view`` columns as ``string`` and
+    ``binary``: Arrow's ``take`` and the conversions to pandas and JSON have no kernels for the
+    view types (a run stopped with ArrowNotImplementedError), and Parquet stores them as plain
+    strings and bytes anyway."""
+    plain = {pa.string_view(): pa.string(), pa.binary_view(): pa.binary()}
+    if isinstance(table, pa.Schema):
+        return pa.schema([f.with_type(plain.get(f.type, f.type)) for f in table], metadata=table.metadata)
+    for i, field in enumerate(table.schema):
+        if field.type in plain:
+            table = table.set_column(i, field.with_type(plain[field.type]), table[i].cast(plain[field.type]))
+    return table
+
+
 def python_values(column) -> list:
-    """A column's values as Python objects; bytes of strings that are not valid UTF-8 written as ``\\xNN``."""
+    """A column's values as Python objects; bytes of strings that are not valid UTF-8 written as
+    ``\\xNN``; dates, times, timestamps and durations that Python's own types cannot hold as
+    their ISO 8601 text (:func:`_temporal_text`)."""
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
         return [
             None if v is None else v.decode("utf-8", "backslashreplace")
             for v in column.cast(pa.large_binary()).to_pylist()
         ]
-    return column.to_pylist()
+    if pa.types.is_time64(column.type) and column.type.unit == "ns":
+        # datetime.time holds microseconds: 12:34:56.789012345 lost its last three digits.
+        ns = column.cast(pa.int64()).to_pylist()
+        return [
+            None if v is None else (t if v % 1000 == 0 else _temporal_text(v, column.type))
+            for v, t in zip(ns, column.to_pylist())
+        ]
+    try:
+        return column.to_pylist()
+    except (OverflowError, ValueError):  # a value beyond Python's datetime (years 1-9999) or timedelta
+        if not pa.types.is_temporal(column.type):
+            raise
+    values = []
+    for scalar in column:
+        try:
+            values.append(scalar.as_py())
+        except (OverflowError, ValueError):
+            storage = pa.int32() if column.type.bit_width == 32 else pa.int64()
+            values.append(_temporal_text(scalar.cast(storage).as_py(), column.type))
+    return values
+
+
+def _temporal_text(value: int, dtype: pa.DataType) -> str:
+    """ISO 8601 text of a date, time, timestamp or duration of ``dtype`` held as the integer
+    ``value`` (its unit since 1970-01-01 or midnight), beyond Python's types: extended years from
+    numpy (``294247-01-10T04:00:54.775807``; a time zone's instants in UTC, ``+00:00``);
+    durations as pandas writes them (``P1DT0H0M0.5S``)."""
+    if pa.types.is_date32(dtype) or pa.types.is_date64(dtype):
+        return str(np.datetime64(value, "D" if pa.types.is_date32(dtype) else "ms").astype("datetime64[D]"))
+    if pa.types.is_timestamp(dtype):
+        return str(np.datetime64(value, dtype.unit)) + ("+00:00" if dtype.tz else "")
+    if pa.types.is_time(dtype):
+        return pa.scalar(value, pa.int64()).cast(dtype).cast(pa.string()).as_py()
+    per_second = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[dtype.unit]
+    seconds, fraction = divmod(abs(value), per_second)
+    minutes, second = divmod(seconds, 60)
+    hours, minute = divmod(minutes, 60)
+    days, hour = divmod(hours, 24)
+    digits = f".{fraction:0{len(str(per_second)) - 1}d}".rstrip("0") if fraction else ""
+    return f"{'-' if value < 0 else ''}P{days}DT{hour}H{minute}M{second}{digits}S"
 
 
 def python_rows(table: pa.Table) -> list[dict]:
