@@ -1,4 +1,5 @@
-"""A fix to Dask's expression cache, applied when curate's stages are imported, and a guard
+"""Two fixes to Dask's expressions, applied when curate's stages are imported (the expression
+cache, and substitution's cost on shared subexpressions: :func:`_substitute`), and a guard
 for building graphs from several threads on Python 3.11 (:func:`one_at_a_time`).
 
 Dask (2026.8) deduplicates expressions in a :class:`weakref.WeakValueDictionary` per class
@@ -17,7 +18,7 @@ import sys
 import threading
 import weakref
 
-from dask._expr import SingletonExpr
+from dask._expr import Expr, SingletonExpr
 
 
 def _new(cls, *args, _determ_token=None, **kwargs):
@@ -48,6 +49,70 @@ def apply() -> bool:
 
 
 apply()
+
+
+def _substitute(self, old, new, _seen):
+    """``Expr._substitute`` with each node's result remembered (``_seen``: name -> result).
+
+    Dask (2026.8) remembers only the nodes that did not change, so a node above the one replaced
+    is rebuilt once per path that reaches it: exponential in a graph of shared subexpressions.
+    Blockwise fusion substitutes once per fused group, and the Python API's ``kept`` frame of
+    mode fuzzy or both (167 expressions, 54,874 paths) never finished ``persist()`` or
+    ``optimize()``, nor a second ``curate.deduplicate`` of it. Otherwise Dask's own logic.
+    """
+    if not isinstance(_seen, dict):  # a caller of Dask's own kind (a set of names): start afresh
+        _seen = {}
+    if self._name in _seen:
+        return _seen[self._name]
+    substitute_literal = not isinstance(old, Expr)
+    if substitute_literal and isinstance(old, bool):
+        raise TypeError("Arguments to `substitute` cannot be bool.")
+    if not substitute_literal and self._name == old._name:
+        _seen[self._name] = new
+        return new
+    operands, update = [], False
+    for operand in self.operands:
+        if isinstance(operand, Expr):
+            value = operand._substitute(old, new, _seen)
+        elif (
+            "Fused" in type(self).__name__ and isinstance(operand, list) and all(isinstance(op, Expr) for op in operand)
+        ):
+            value = [op._substitute(old, new, _seen) for op in operand]  # Fused.exprs, as Dask does
+            update |= any(v._name != op._name for v, op in zip(value, operand))
+            operands.append(value)
+            continue
+        elif substitute_literal and not isinstance(operand, bool) and isinstance(operand, type(old)) and operand == old:
+            value, update = new, True
+            operands.append(value)
+            continue
+        else:
+            value = operand
+        update |= isinstance(operand, Expr) and value._name != operand._name
+        operands.append(value)
+    result = type(self)(*operands) if update else self
+    _seen[self._name] = result
+    return result
+
+
+def _substitute_all(self, old, new):
+    return self._substitute(old, new, _seen={})
+
+
+def apply_substitute() -> bool:
+    """Replace ``Expr._substitute`` where Dask's still remembers unchanged nodes only; True if replaced."""
+    if Expr._substitute is _substitute:
+        return True
+    try:
+        source = inspect.getsource(Expr._substitute)
+    except (OSError, TypeError):
+        return False
+    if "_seen.add(self._name)" not in source:  # Dask remembers results now, or changed otherwise
+        return False
+    Expr._substitute, Expr.substitute = _substitute, _substitute_all
+    return True
+
+
+apply_substitute()
 
 
 _LOCK = threading.RLock()
