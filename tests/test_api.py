@@ -529,6 +529,9 @@ def test_columns_of_python_objects_ride_along_and_are_checked(tmp_path):
             ValueError, match=r"keep='max:score': column 'score' holds int, str values, which do not order"
         ):
             curate.deduplicate(docs, keep="max:score").compute()  # "999" was kept
+        # bytes order (as Arrow's binary does): they were refused as values that do not order
+        raw = dd.from_pandas(frame.assign(raw=[b"b", b"c", b"a"]).astype(object), npartitions=1)
+        assert curate.deduplicate(raw, keep="min:raw").compute()[0].id.tolist() == ["c"]
         with pytest.raises(
             ValueError, match=r"text column 'text' holds int 12345 \(row 0 of partition 0\): texts must be strings"
         ):

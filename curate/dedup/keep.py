@@ -93,7 +93,10 @@ class KeepPolicy:
 
 
 # What pandas infers for an object column whose values order with each other.
-_ORDERED = {"empty", "string", "integer", "floating", "mixed-integer-float", "decimal", "boolean", "datetime", "date"}
+_ORDERED = {
+    *("empty", "string", "bytes", "integer", "floating", "mixed-integer-float", "decimal", "boolean"),
+    *("datetime", "date", "time", "timedelta"),
+}  # pandas' infer_dtype kinds whose values order (bytes byte by byte, as Arrow's binary)
 
 
 def _check_orders(column: pd.Series, keep: KeepPolicy) -> None:
