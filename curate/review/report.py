@@ -313,7 +313,7 @@ def _jaccard_plot(removed: pd.DataFrame, threshold: float | None):
     copies = removed.jaccard[exact & (removed.jaccard != 1.0)].dropna()  # copies of near duplicates
     at_one = int((exact & (removed.jaccard == 1.0)).sum())
     if threshold is not None:
-        low = min([threshold, *near, *copies])
+        low = min([threshold, *(values.min() for values in (near, copies) if len(values))])
         ax.hist(
             [near, copies],
             bins=np.linspace(np.floor(low * 20) / 20, 1, 41),
