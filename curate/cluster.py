@@ -33,6 +33,7 @@ from distributed.system import MEMORY_LIMIT
 
 from curate.backend import GPU_INSTALL_HINT, HOST_STEP, on_device
 from curate.config import MIN_WORKER_MEMORY, ClusterConfig, GPUConfig, is_fraction
+from curate.io.files import first_few
 
 logger = logging.getLogger(__name__)
 
@@ -212,7 +213,7 @@ def check_workers(client: Client, workers: list[str] | None = None) -> None:
         # Else a node with another copy of a file read it as its own: a wrong result, or an
         # error blaming the data ("ids appear more than once"), or a bare OSError.
         raise ClusterError(
-            f"{len(blind)} of {total} workers ({_some([worker for worker, _ in blind])}) do not see the files as "
+            f"{len(blind)} of {total} workers ({first_few([worker for worker, _ in blind], sep=', ')}) do not see the files as "
             f"this process does: the first {blind[0][1]}; every worker must see the input files and the output "
             "folder at the same paths (a shared file system, docs/multi-node.md)"
         )
@@ -225,7 +226,7 @@ def check_workers(client: Client, workers: list[str] | None = None) -> None:
             "(`dask worker --memory-limit`)",
             len(small),
             len(found),
-            _some(small),
+            first_few(small, sep=", "),
             MIN_WORKER_MEMORY / 1e6,
             limits[small[0]] / 1e6,
         )
@@ -237,7 +238,7 @@ def check_workers(client: Client, workers: list[str] | None = None) -> None:
             "will only grow from stage to stage (docs/multi-node.md)",
             len(lacking),
             len(pools),
-            _some(lacking),
+            first_few(lacking, sep=", "),
         )
 
 
@@ -258,11 +259,6 @@ def check_files(client: Client | None, files: list[tuple[str, int, str]], out: P
     roll = _ROLL.setdefault(client, _Roll())
     roll.files, roll.out, roll.checked = list(files), str(out), set()
     check_workers(client)
-
-
-def _some(addresses: list[str], shown: int = 3) -> str:
-    more = len(addresses) - shown
-    return ", ".join(addresses[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def _gone(answer) -> bool:
@@ -288,7 +284,7 @@ def _lacking_curate(found: dict, total: int | None = None) -> str | None:
     error = str(got) if type(got) is Exception else f"{type(got).__name__}: {got}"
     why = f"cannot run it ({error})" if isinstance(got, BaseException) else "runs other code"
     return (
-        f"{len(other)} of {total or len(found)} workers ({_some(sorted(other))}) lack the curate "
+        f"{len(other)} of {total or len(found)} workers ({first_few(sorted(other), sep=', ')}) lack the curate "
         f"this command runs ({Path(__file__).parent}): the first {why}; every worker needs the same curate "
         "(docs/multi-node.md)"
     )
@@ -814,7 +810,7 @@ def _roll_call(client: Client, workers) -> int:
             "%d worker(s) left the cluster (%s): restarted past 95%% of their memory limit, or lost; "
             "Dask runs their tasks again",
             len(left),
-            _some(left),
+            first_few(left, sep=", "),
         )
     roll.seen = set(workers)
     if new := sorted(set(workers) - roll.checked):

@@ -169,7 +169,7 @@ def overlap_message(repeats: list[tuple[str, str, str, str]]) -> str:
             inputs.append(again)
         if again_path != path:
             spellings.setdefault(path, again_path)
-    shown = _first_few(
+    shown = first_few(
         [
             f"{path} (in {' and '.join(map(repr, inputs))})"
             if len(inputs) > 1
@@ -185,7 +185,7 @@ def overlap_message(repeats: list[tuple[str, str, str, str]]) -> str:
 def skipped_message(skipped: list[str]) -> str:
     """One line naming the files that folders hold under other names than data's (from
     :func:`find_inputs`), left out, e.g. for a log: how many, and the first three."""
-    shown = _first_few(skipped)
+    shown = first_few(skipped)
     return f"inputs skipped: {len(skipped)} file(s) in folders or globs are not read, not named as {FORMATS}: {shown}"
 
 
@@ -206,7 +206,7 @@ def hive_keys_message(paths: list[str]) -> str | None:
 _HIVE = re.compile(r"[^=]+=[^=]*")
 
 
-def _first_few(items: list[str], tail: str = "and {} more", sep: str = "; ") -> str:
+def first_few(items: list[str], tail: str = "and {} more", sep: str = "; ") -> str:
     """The first three of ``items`` joined by ``sep``, then ``tail`` with how many more there are."""
     return sep.join(items[:3] + ([tail.format(len(items) - 3)] if len(items) > 3 else []))
 
@@ -529,16 +529,14 @@ def check_ordered(
         if huge:  # read as their exact text, which does not order as numbers
             raise ValueError(
                 f"field {name!r}, which --keep orders, holds integers beyond int64 "
-                f"({_first_few(huge, '{} more files', ', ')}),"
+                f"({first_few(huge, '{} more files', ', ')}),"
                 " which it cannot order: give a field of numbers within int64, strings or dates"
             )
         # One type read as JSON text all the same: an empty object (struct<>), which Arrow cannot store.
         kinds = {kind for each in found.values() for kind in each}
         if len(kinds) == 1 and next(iter(kinds)).startswith(("struct", "list", "large_list", "map")):
             _refuse_nested(name, kinds.pop())
-        shown = _first_few(
-            [f"{source}: {', '.join(sorted(kinds))}" for source, kinds in found.items()], "{} more files"
-        )
+        shown = first_few([f"{source}: {', '.join(sorted(kinds))}" for source, kinds in found.items()], "{} more files")
         raise ValueError(f"field {name!r}, which --keep orders, holds values of several types ({shown})")
     dtype = schema.field(name).type
     if pa.types.is_nested(dtype):
