@@ -92,7 +92,10 @@ class StageStore:
         marker = self.path(name) / MARKER
         if not self.resume or not marker.exists():
             return None
-        recorded = json.loads(marker.read_text())
+        recorded = _read_marker(marker)
+        if recorded is None:  # cut short or edited: the stage is made again
+            logger.warning("--resume: the marker %s cannot be read; stage %s is computed again", marker, name)
+            return None
         if recorded["key"] != key:
             if not self._redone:  # keys chain, so every later stage differs too: once is enough
                 changes = _changes(recorded.get("made_of", {}), _as_json(made_of or {}))
@@ -104,6 +107,12 @@ class StageStore:
                     "; ".join(changes) if changes else "an input file's size or modification time, or an option",
                 )
                 self._redone = True
+            return None
+        damage = _damage(self.path(name), recorded["files"])
+        if damage:  # a part lost or cut short since (by hand, a full disk, a crash): reading it would drop rows
+            logger.warning(
+                "--resume: stage %s in %s is not as it was written (%s); it is computed again", name, self.root, damage
+            )
             return None
         logger.info("stage %s: reused from a previous run (%s)", name, _size(self.path(name)))
         return recorded["counts"]
@@ -121,13 +130,41 @@ class StageStore:
         """Mark the temporary folder of ``name`` finished with ``key``, ``counts`` and ``made_of``
         (as :meth:`finished`) and move it into place."""
         tmp, final = self.root / f"{name}.tmp", self.path(name)
-        marker = {"stage": name, "key": key, "counts": counts, "made_of": _as_json(made_of or {})}
+        marker = {"stage": name, "key": key, "counts": counts, "made_of": _as_json(made_of or {}), "files": _files(tmp)}
         (tmp / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
         shutil.rmtree(final, ignore_errors=True)  # a stale result with another key
         os.replace(tmp, final)
         if logger.isEnabledFor(logging.INFO):
             seconds = time.perf_counter() - self._started.pop(name, time.perf_counter())
             logger.info("stage %s: finished in %.1f s (%s)", name, seconds, _size(final))
+
+
+def _read_marker(marker: Path) -> dict | None:
+    """A stage's marker as :meth:`StageStore.publish` wrote it, or None if it is not one (cut short, edited)."""
+    try:
+        recorded = json.loads(marker.read_text())
+    except ValueError:
+        return None
+    return recorded if isinstance(recorded, dict) and {"key", "counts", "files"} <= recorded.keys() else None
+
+
+def _files(folder: Path) -> dict[str, int]:
+    """``{path relative to folder: size in bytes}`` of the files a stage folder holds, its marker aside."""
+    files = (f for f in sorted(folder.rglob("*")) if f.is_file() and f.name != MARKER)
+    return {f.relative_to(folder).as_posix(): f.stat().st_size for f in files}
+
+
+def _damage(folder: Path, written: dict[str, int]) -> str:
+    """How a finished stage's files differ from those it wrote (``written``, as :func:`_files`
+    gave them at publish): the first file gone, of another size or added; "" if none does."""
+    now = _files(folder)
+    for rel, size in written.items():
+        if rel not in now:
+            return f"{rel} is gone"
+        if now[rel] != size:
+            return f"{rel} holds {now[rel]:,} bytes, {size:,} when written"
+    added = sorted(now.keys() - written.keys())
+    return f"{added[0]} was added" if added else ""
 
 
 def _as_json(params: dict) -> dict:
@@ -252,9 +289,12 @@ class Checkpoints:
     def __init__(self, run, key: str, counters: dict | None = None):
         self.run, self.key, self.counters = run, key, counters or {}
         self.counted: dict[str, dict[str, int]] = {}
+        self.previous: str | None = None  # the stage before, named in the marker (another --mode changes it)
 
     def __call__(self, name: str, params: dict, build):
         self.key = stage_key(name, params, (self.key,))
+        made_of = params | ({"previous stage": self.previous} if self.previous else {})
+        self.previous = name
 
         def compute(path: Path) -> dict:
             with self.run.stats.timed(name):  # building may compute (the count that picks components' path)
@@ -276,7 +316,7 @@ class Checkpoints:
             counted = {k: int(done[f"counted {k}"]) for k in tallies}
             return {"counts": counts, "counted": counted, "frames": [k or "" for k in frames], "divisions": divisions}
 
-        recorded = self.run.stage(name, self.key, compute, params)
+        recorded = self.run.stage(name, self.key, compute, made_of)
         self.counted[name] = recorded["counted"]
         path = self.run.store.path(name)
         out = dict(recorded["counts"])

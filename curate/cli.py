@@ -17,6 +17,7 @@ import os
 import re
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -149,7 +150,7 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
     show_progress = sys.stderr.isatty() if progress is None else progress
     started = time.time()
     try:
-        with _user_errors(verbose), _sigterm_as_interrupt():
+        with _user_errors(verbose, out_dir, data.get("cluster") or {}), _sigterm_as_interrupt():
             # Cheapest first: the output folder, the inputs and their fields, then the whole config.
             check_output(out_dir, overwrite=overwrite, resume=resume, inputs=tuple(inputs))
             found = check_inputs(list(inputs), io, data.get("keep") or "first")
@@ -268,9 +269,11 @@ def _resolved(config: RunConfig) -> RunConfig:
 
 
 @contextlib.contextmanager
-def _user_errors(verbose: bool):
+def _user_errors(verbose: bool, out_dir: str, cluster: dict):
     """Errors a user can cause and fix (paths, fields, bad records, the output folder) as one
-    ``Error: ...`` line, exit status 1; with ``verbose`` the traceback comes first."""
+    ``Error: ...`` line, exit status 1; with ``verbose`` the traceback comes first. A full disk
+    is said with the folders a run writes: ``out_dir`` and the spill folder of ``cluster`` (the
+    config's section, as given)."""
     try:
         yield
     except (OSError, ValueError, OutputBusyError) as err:
@@ -284,10 +287,24 @@ def _user_errors(verbose: bool):
             message += f"\n({earlier}--on-error skip lists every bad record in OUT/rejected/ and goes on)"
         if isinstance(err, OSError) and _disk_full(err):  # Arrow's and fsspec's name no folder
             message += (
-                "\n(a disk is full: free space where OUT or --local-directory lies; the stages that finished "
-                "are kept in OUT/_stages, and the same command with --resume, not --overwrite, goes on from them)"
+                f"\n(a disk is full: free space in {out_dir} or in {_spill_where(cluster)}; the stages that "
+                f"finished are kept in {Path(out_dir) / STAGES}, and the same command with --resume, not "
+                "--overwrite, goes on from them)"
             )
         raise click.ClickException(message) from None
+
+
+def _spill_where(cluster: dict) -> str:
+    """The spill folder a run's workers use, in words: ``--local-directory``, else Dask's default
+    (its ``temporary-directory``, else TMPDIR's) on an embedded cluster."""
+    if cluster.get("local_directory"):
+        return f"the spill folder {cluster['local_directory']} (--local-directory)"
+    if cluster.get("scheduler_address") or cluster.get("scheduler_file"):
+        return "the workers' spill folders (dask worker --local-directory)"
+    import dask.config
+
+    scratch = Path(dask.config.get("temporary-directory", None) or tempfile.gettempdir()) / "dask-scratch-space"
+    return f"the spill folder {scratch} (TMPDIR; --local-directory chooses another)"
 
 
 def _disk_full(err: OSError) -> bool:

@@ -66,7 +66,8 @@ def dedup(
 ) -> dict:
     """Deduplicate ``inputs`` into ``out_dir``, on the ``distributed.Client`` Dask computes with
     (or the scheduler set in ``dask.config``, which Dask puts first: see
-    :func:`curate.cluster.current_client`).
+    :func:`curate.cluster.current_client`). ``config.cluster`` and ``config.backend`` are not
+    read here: they are how ``curate dedup`` starts that cluster and sets ``dataframe.backend``.
 
     Parameters
     ----------

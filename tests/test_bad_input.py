@@ -8,6 +8,7 @@ import gzip
 import json
 import os
 import re
+import tempfile
 import zlib
 from pathlib import Path
 
@@ -815,7 +816,7 @@ def test_an_error_without_words_is_named_by_its_type():
     # An error rebuilt from a worker can lose its message: the CLI printed "Error: " alone.
     from curate.cli import _user_errors
 
-    with pytest.raises(click.ClickException) as err, _user_errors(verbose=False):
+    with pytest.raises(click.ClickException) as err, _user_errors(False, "out", {}):
         raise UnicodeEncodeError.__new__(UnicodeEncodeError)
     assert err.value.message == "UnicodeEncodeError"
 
@@ -828,17 +829,34 @@ def test_an_error_without_words_is_named_by_its_type():
         P2POutOfDiskError(),  # the spill folder: "increasing the number of workers or the size of the attached disk"
     ],
 )
-def test_a_full_disk_says_where_to_free_space_and_how_to_go_on(err):
+def test_a_full_disk_says_where_to_free_space_and_how_to_go_on(err, tmp_path, monkeypatch):
     # A full output or spill disk said "Error: [Errno 28] No space left on device" and no more
-    # (Arrow's OSError names no file and carries the errno only in its words).
+    # (Arrow's OSError names no file and carries the errno only in its words); then "free space
+    # where OUT or --local-directory lies", naming neither folder, nor TMPDIR's spill folder
+    # where no --local-directory was given.
     from curate.cli import _user_errors
 
-    with pytest.raises(click.ClickException) as raised, _user_errors(verbose=False):
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    spills = {
+        "": f"the spill folder {tmp_path / 'tmp' / 'dask-scratch-space'} (TMPDIR; --local-directory chooses another)",
+        "/scratch/me": "the spill folder /scratch/me (--local-directory)",
+    }
+    for given, spill in spills.items():
+        with (
+            dask.config.set({"temporary-directory": None}),  # Dask's own, else TMPDIR (the tests set one)
+            pytest.raises(click.ClickException) as raised,
+            _user_errors(False, "runs/out", {"local_directory": given}),
+        ):
+            raise err
+        assert raised.value.message == (
+            f"{err}\n(a disk is full: free space in runs/out or in {spill}; the stages that finished are "
+            "kept in runs/out/_stages, and the same command with --resume, not --overwrite, goes on from them)"
+        )
+    with pytest.raises(click.ClickException) as raised, _user_errors(False, "o", {"scheduler_address": "tcp://h:8786"}):
         raise err
-    assert raised.value.message == (
-        f"{err}\n(a disk is full: free space where OUT or --local-directory lies; the stages that finished are "
-        "kept in OUT/_stages, and the same command with --resume, not --overwrite, goes on from them)"
-    )
+    assert "free space in o or in the workers' spill folders (dask worker --local-directory);" in raised.value.message
 
 
 def test_output_directory_with_a_previous_run(sync, tmp_path):

@@ -214,18 +214,18 @@ def test_similarity_plot_draws_exact_copies_of_near_duplicates_at_their_similari
         legend = [t.get_text() for t in ax.get_legend().get_texts()] if ax.get_legend() else []
         return ax.get_title(), legend, [t.get_text() for t in ax.texts], sum(p.get_height() for p in ax.patches)
 
-    title = "Removed documents by similarity (+ {} exact copies at 1.0)"
+    title = "Removed documents by similarity (+ {} at 1.0)"
     rows = [("fuzzy", 0.9), ("exact", 1.0), ("exact", 0.92), ("exact", 1.0)]
     assert drawn(rows, 0.8) == (
-        title.format(2),
+        title.format("2 exact copies"),
         ["near duplicates (1)", "their exact copies (1)", "threshold 0.8"],
         [],
         2,
     )
     unverified = [("fuzzy", np.nan), ("exact", np.nan), ("exact", 1.0)]
-    assert drawn(unverified, 0.8)[::2] == (title.format(1), ["not computed: the run used --no-verify"])
+    assert drawn(unverified, 0.8)[::2] == (title.format("1 exact copy"), ["not computed: the run used --no-verify"])
     assert drawn([("exact", 1.0)], None) == (
-        title.format(1),
+        title.format("1 exact copy"),
         [],
         ["no near duplicates looked for: the run used --mode exact"],
         0,
@@ -508,6 +508,23 @@ def test_inspect_headline_breaks_between_phrases():
         "fuzzy: removed rwebster-16008 · kept akjv-16008 · Jaccard 0.812",
         "fuzzy group of 2 · 1 of 161 words differ (1 of 161 in the kept)",
     ], head
+
+
+def test_a_headline_says_when_only_whitespace_differs():
+    # Reuters' "\n\n" against "\n": "Jaccard 0.942 · 0 of 288 words differ" and nothing marked.
+    from curate.review.diff import word_diff
+    from curate.review.inspect import Pair
+
+    text = "alpha beta gamma delta " * 10
+
+    def headline(a, b, jaccard):
+        return Pair("r", "k", "fuzzy", jaccard, "k", 2, word_diff(a, b)).headline(str).split(" · ", 5)[-1]
+
+    spaced = "0 of 40 words differ (0 of 40 in the kept), only spaces and line breaks differ"
+    assert headline(text.replace("gamma ", "gamma\n\n", 3), text, 0.94) == spaced
+    assert headline(text, text, 1.0) == "0 of 40 words differ (0 of 40 in the kept)"  # exact copies
+    assert headline(text + "x", text + "y", 0.9) == "1 of 41 words differ (1 of 41 in the kept)"
+    assert headline(text, text, float("nan")) == "0 of 40 words differ (0 of 40 in the kept)"  # --no-verify
 
 
 def test_inspect_shows_control_characters_instead_of_sending_them():

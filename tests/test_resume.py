@@ -293,3 +293,49 @@ def test_killed_worker_mid_stage_gives_identical_output(tmp_path, monkeypatch):
     assert len(killed) == 1 and reference["counts"]["input"]["partitions"] > 4
     assert survived["counts"] == reference["counts"]
     assert outputs(tmp_path / "killed") == outputs(tmp_path / "reference")
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "removed/part.0.parquet gone",  # the removed rows of a partition: they were kept, exit 0
+        "read/part.0.parquet empty",  # "Parquet file size is 0 bytes" at every --resume
+        "exact/part.0.parquet cut",  # "Parquet magic bytes not found in footer"
+        "verify/_marker.json empty",  # "Expecting value: line 1 column 1 (char 0)"
+        "components/part.0.parquet gone",  # IndexError in read_stage_frame
+        "groups/part.9.parquet added",  # read as a partition of its own
+    ],
+)
+def test_a_damaged_stage_is_computed_again(server, tmp_path, uninterrupted, damage):
+    # A finished stage that lost or cut short a file (by hand, a full disk, a crash) was reused
+    # as it was: rows went missing with exit 0, or every later --resume stopped on its files.
+    out = tmp_path / "out"
+    status, printed = drive(server, out, keep_stages=True)
+    assert status == 0, printed
+    rel, how = damage.split(" ")
+    path = out / "_stages" / rel
+    if how == "gone":
+        path.unlink()
+    elif how == "added":
+        path.write_bytes((path.parent / "part.0.parquet").read_bytes())
+    else:
+        path.write_bytes(path.read_bytes()[: 100 if how == "cut" else 0])
+    status, printed = drive(server, out, resume=True, keep_stages=True)
+    assert status == 0, printed
+    assert outputs(out) == uninterrupted
+    stage = rel.split("/")[0]
+    said = {"gone": f"{rel.split('/')[1]} is gone", "added": "part.9.parquet was added", "cut": "holds 100 bytes"}
+    expected = (
+        f"marker {path} cannot be read" if how == "empty" and stage == "verify" else said.get(how, "holds 0 bytes")
+    )
+    assert f"stage {stage}" in printed and expected in printed, printed
+    reused = json.loads((out / "summary.json").read_text())["reused_stages"]
+    assert reused == [name for name in STAGES if name != stage]  # the stages after it were made of intact files
+
+
+def test_resume_after_another_mode_names_it(server, tmp_path):
+    out = tmp_path / "out"
+    run(server, out)
+    status, printed = drive(server, out, resume=True, overrides={"mode": "exact"}, keep_stages=True)
+    assert status == 0, printed
+    assert "(previous stage: groups -> exact)" in printed, printed

@@ -547,13 +547,20 @@ def _refuse_nested(name: str, dtype) -> None:
     raise ValueError(f"field {name!r}, which --keep orders, holds {dtype}: give a field of numbers, strings or dates")
 
 
-def lines_before(fs, path: str, offset: int) -> int:
-    """Line ends in the (decompressed) file before byte ``offset``."""
-    count, seen = 0, 0
+def lines_before(fs, path: str, offsets: list[int]) -> list[int]:
+    """Line ends in the (decompressed) file before each byte offset of ``offsets`` (ascending), in
+    one pass that stops at the last (an offset past the end counts every line end)."""
+    counts, count, seen = [], 0, 0
     with fs.open(path, "rb") as f:
         for chunk in decompressed_chunks(f, infer_compression(path)):
-            count += chunk[: offset - seen].count(b"\n")
-            seen += len(chunk)
-            if seen >= offset:
+            start = 0
+            while len(counts) < len(offsets) and offsets[len(counts)] - seen <= len(chunk):
+                end = offsets[len(counts)] - seen
+                count += chunk.count(b"\n", start, end)
+                counts.append(count)
+                start = end
+            if len(counts) == len(offsets):
                 break
-    return count
+            count += chunk.count(b"\n", start)
+            seen += len(chunk)
+    return counts + [count] * (len(offsets) - len(counts))

@@ -28,8 +28,7 @@ def locate(inputs, keys) -> list[str]:
     keys : iterable of int
         ``_doc`` keys of that read, e.g. ``result.rejected._doc`` of :func:`curate.deduplicate`.
 
-    Reads each JSONL file up to the record (decompressing if needed), so use it for a few keys
-    (error messages, rejected records), not for many.
+    Reads each JSONL file that holds a key once, up to its last key (decompressing if needed).
 
     Raises
     ------
@@ -40,12 +39,14 @@ def locate(inputs, keys) -> list[str]:
     """
     fs, paths, fmt = expand_paths(inputs)
     names = source_names(paths)
-    out = []
-    for key in map(int, keys):
-        index, position = key >> POSITION_BITS, key & ((1 << POSITION_BITS) - 1)
-        where = position if fmt == "parquet" else lines_before(fs, paths[index], position) + 1
-        out.append(f"{names[index]}:{where}")
-    return out
+    wanted = [(key >> POSITION_BITS, key & ((1 << POSITION_BITS) - 1)) for key in map(int, keys)]
+    where = {(index, position): position for index, position in wanted}  # a Parquet row
+    if fmt != "parquet":  # the line: each file read once, to its last key
+        for index in sorted({index for index, _ in wanted}):
+            positions = sorted({position for i, position in wanted if i == index})
+            lines = lines_before(fs, paths[index], positions)
+            where |= {(index, position): line + 1 for position, line in zip(positions, lines)}
+    return [f"{names[index]}:{where[index, position]}" for index, position in wanted]
 
 
 def read_records(inputs, keys) -> list[dict]:
@@ -184,7 +185,7 @@ def _parse_record(fs, path: str, name: str, position: int, line: bytes | None) -
             problem = f"is not valid JSON ({err})"
     if isinstance(record, dict):
         return record
-    line_number = lines_before(fs, path, position) + 1  # counted on this error path only
+    line_number = lines_before(fs, path, [position])[0] + 1  # counted on this error path only
     raise ValueError(f"{name}: byte position {position} (line {line_number}) {problem}")
 
 

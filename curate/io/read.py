@@ -366,7 +366,7 @@ class _Reader:
             records.append(tail)
         first_line = src.first_line
         if bad and first_line is None:  # only where a record is rejected or stops the run
-            first_line = lines_before(self.fs, path, start) + 1
+            first_line = lines_before(self.fs, path, [start])[0] + 1
         return self._assemble(pieces, bad, records, positions, (first_line or 1) + line_index, index, lines)
 
     def _parquet(self, src: Source, path: str, index: int) -> pa.Table:

@@ -177,7 +177,12 @@ class Pair:
         via = f" (exact copy of {mark(self.via)}, removed as a near duplicate)" if self.via is not None else ""
         similarity = "Jaccard not computed (--no-verify)" if np.isnan(self.jaccard) else f"Jaccard {self.jaccard:.3f}"
         line = f"removed {mark(self.removed)}{via} · kept {mark(self.representative)} · {similarity} · {self.kind} group of {self.group_size:,}"
-        return line if self.diff is None else f"{line} · {differing(self.diff)}"
+        if self.diff is None:
+            return line
+        diff = self.diff
+        # The same words and yet not the same shingles: the texts differ in whitespace, which the diff does not mark.
+        spaces = diff.complete and diff.words_a and not (diff.changed_a or diff.changed_b) and self.jaccard < 1.0
+        return f"{line} · {differing(diff)}{', only spaces and line breaks differ' if spaces else ''}"
 
 
 class RunOutput:
