@@ -20,7 +20,6 @@ from pydantic import ValidationError
 from curate.backend import first_non_string, is_missing, on_host, shown, to_host
 from curate.cluster import current_client, local_shuffles, one_task_per_gpu, shuffles_need_workers
 from curate.config import ClusterConfig, FuzzyConfig, IOConfig, RunConfig, field_problem, peer_answer
-from curate.dask_fixes import one_at_a_time
 from curate.dedup.exact import ExactDedup
 from curate.dedup.fuzzy import FuzzyDedup
 from curate.dedup.keep import KeepPolicy
@@ -120,12 +119,6 @@ class Deduplication:
             an object column (pandas') of values that do not order (an int and a str), naming it;
             on the input errors :func:`deduplicate` lists (ids of several types, a text that is
             not a string, repeated or null ids).
-
-        Notes
-        -----
-        On Python 3.11, calls from several threads of one process (this, :func:`deduplicate`,
-        :func:`curate.read_documents`) run one at a time: there, Dask building two graphs at
-        once could wait for ever (:func:`curate.dask_fixes.one_at_a_time`).
         """
         scheduler = kwargs.get("scheduler")
         with dask.config.set({} if scheduler is None else {"scheduler": scheduler}):
@@ -143,7 +136,7 @@ class Deduplication:
                 )
             # A result built where no client was picks its shuffles now: beside a client that
             # does not compute it, disk ones (local_shuffles), not P2P.
-            with one_at_a_time(), local_shuffles(), one_task_per_gpu(self.kept):
+            with local_shuffles(), one_task_per_gpu(self.kept):
                 try:
                     results = dask.compute(
                         self.kept, self.removed, self.duplicates, *self._lazy_counts.values(), **kwargs
@@ -196,7 +189,6 @@ class Deduplication:
             )
 
 
-@one_at_a_time()
 @local_shuffles()
 def deduplicate(
     docs: dd.DataFrame, *, mode: str | None = None, config: RunConfig | FuzzyConfig | None = None, **options

@@ -1,6 +1,6 @@
-"""Two fixes to Dask's expressions, applied when curate's stages are imported (the expression
-cache, and substitution's cost on shared subexpressions: :func:`_substitute`), and a guard
-for building graphs from several threads on Python 3.11 (:func:`one_at_a_time`).
+"""Three fixes to Dask's expressions, applied when curate's stages are imported: the expression
+cache, substitution's cost on shared subexpressions (:func:`_substitute`), and Python 3.11's
+locks on their cached properties (:func:`apply_unlocked`).
 
 Dask (2026.8) deduplicates expressions in a :class:`weakref.WeakValueDictionary` per class
 (``SingletonExpr._instances``) and reads it in two steps: ``name in cache``, then
@@ -13,9 +13,9 @@ has the two-step read.
 """
 
 import contextlib
+import functools
 import inspect
 import sys
-import threading
 import weakref
 
 from dask._expr import Expr, SingletonExpr
@@ -115,23 +115,41 @@ def apply_substitute() -> bool:
 apply_substitute()
 
 
-_LOCK = threading.RLock()
+def _unlocked(cls: type) -> None:
+    # Each of the class's own cached properties computes without its lock, as on Python 3.12
+    # (where two threads may compute one value twice, and keep one: Dask's metas are pure).
+    for value in vars(cls).values():
+        if isinstance(value, functools.cached_property):
+            value.lock = contextlib.nullcontext()
 
 
-@contextlib.contextmanager
-def one_at_a_time():
-    """Run the block (or decorated function) in one thread at a time on Python 3.11; nothing on 3.12+.
+def _init_subclass(cls, **kwargs):
+    super(Expr, cls).__init_subclass__(**kwargs)
+    _unlocked(cls)
+
+
+def apply_unlocked() -> bool:
+    """Take Python 3.11's locks off the cached properties of Dask's expressions, and of those
+    defined later; True if done (Python 3.11), False on 3.12+, which has no such lock.
 
     Python 3.11's ``functools.cached_property`` takes one lock per property, shared by all
-    instances, and Dask's expressions compute their metas through such properties, in the
-    caller's thread and in the distributed client's own: two threads of a pipeline reading and
-    deduplicating at once each held one property's lock and waited for the other's, for ever
-    (python/cpython#87634, fixed in 3.12 by removing the lock). The Python API's entry points
-    (:func:`curate.deduplicate` and its ``compute``, :func:`curate.read_documents`,
-    :func:`curate.add_doc_keys`) run under this.
+    instances (python/cpython#87634, removed in 3.12), and Dask's expressions compute their metas
+    and tasks through such properties, in every thread that builds a graph: the caller's, and on
+    a ``LocalCluster`` the scheduler's, which builds a persisted frame's graph while the caller
+    optimizes the next. Two such threads each held one property's lock and waited for the
+    other's, for ever: ``result.kept.persist()`` then ``result.removed.persist()``, or two
+    threads of a pipeline deduplicating at once.
     """
     if sys.version_info >= (3, 12):
-        yield
-        return
-    with _LOCK:
-        yield
+        return False
+    if "__init_subclass__" not in vars(Expr):  # else Dask chains its own: leave it be
+        Expr.__init_subclass__ = classmethod(_init_subclass)
+    classes = [Expr]
+    while classes:
+        cls = classes.pop()
+        _unlocked(cls)
+        classes += cls.__subclasses__()
+    return True
+
+
+apply_unlocked()

@@ -1,9 +1,11 @@
-"""Dask's expression cache read in one step (curate.dask_fixes)."""
+"""curate.dask_fixes: Dask's expression cache read in one step, and no cached_property lock on 3.11."""
 
+import functools
+import threading
 import weakref
 
 import pandas as pd
-from dask._expr import SingletonExpr
+from dask._expr import Expr, SingletonExpr
 
 import curate.backend  # noqa: F401  (applies the fix, as every stage module does)
 from curate import dask_fixes
@@ -36,3 +38,43 @@ def test_expressions_are_still_deduplicated():
     import dask.dataframe as dd
 
     assert dd.from_pandas(frame, npartitions=1).expr is dd.from_pandas(frame, npartitions=1).expr
+
+
+class _Crossing(Expr):
+    """Two cached properties, each of which on one instance reads the other on a third, once two
+    threads are inside them: with Python 3.11's one lock per property, each thread holds one
+    lock and waits for the other's (as the caller optimizing a graph while a LocalCluster's
+    scheduler, in the same process, built the graph of a frame persisted just before)."""
+
+    _parameters = ["which"]
+
+    @functools.cached_property
+    def first(self):
+        if self.which != "a":
+            return 10
+        _both_inside.wait(10)
+        return _Crossing("c").second + 1
+
+    @functools.cached_property
+    def second(self):
+        if self.which != "b":
+            return 20
+        _both_inside.wait(10)
+        return _Crossing("c").first + 1
+
+
+_both_inside = threading.Barrier(2)
+
+
+def test_cached_properties_of_expressions_take_no_lock_across_threads():
+    # A class defined after curate's import: Dask's are unlocked at import, later ones as defined.
+    done = {}
+    threads = [
+        threading.Thread(target=lambda: done.setdefault("a.first", _Crossing("a").first), daemon=True),
+        threading.Thread(target=lambda: done.setdefault("b.second", _Crossing("b").second), daemon=True),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert done == {"a.first": 21, "b.second": 11}, "the two threads waited for each other's lock"

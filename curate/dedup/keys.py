@@ -18,13 +18,11 @@ import numpy as np
 import pandas as pd
 
 from curate.backend import backend_of, stable_sort, to_host
-from curate.dask_fixes import one_at_a_time
 from curate.schema import DOC, POSITION_BITS  # a key is (file or partition) << 40 | position
 
 _TARGET = "_target_partition"  # align()'s own column: the partition a key row goes to
 
 
-@one_at_a_time()
 def add_doc_keys(docs: dd.DataFrame) -> dd.DataFrame:
     """``docs`` with ``_doc`` keys, indexed by them, for frames that did not come from :func:`curate.io.read_documents`.
 

@@ -32,7 +32,6 @@ from dask.utils import parse_bytes
 from fsspec.utils import infer_compression, read_block, seek_delimiter
 
 from curate.backend import from_arrow
-from curate.dask_fixes import one_at_a_time
 from curate.io.files import (
     BOM,
     Broken,
@@ -75,7 +74,6 @@ _REJECT_TYPES = (pa.int64(), pa.string(), pa.string(), pa.string(), pa.large_bin
 RESERVED = (DOC, *REJECT_COLUMNS)  # the reader's own columns, which no input field read may be named
 
 
-@one_at_a_time()
 def read_documents(
     inputs,
     *,
