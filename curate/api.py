@@ -264,10 +264,10 @@ def deduplicate(
     run = _config(mode, config, {k: v for k, v in options.items() if not (keys_as_ids and k == "id_field")})
     io, keep = run.io, KeepPolicy.parse(run.keep)
     if run.mode != "exact" and (weak := run.fuzzy.weak_bands("keyword")):
-        warnings.warn(weak, stacklevel=4)  # the caller of deduplicate, under its two decorators
+        warnings.warn(weak, stacklevel=3)  # the caller of deduplicate, under its decorator
     if run.mode == "exact" and (unused := [f"{k}=" for k in options if k in FuzzyConfig.model_fields]):
         verb = "configures" if len(unused) == 1 else "configure"
-        warnings.warn(f"{', '.join(unused)} {verb} fuzzy dedup, which mode='exact' does not run", stacklevel=4)
+        warnings.warn(f"{', '.join(unused)} {verb} fuzzy dedup, which mode='exact' does not run", stacklevel=3)
     _check_columns(docs, io, keep, io.id_field_given)
     own_keys = DOC not in docs.columns
     if own_keys:
@@ -580,7 +580,7 @@ def _config(mode: str | None, config, options: dict) -> RunConfig:
         warnings.warn(
             f"deduplicate(): config's {', '.join(unread)} not read: they configure curate dedup's files and "
             "cluster, which the Python API leaves to you",
-            stacklevel=5,  # the caller of deduplicate, under its two decorators
+            stacklevel=4,  # the caller of deduplicate, under its decorator
         )
     if mode is not None:
         data["mode"] = mode

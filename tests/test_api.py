@@ -465,8 +465,11 @@ def test_a_configuration_file_means_what_it_means_to_the_cli(tmp_path):
     (tmp_path / "mine.yaml").write_text(copy)
     with pytest.warns(UserWarning, match=r"^deduplicate\(\): config's cluster\.gpu\.rmm_pool_size not read: "):
         curate.deduplicate(fixture_frame(), config=load_config(str(tmp_path / "mine.yaml")))
-    with pytest.warns(UserWarning, match=r"^fp_weight= configures fuzzy dedup, which mode='exact' does not run$"):
+    with pytest.warns(
+        UserWarning, match=r"^fp_weight= configures fuzzy dedup, which mode='exact' does not run$"
+    ) as said:
         curate.deduplicate(fixture_frame(), mode="exact", fp_weight=0.5)
+    assert said[0].filename == __file__  # shown at the caller's line, whatever decorates deduplicate
 
 
 @pytest.mark.parametrize("column", WORKING_COLUMNS)
