@@ -79,6 +79,7 @@ class StageStore:
         self.root, self.resume = root, resume
         self._started: dict[str, float] = {}
         self._redone = False  # a finished stage of other inputs or options was met (said once)
+        self._said: set[str] = set()  # stages whose damage was said
         root.mkdir(parents=True, exist_ok=True)
 
     def path(self, name: str) -> Path:
@@ -94,7 +95,7 @@ class StageStore:
             return None
         recorded = _read_marker(marker)
         if recorded is None:  # cut short or edited: the stage is made again
-            logger.warning("--resume: the marker %s cannot be read; stage %s is computed again", marker, name)
+            self._say(name, "--resume: the marker %s cannot be read; stage %s is computed again", marker, name)
             return None
         if recorded["key"] != key:
             if not self._redone:  # keys chain, so every later stage differs too: once is enough
@@ -110,12 +111,22 @@ class StageStore:
             return None
         damage = _damage(self.path(name), recorded["files"])
         if damage:  # a part lost or cut short since (by hand, a full disk, a crash): reading it would drop rows
-            logger.warning(
-                "--resume: stage %s in %s is not as it was written (%s); it is computed again", name, self.root, damage
+            self._say(
+                name,
+                "--resume: stage %s in %s is not as it was written (%s); it is computed again",
+                name,
+                self.root,
+                damage,
             )
             return None
         logger.info("stage %s: reused from a previous run (%s)", name, _size(self.path(name)))
         return recorded["counts"]
+
+    def _say(self, name: str, *message) -> None:
+        # once a stage: the read stage is asked twice (whether its repeated ids may be reused, then to run)
+        if name not in self._said:
+            self._said.add(name)
+            logger.warning(*message)
 
     def begin(self, name: str) -> Path:
         """An empty temporary folder for stage ``name`` to write into (a killed run's leftovers go)."""
@@ -126,11 +137,13 @@ class StageStore:
         self._started[name] = time.perf_counter()
         return tmp
 
-    def publish(self, name: str, key: str, counts: dict, made_of: dict | None = None) -> None:
+    def publish(self, name: str, key: str, counts: dict, made_of: dict | None = None, also: tuple = ()) -> None:
         """Mark the temporary folder of ``name`` finished with ``key``, ``counts`` and ``made_of``
-        (as :meth:`finished`) and move it into place."""
+        (as :meth:`finished`) and move it into place. The marker fingerprints its files, and the
+        files ``also`` names (the stage's, kept in ``_stages`` beside it), which must stay as they are."""
         tmp, final = self.root / f"{name}.tmp", self.path(name)
-        marker = {"stage": name, "key": key, "counts": counts, "made_of": _as_json(made_of or {}), "files": _files(tmp)}
+        files = _files(tmp, tuple(Path(f) for f in also if Path(f).is_file()))
+        marker = {"stage": name, "key": key, "counts": counts, "made_of": _as_json(made_of or {}), "files": files}
         (tmp / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
         shutil.rmtree(final, ignore_errors=True)  # a stale result with another key
         os.replace(tmp, final)
@@ -140,30 +153,52 @@ class StageStore:
 
 
 def _read_marker(marker: Path) -> dict | None:
-    """A stage's marker as :meth:`StageStore.publish` wrote it, or None if it is not one (cut short, edited)."""
+    """A stage's marker as :meth:`StageStore.publish` wrote it, or None if it is not one (cut
+    short, edited, unreadable)."""
     try:
         recorded = json.loads(marker.read_text())
-    except ValueError:
+    except (OSError, ValueError):
         return None
-    return recorded if isinstance(recorded, dict) and {"key", "counts", "files"} <= recorded.keys() else None
+    kinds = {"key": str, "counts": dict, "files": dict, "made_of": dict}
+    fits = isinstance(recorded, dict) and all(isinstance(recorded.get(k), kind) for k, kind in kinds.items())
+    return recorded if fits else None
 
 
-def _files(folder: Path) -> dict[str, int]:
-    """``{path relative to folder: size in bytes}`` of the files a stage folder holds, its marker aside."""
-    files = (f for f in sorted(folder.rglob("*")) if f.is_file() and f.name != MARKER)
-    return {f.relative_to(folder).as_posix(): f.stat().st_size for f in files}
+_TAIL = 1 << 16  # bytes of a file's end fingerprinted: a Parquet file's footer (schema, row counts, statistics)
 
 
-def _damage(folder: Path, written: dict[str, int]) -> str:
+def _fingerprint(path: Path) -> list:
+    """``[size in bytes, SHA-256 of the last 64 KiB]``: a Parquet file's footer holds its row
+    counts and each column's statistics, so another file of the same size (another run's
+    part) differs there. Not the whole file: that would read every stage again."""
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        f.seek(max(0, size - _TAIL))
+        return [size, hashlib.sha256(f.read()).hexdigest()]
+
+
+def _files(folder: Path, also: tuple[Path, ...] = ()) -> dict[str, list]:
+    """``{path relative to folder: fingerprint}`` of the files a stage folder holds, its marker
+    aside, and of ``also`` (files of the stage's kept beside it, as ``../name``)."""
+    files = [f for f in sorted(folder.rglob("*")) if f.is_file() and f.name != MARKER]
+    named = {f.relative_to(folder).as_posix(): f for f in files} | {f"../{f.name}": f for f in also}
+    return {rel: _fingerprint(f) for rel, f in named.items()}
+
+
+def _damage(folder: Path, written: dict[str, list]) -> str:
     """How a finished stage's files differ from those it wrote (``written``, as :func:`_files`
-    gave them at publish): the first file gone, of another size or added; "" if none does."""
-    now = _files(folder)
-    for rel, size in written.items():
-        if rel not in now:
+    gave them at publish): the first file gone, changed or added; "" if none does."""
+    for rel, (size, tail) in written.items():
+        path = folder / rel
+        if not path.is_file():
             return f"{rel} is gone"
-        if now[rel] != size:
-            return f"{rel} holds {now[rel]:,} bytes, {size:,} when written"
-    added = sorted(now.keys() - written.keys())
+        now_size, now_tail = _fingerprint(path)
+        if now_size != size:
+            return f"{rel} holds {now_size:,} bytes, {size:,} when written"
+        if now_tail != tail:
+            return f"{rel} is not the file written (another of its size)"
+    added = sorted(f.relative_to(folder).as_posix() for f in folder.rglob("*") if f.is_file() and f.name != MARKER)
+    added = [rel for rel in added if rel not in written]
     return f"{added[0]} was added" if added else ""
 
 

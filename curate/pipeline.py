@@ -350,7 +350,7 @@ def _read(everything, inputs, key: str, made_of: dict, config: RunConfig, keep: 
         counts["rejected"] = {str(k): int(v) for k, v in kinds.sort_index().items()}
         return counts
 
-    counts = run.stage("read", key, compute, made_of)
+    counts = run.stage("read", key, compute, made_of, also=(repeated_ids,))
     stats.count("input", documents=counts["documents"], empty=counts["empty"], partitions=counts["partitions"])
     stats.count("rejected", **counts["rejected"])
     docs, _ = split_rejected(everything)

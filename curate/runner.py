@@ -117,16 +117,17 @@ class Runner:
                         print(file=sys.stderr)
         return dict(zip(names, results))
 
-    def stage(self, name: str, key: str, compute, made_of: dict) -> dict:
+    def stage(self, name: str, key: str, compute, made_of: dict, also: tuple = ()) -> dict:
         """Counts of stage ``name``: reused if finished with ``key``, else ``compute(folder)``, which
         writes the stage's files into ``folder`` and returns its counts (JSON-able), then published
-        with ``made_of`` (the stage's part of the key: :meth:`curate.checkpoints.StageStore.finished`)."""
+        with ``made_of`` (the stage's part of the key: :meth:`curate.checkpoints.StageStore.finished`)
+        and the fingerprints of its files and of ``also`` (files it wrote beside its folder)."""
         counts = self.store.finished(name, key, made_of)
         if counts is not None:
             self.stats.reused.append(name)
             return counts
         counts = compute(self.store.begin(name))
-        self.store.publish(name, key, counts, made_of)
+        self.store.publish(name, key, counts, made_of, also)
         return counts
 
 

@@ -268,6 +268,16 @@ def test_other_fields_of_another_type_and_bad_escapes(tmp_path):
     ]
 
 
+def test_texts_that_all_hold_a_lone_surrogate_are_named_as_invalid_json(tmp_path):
+    # Every sampled text with a lone surrogate (Python's json takes it, Arrow does not): the check
+    # before the run said "field 'text' holds numbers or mixed arrays in its first records".
+    from curate.checks import check_inputs
+
+    path = jsonl(tmp_path / "x.jsonl", '{"id": "a", "text": "one \\ud800 two"}', '{"id": "b", "text": "\\udfff"}')
+    check_inputs([str(path)], IOConfig(), "first")  # strings: the reader names the line
+    assert fail_message(path) == "x.jsonl:1: invalid JSON: The surrogate pair in string is invalid"
+
+
 def test_a_value_of_another_type_after_the_sample(tmp_path):
     lines = doc_lines(6000)  # about 1.5 MiB: the fields are taken from the first MiB
     lines = [line[:-1] + ', "score": 1}' for line in lines]

@@ -18,6 +18,10 @@ def gap(n: int) -> Segment:
     return Segment("gap", "", "", n)
 
 
+def rest(n: int) -> Segment:
+    return Segment("rest", "", "", n)
+
+
 def numbered(n: int) -> list[str]:
     return [f"w{i}" for i in range(n)]
 
@@ -125,25 +129,25 @@ def test_common_runs_elided_to_context():
 def test_max_words_compares_a_prefix():
     a, b = "a b c d e f", "a b c d x f g"
     first = word_diff(a, b, max_words=3)
-    assert first == Diff([Segment(SAME, "a b c ", "a b c "), gap(4)], 6, 7, 0, 0, complete=False)
+    assert first == Diff([Segment(SAME, "a b c ", "a b c "), rest(4)], 6, 7, 0, 0, complete=False)
     five = word_diff(a, b, max_words=5)
     assert five == Diff(
-        [Segment(SAME, "a b c d ", "a b c d "), Segment(CHANGED, "e ", "x "), gap(2)], 6, 7, 1, 1, complete=False
+        [Segment(SAME, "a b c d ", "a b c d "), Segment(CHANGED, "e ", "x "), rest(2)], 6, 7, 1, 1, complete=False
     )
     assert word_diff(a, b, max_words=7).complete
 
 
 def test_max_chars_stops_at_a_word_end():
     diff = word_diff("alpha beta gamma delta epsilon", "alpha beta gamma delta zeta", max_chars=12)
-    assert diff.segments == [Segment(SAME, "alpha beta ", "alpha beta "), gap(3)]
+    assert diff.segments == [Segment(SAME, "alpha beta ", "alpha beta "), rest(3)]  # "epsilon"/"zeta" among them
     assert (diff.changed_a, diff.changed_b, diff.complete) == (1, 1, True)  # counts cover the whole texts
-    # One side long: it is cut, the other shown whole; the gap counts the side with more left.
+    # One side long: it is cut, the other shown whole; the rest counts the side with more left.
     diff = word_diff("a b", "a " + " ".join(numbered(100)), max_chars=10)
-    assert diff.segments == [Segment(SAME, "a ", "a "), Segment(CHANGED, "b", "w0 w1 "), gap(98)]  # 2 + 6 chars of b
+    assert diff.segments == [Segment(SAME, "a ", "a "), Segment(CHANGED, "b", "w0 w1 "), rest(98)]  # 2 + 6 chars of b
     # A word longer than max_chars is still shown.
     assert word_diff("supercalifragilistic x", "y", max_chars=5).segments == [
         Segment(CHANGED, "supercalifragilistic ", "y"),
-        gap(1),
+        rest(1),
     ]
 
 
@@ -187,12 +191,20 @@ def test_segments_account_for_every_word(a, b, context, max_chars):
     short = word_diff(a, b, context=context, max_chars=max_chars)
     assert (short.changed_a, short.changed_b) == (whole.changed_a, whole.changed_b)
     body = short.segments
-    if body and body[-1].kind == "gap":  # an elided common run (same count both sides) or the rest after max_chars
+    if body and body[-1].kind == "rest":  # the words after max_chars (a gap elides common words only)
         body = body[:-1]
         left = (len(a.split()) - check_words(a, body, "a"), len(b.split()) - check_words(b, body, "b"))
         assert max(left) == short.segments[-1].skipped
     else:
         assert check_words(a, body, "a") == len(a.split()) and check_words(b, body, "b") == len(b.split())
+    # A gap hides common words only: the reader is told they are identical (the end of a
+    # shortened diff was a gap too, "132 identical words" over two changes).
+    words_a, words_b, at_a, at_b = a.split(), b.split(), 0, 0
+    for seg in body:
+        n_a, n_b = (seg.skipped, seg.skipped) if seg.kind == "gap" else (len(seg.a.split()), len(seg.b.split()))
+        if seg.kind == "gap":
+            assert words_a[at_a : at_a + n_a] == words_b[at_b : at_b + n_b]
+        at_a, at_b = at_a + n_a, at_b + n_b
     for side in "ab":
         pieces = [getattr(s, side) for s in body if getattr(s, side)]
         assert (

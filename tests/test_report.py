@@ -562,3 +562,37 @@ def test_report_shows_control_characters_instead_of_writing_them():
     page = _pairs([Pair("r\x03", "k", "fuzzy", 0.9, "k", 2, word_diff(text + " one", text + " two"))])
     assert not any((ord(c) < 0x20 and c != "\n") or c == "\u202e" for c in page), repr(page)
     assert "end\\x0d\\x07 &lt;b&gt;\\u202eright to left\\x03" in page and "removed: r\\x03" in page
+
+
+def test_invisible_characters_and_windows_line_ends():
+    # A zero-width space, soft hyphen or BOM made two differing words look the same, one of
+    # them marked changed; Gutenberg's CRLF line ends showed \x0d at the end of every line.
+    from curate.review.inspect import visible
+
+    assert visible("al\u200bpha be\u00adta \ufeffgamma") == "al\\u200bpha be\\u00adta \\ufeffgamma"
+    assert visible("one\r\ntwo\rthree\n") == "one\ntwo\\x0dthree\n"  # a lone CR is still shown
+    assert visible("\u202eright") == "\\u202eright" and visible("é 日本 🙂") == "é 日本 🙂"
+
+
+def test_the_end_of_a_shortened_diff_is_not_called_identical():
+    # The words after max_chars were shown as "⋯ 132 identical words ⋯" though two of them had
+    # changed (Bible chapters, word 5-grams); a Gutenberg book's 420,394 held 1,038 changes.
+    from io import StringIO
+
+    from rich.console import Console
+
+    from curate.review.diff import word_diff
+    from curate.review.inspect import Pair
+    from curate.review.report import _pairs
+    from curate.review.terminal import print_pair
+
+    words = [f"w{i}" for i in range(300)]
+    changed = [f"other{i}" if i % 20 == 19 else word for i, word in enumerate(words)]  # 15 changes
+    diff = word_diff(" ".join(words), " ".join(changed), context=3, max_chars=60)
+    assert diff.segments[-1].kind == "rest" and diff.changed_a == 15
+    pair = Pair("r", "k", "fuzzy", 0.9, "k", 2, diff)
+    page = _pairs([pair])
+    out = StringIO()
+    print_pair(Console(file=out, width=120, color_system=None), pair)
+    for shown in (page, out.getvalue()):
+        assert "more words, not shown" in shown and "identical words" not in shown.split("more words")[-1]

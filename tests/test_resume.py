@@ -235,6 +235,17 @@ def test_a_skipping_run_with_a_repeated_id_resumes_or_is_replaced(server, tmp_pa
     assert first["counts"]["rejected"] == {"duplicate-id": 1} and len(list((out / "_stages").glob("repeated_ids-*")))
     resumed = run(server, out, resume=True, inputs=data, **skip)
     assert resumed["reused_stages"] == STAGES and resumed["counts"] == first["counts"]
+    # The file of repeated ids lies beside the read stage: gone, the read was reused without it
+    # and the repeated id was kept twice, rejecting nothing (exit 0).
+    repeated = next((out / "_stages").glob("repeated_ids-*.parquet"))
+    repeated.unlink()
+    status, printed = drive(server, out, resume=True, overrides=skip, keep_stages=True, inputs=data)
+    assert (
+        status == 0
+        and f"stage read in {out / '_stages'} is not as it was written (../{repeated.name} is gone)" in printed
+    )
+    again = json.loads((out / "summary.json").read_text())
+    assert again["counts"] == first["counts"] and again["reused_stages"] == STAGES[1:] and repeated.exists()
     check_output(out, overwrite=True)
     (out / "_stages" / "repeated_ids-notes.parquet").write_bytes(b"")  # not a run's: still refused
     with pytest.raises(FileExistsError, match="holds 1 file\\(s\\) no run writes, e.g. 'repeated_ids-notes.parquet'"):
@@ -304,6 +315,7 @@ def test_killed_worker_mid_stage_gives_identical_output(tmp_path, monkeypatch):
         "verify/_marker.json empty",  # "Expecting value: line 1 column 1 (char 0)"
         "components/part.0.parquet gone",  # IndexError in read_stage_frame
         "groups/part.9.parquet added",  # read as a partition of its own
+        "removed/part.0.parquet other",  # another file of its size (another run's): exit 0, its rows
     ],
 )
 def test_a_damaged_stage_is_computed_again(server, tmp_path, uninterrupted, damage):
@@ -318,13 +330,22 @@ def test_a_damaged_stage_is_computed_again(server, tmp_path, uninterrupted, dama
         path.unlink()
     elif how == "added":
         path.write_bytes((path.parent / "part.0.parquet").read_bytes())
+    elif how == "other":  # a byte of its footer's statistics changed, as another file's would be
+        data = bytearray(path.read_bytes())
+        data[-40] ^= 0xFF
+        path.write_bytes(bytes(data))
     else:
         path.write_bytes(path.read_bytes()[: 100 if how == "cut" else 0])
     status, printed = drive(server, out, resume=True, keep_stages=True)
     assert status == 0, printed
     assert outputs(out) == uninterrupted
     stage = rel.split("/")[0]
-    said = {"gone": f"{rel.split('/')[1]} is gone", "added": "part.9.parquet was added", "cut": "holds 100 bytes"}
+    said = {
+        "gone": f"{rel.split('/')[1]} is gone",
+        "added": "part.9.parquet was added",
+        "cut": "holds 100 bytes",
+        "other": "part.0.parquet is not the file written (another of its size)",
+    }
     expected = (
         f"marker {path} cannot be read" if how == "empty" and stage == "verify" else said.get(how, "holds 0 bytes")
     )

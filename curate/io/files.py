@@ -444,6 +444,8 @@ def _value_field(name: str, value) -> pa.Field:
         if not -(1 << 63) <= value < (1 << 63):
             return pa.field(name, pa.null(), metadata=_HUGE)
         return pa.field(name, pa.int64(), metadata=_WIDE if abs(value) > _EXACT else None)
+    if isinstance(value, str):  # a text, even one Arrow refuses (a lone surrogate): the reader names its line
+        return pa.field(name, pa.string())
     try:
         return pa.field(name, pa.array([value]).type)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, UnicodeEncodeError):

@@ -38,21 +38,22 @@ class Segment(NamedTuple):
 
     Attributes
     ----------
-    kind : {"same", "changed", "gap"}
+    kind : {"same", "changed", "gap", "rest"}
         "same": the same words in both (``a`` and ``b`` differ at most in whitespace);
         "changed": words of ``a`` not in ``b`` and words of ``b`` not in ``a`` (either may be
-        empty: a pure insertion or deletion); "gap": text not shown, ``a == b == ""``.
+        empty: a pure insertion or deletion); "gap": common words not shown; "rest": the words
+        after a shortened diff's end (see :func:`word_diff`), which may differ. ``a == b == ""``
+        for both.
     a, b : str
         The text of the piece in each document, its whitespace included (each piece runs from
         the start of its first word to the start of the next piece's first word; the first
         piece also holds the text's leading whitespace, the last its trailing whitespace).
     skipped : int
-        For a gap, the words left out: inside a common run, the same number on both sides;
-        at the end of a shortened diff (see :func:`word_diff`), those of the side with more
-        words left. 0 otherwise.
+        For a gap, the words left out (the same number on both sides); for the rest, those of
+        the side with more words left. 0 otherwise.
     """
 
-    kind: Literal["same", "changed", "gap"]
+    kind: Literal["same", "changed", "gap", "rest"]
     a: str
     b: str
     skipped: int = 0
@@ -73,7 +74,7 @@ class Diff:
         words compared (all of them when ``complete``).
     complete : bool
         False if a text had more than ``max_words`` words: only the first ``max_words`` of
-        each were compared, and the segments end with a gap for the rest.
+        each were compared, and the segments end with a "rest" segment.
     """
 
     segments: list[Segment]
@@ -99,8 +100,8 @@ def word_diff(a: str, b: str, *, context: int = 20, max_chars: int = 100_000, ma
         ``2 * context`` words.
     max_chars : int, default=100_000
         About how many characters to show of each text: once either side passes this,
-        the segments stop (mid-segment, at a word end) and end with a gap saying how many
-        words were left out.
+        the segments stop (mid-segment, at a word end) and end with a "rest" segment saying how
+        many words were left out.
     max_words : int, default=1_000_000
         Compare at most the first ``max_words`` words of each text (``Diff.complete`` is
         False when that cuts a text), so time stays bounded: about 0.25 s per 100,000 words
@@ -248,8 +249,8 @@ class _Writer:
             if not full:
                 break
         left = max(len(self.a.words) - self.done[0], len(self.b.words) - self.done[1])
-        if left:
-            self.segments.append(Segment("gap", "", "", left))
+        if left:  # cut by max_chars or max_words: not known to be common
+            self.segments.append(Segment("rest", "", "", left))
         return self.segments
 
     def _same(self, i0, i1, j0, j1, head: int, tail: int) -> bool:

@@ -11,6 +11,7 @@ wrong one.
 
 import functools
 import json
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,14 +37,17 @@ _OLDER = "{} was written by curate {}, which did not record {}; rerun it with cu
 # screen or retitle the window; in a page they are drawn as empty boxes or not at all (Reuters'
 # U+0003 ends every article). The report and inspect show each as \xNN, never send it.
 _CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (0x09, 0x0A)}
-# and the bidirectional overrides and isolates, which reorder what follows them on the line
-_CONTROL |= {c: f"\\u{c:04x}" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))}
+# and the format characters (Unicode category Cf): the bidirectional overrides and isolates,
+# which reorder what follows them on the line, and the invisible ones (zero-width space, soft
+# hyphen, BOM), which made two words that differ look the same, one of them marked changed.
+_CONTROL |= {c: f"\\u{c:04x}" for c in range(0x10000) if unicodedata.category(chr(c)) == "Cf"}
 
 
 def visible(text: str) -> str:
     """``text`` with its control characters (C0 but tab and newline, DEL, C1) written as ``\\xNN``,
-    and the bidirectional controls as ``\\uNNNN``."""
-    return text.translate(_CONTROL)
+    a CR before a newline left out (Windows line ends: Gutenberg's), and the format characters
+    (bidirectional controls, zero-width ones) of the Basic Multilingual Plane as ``\\uNNNN``."""
+    return text.replace("\r\n", "\n").translate(_CONTROL)
 
 
 class _Open(BaseModel):
@@ -431,15 +435,23 @@ def trailing_space(text: str) -> tuple[str, str]:
 
 def diff_blocks(diff: Diff) -> list:
     """The diff's segments as display blocks: runs of "same"/"changed" segments (a list, shown as
-    one side-by-side row of flowing text) and, between them, elided common words (an int)."""
+    one side-by-side row of flowing text) and, between them, words not shown (a str: :func:`elided`)."""
     blocks, run = [], []
     for segment in diff.segments:
-        if segment.kind == "gap":
-            blocks += [run, segment.skipped] if run else [segment.skipped]
+        if segment.kind in ("gap", "rest"):
+            blocks += [run, elided(segment)] if run else [elided(segment)]
             run = []
         else:
             run.append(segment)
     return blocks + [run] if run else blocks
+
+
+def elided(segment) -> str:
+    """What a gap or the rest of a shortened diff leaves out: "2,000 identical words" (a gap)
+    or "132 more words, not shown" (the rest, where words may differ)."""
+    if segment.kind == "gap":
+        return f"{segment.skipped:,} identical word{'' if segment.skipped == 1 else 's'}"
+    return f"{segment.skipped:,} more word{'' if segment.skipped == 1 else 's'}, not shown"
 
 
 def _changed(fs, recorded: dict) -> str:
@@ -453,4 +465,4 @@ def _changed(fs, recorded: dict) -> str:
     return ""
 
 
-__all__ = ["Pair", "RunOutput", "diff_blocks", "differing", "trailing_space"]
+__all__ = ["Pair", "RunOutput", "diff_blocks", "differing", "elided", "trailing_space"]

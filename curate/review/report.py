@@ -244,8 +244,8 @@ def _pair(pair: Pair, open_: bool) -> str:
         return f'<details class="pair"{" open" if open_ else ""}><summary>{head}</summary><p class="note">Text unavailable: {_e(pair.unavailable)}</p></details>'
     rows = []
     for block in diff_blocks(pair.diff):
-        if isinstance(block, int):
-            rows.append(f'<tr class="gap"><td colspan="2">⋯ {block:,} identical words ⋯</td></tr>')
+        if isinstance(block, str):
+            rows.append(f'<tr class="gap"><td colspan="2">⋯ {block} ⋯</td></tr>')
             continue
         left = "".join(_e(seg.a) if seg.kind == "same" else _marked("del", seg.a) for seg in block if seg.a)
         right = "".join(_e(seg.b) if seg.kind == "same" else _marked("ins", seg.b) for seg in block if seg.b)
@@ -373,10 +373,10 @@ table { border-collapse: collapse; width: 100%; font-size: 13px; } td, th { padd
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; } tr.total td { font-weight: 600; } tr.reused td { color: #5a6272; }
 .bar { height: 10px; background: #4c72b0; border-radius: 2px; min-width: 1px; margin-top: 4px; } .stages td:nth-child(3) { width: 30%; }
 .params td:first-child { color: #5a6272; white-space: nowrap; } .params td { word-break: break-all; }
-details.pair { border: 1px solid #dde1e8; border-radius: 8px; margin: 8px 0; } details.pair > summary { padding: 8px 12px; cursor: pointer; background: #f8f9fb; border-radius: 8px; }
+details.pair { border: 1px solid #dde1e8; border-radius: 8px; margin: 8px 0; } details.pair > summary { overflow-wrap: anywhere; padding: 8px 12px; cursor: pointer; background: #f8f9fb; border-radius: 8px; }
 .kind { display: inline-block; padding: 0 8px; border-radius: 10px; color: white; font-size: 12px; } .kind.exact { background: #4c72b0; } .kind.fuzzy { background: #dd8452; }
 table.diff { table-layout: fixed; } table.diff td { white-space: pre-wrap; overflow-wrap: anywhere; font: 13px/1.5 ui-monospace, "DejaVu Sans Mono", monospace; width: 50%; }
-table.diff th { background: #f1f3f6; } tr.gap td { text-align: center; color: #5a6272; background: #f8f9fb; font-style: italic; }
+table.diff th { background: #f1f3f6; overflow-wrap: anywhere; } tr.gap td { text-align: center; color: #5a6272; background: #f8f9fb; font-style: italic; }
 del { background: #ffd7d5; text-decoration: line-through; text-decoration-color: #c0392b80; } ins { background: #c9f2d0; text-decoration: none; }
 .warning { border: 1px solid #e0b252; background: #fff6e0; border-radius: 8px; padding: 8px 14px; margin-bottom: 14px; } .warning ul { margin: 4px 0; }
 footer { margin-top: 32px; color: #5a6272; font-size: 12px; }

@@ -27,8 +27,8 @@ def print_pair(console: Console, pair: Pair) -> None:
     table.add_column(f"kept: {_id(pair.representative)}", ratio=1, overflow="fold")
     width = max(8, (console.width - 7) // 2)  # of each column: the borders and padding take 7
     for block in diff_blocks(pair.diff):
-        if isinstance(block, int):
-            gap = Text(f"… {block:,} identical words …", style="dim italic")
+        if isinstance(block, str):
+            gap = Text(f"… {block} …", style="dim italic")
             table.add_row(gap, gap)
             continue
         left, right = Text(), Text()
