@@ -43,7 +43,7 @@ from curate.config import (
     peer_settings,
     shipped_configs,
 )
-from curate.io.files import FORMATS
+from curate.io.files import FORMATS, counted
 from curate.io.records import BadRecordError
 
 if TYPE_CHECKING:  # imported inside the commands that use them: they cost start-up time
@@ -738,10 +738,6 @@ def _warn_about_records(counts: dict, out_dir: str) -> None:
         )
 
 
-def _groups(n: int) -> str:
-    return f"{n:,} group{'' if n == 1 else 's'}"
-
-
 def print_summary(summary: dict, out_dir: str) -> None:
     """One screen: documents in, removed per kind, kept, time and memory."""
     from rich.console import Console
@@ -755,7 +751,8 @@ def print_summary(summary: dict, out_dir: str) -> None:
     table.add_row("  empty", f"{counts['input']['empty']:,}")
     if "exact" in counts:
         table.add_row(
-            "exact duplicates removed", f"{counts['exact']['removed']:,} ({_groups(counts['exact']['groups'])})"
+            "exact duplicates removed",
+            f"{counts['exact']['removed']:,} ({counted(counts['exact']['groups'], 'group')})",
         )
     if "fuzzy" in counts:
         f = counts["fuzzy"]
@@ -764,7 +761,7 @@ def print_summary(summary: dict, out_dir: str) -> None:
             f"{f['verified_edges']:,} edges" if summary["config"]["fuzzy"]["verify"] else "not verified (--no-verify)"
         )
         table.add_row("fuzzy candidates / verified", f"{f['candidate_edges']:,}{members} / {verified}")
-        table.add_row("fuzzy duplicates removed", f"{f['removed']:,} ({_groups(f['groups'])})")
+        table.add_row("fuzzy duplicates removed", f"{f['removed']:,} ({counted(f['groups'], 'group')})")
     listed = " (not written: --identify-only)" if summary["output_format"] is None else ""
     table.add_row(f"documents kept{listed}", f"{counts['output']['kept']:,}")
     if counts["output"].get("rejected"):

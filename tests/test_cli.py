@@ -5,7 +5,8 @@ import pytest
 from click.testing import CliRunner
 
 from curate.checks import check_output
-from curate.cli import _groups, _interrupted, main, print_summary
+from curate.cli import _interrupted, main, print_summary
+from curate.io.files import counted
 from tests.conftest import FIXTURES
 
 
@@ -417,7 +418,7 @@ def test_a_ctrl_c_counts_a_run_finished_only_by_its_own_summary(tmp_path):
 
 def test_the_summary_counts_groups_in_english():
     # It printed "1 (1 groups)".
-    assert [_groups(n) for n in (0, 1, 2, 1234)] == ["0 groups", "1 group", "2 groups", "1,234 groups"]
+    assert [counted(n, "group") for n in (0, 1, 2, 1234)] == ["0 groups", "1 group", "2 groups", "1,234 groups"]
 
 
 def test_an_empty_field_name_is_refused(tmp_path):

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from curate.dedup.keys import DOC, add_doc_keys, doc_divisions, drop, in_order, select
+from curate.dedup.keys import DOC, add_doc_keys, doc_divisions, drop, fixed_partitions, in_order, select
 from curate.io import read_documents
 from tests.conftest import write_jsonl
 
@@ -100,3 +100,18 @@ def test_joins_keep_a_documents_frame_lazy():
         drop(docs, dd.from_pandas(pd.DataFrame({DOC: [1 << 40]}), npartitions=1))
         select(docs, dd.from_pandas(pd.DataFrame({DOC: [0]}), npartitions=1), columns=())
     assert calls == []
+
+
+def test_fixed_partitions_leaves_dask_config_alone(monkeypatch):
+    # It switched Dask's string conversion off in dask.config, which is the whole process's:
+    # two threads deduplicating at once left it off for good (every later frame's strings were
+    # of another dtype), and other threads' frames were made without it meanwhile.
+    with dask.config.set({"dataframe.convert-string": False}):  # lists ride along as lists
+        frame = dd.from_pandas(pd.DataFrame({"tags": [["a"], ["b", "c"]], "text": ["x", "y"]}), npartitions=2)
+    before = dask.config.get("dataframe.convert-string", None)
+    changes = []
+    monkeypatch.setattr(dask.config, "set", lambda *args, **kwargs: changes.append(args))
+    fixed = fixed_partitions(frame)
+    monkeypatch.undo()
+    assert changes == [] and dask.config.get("dataframe.convert-string", None) == before
+    assert fixed.compute(scheduler="sync").tags.tolist() == [["a"], ["b", "c"]] and fixed.npartitions == 2

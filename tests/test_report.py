@@ -223,7 +223,10 @@ def test_similarity_plot_draws_exact_copies_of_near_duplicates_at_their_similari
         2,
     )
     unverified = [("fuzzy", np.nan), ("exact", np.nan), ("exact", 1.0)]
-    assert drawn(unverified, 0.8)[::2] == (title.format("1 exact copy"), ["not computed: the run used --no-verify"])
+    # no bars, no legend: it said "near duplicates (0)" beside 1,568 removed (--no-verify)
+    assert drawn(unverified, 0.8) == (title.format("1 exact copy"), [], ["not computed: the run used --no-verify"], 0)
+    nothing = _jaccard_plot(pd.DataFrame({"kind": [], "jaccard": []}), 0.8).axes[0]
+    assert [t.get_text() for t in nothing.texts] == ["no document was removed"] and nothing.get_ylim()[0] == 0
     assert drawn([("exact", 1.0)], None) == (
         title.format("1 exact copy"),
         [],
@@ -596,3 +599,14 @@ def test_the_end_of_a_shortened_diff_is_not_called_identical():
     print_pair(Console(file=out, width=120, color_system=None), pair)
     for shown in (page, out.getvalue()):
         assert "more words, not shown" in shown and "identical words" not in shown.split("more words")[-1]
+
+
+def test_an_id_that_is_not_an_integer_of_an_integer_run_is_named():
+    # `curate inspect OUT --id abc` of a run with integer ids said "invalid literal for int() with base 10: 'abc'".
+    from curate.review.inspect import RunOutput
+
+    run = RunOutput.__new__(RunOutput)  # only its duplicates table is read
+    run.duplicates = pd.DataFrame({"id": pd.Series([1, 2], dtype="int64")})
+    assert run._id("7") == 7
+    with pytest.raises(KeyError, match="'abc' is not an id of this run: its ids are integers"):
+        run._id("abc")

@@ -12,10 +12,11 @@ share where it lies: the texts never travel, the output keeps the documents' par
 order, and the graph is built without computing anything.
 """
 
-import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
+from dask.dataframe.dask_expr._collection import new_collection
+from dask.dataframe.dask_expr._expr import ArrowStringConversion
 
 from curate.backend import backend_of, stable_sort, to_host
 from curate.schema import DOC, POSITION_BITS  # a key is (file or partition) << 40 | position
@@ -79,10 +80,15 @@ def fixed_partitions(docs: dd.DataFrame) -> dd.DataFrame:
     dependencies"). Cutting the expression here (:meth:`~dask.dataframe.DataFrame.to_delayed`,
     which optimizes the graph but computes nothing) fixes the partitioning for everything after.
     """
-    # Not Dask's string conversion (on by default for new collections): it would turn object
-    # columns (lists, mixed values) into their text, and such a column rides along unchanged.
-    with dask.config.set({"dataframe.convert-string": False}):
-        return dd.from_delayed(docs.to_delayed(optimize_graph=True), meta=docs._meta, verify_meta=False)
+    frame = dd.from_delayed(docs.to_delayed(optimize_graph=True), meta=docs._meta, verify_meta=False)
+    # Not Dask's string conversion (on by default for new collections, a step wrapped around the
+    # frame): it would turn object columns (lists, mixed values) into their text, and such a
+    # column rides along unchanged. Unwrapped, not switched off in dask.config, which is the
+    # whole process's: other threads' frames were made without it meanwhile, and two threads
+    # switching it back in turn left it off for good.
+    if isinstance(frame.expr, ArrowStringConversion):
+        frame = new_collection(frame.expr.frame)
+    return frame
 
 
 def keyed(frame: dd.DataFrame, divisions: tuple[int, ...]) -> dd.DataFrame:

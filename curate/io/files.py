@@ -211,6 +211,11 @@ def first_few(items: list[str], tail: str = "and {} more", sep: str = "; ") -> s
     return sep.join(items[:3] + ([tail.format(len(items) - 3)] if len(items) > 3 else []))
 
 
+def counted(n: int, noun: str) -> str:
+    """``n`` (thousands separated) and ``noun``, plural unless ``n`` is 1: "1 group", "2,000 groups"."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def source_names(paths: list[str]) -> tuple[str, ...]:
     """How files are named in ids, messages and ``rejected/``: relative to their common folder;
     whole where that is the root (``work/data/a.jsonl`` read as relative to the current folder)

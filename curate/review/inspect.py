@@ -360,7 +360,12 @@ class RunOutput:
 
     def _id(self, value):
         """A command-line id in the id column's type."""
-        return int(value) if pd.api.types.is_integer_dtype(self.duplicates.id.dtype) else str(value)
+        if not pd.api.types.is_integer_dtype(self.duplicates.id.dtype):
+            return str(value)
+        try:
+            return int(value)
+        except ValueError:  # "invalid literal for int() with base 10"
+            raise KeyError(f"{value!r} is not an id of this run: its ids are integers") from None
 
     def _pairs_of(self, removed: pd.DataFrame) -> list[Pair]:
         # Each is shown in the group it was removed from: for an exact copy whose representative

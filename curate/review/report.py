@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from curate.io.files import counted
 from curate.params import s_curve_figure
 from curate.review.inspect import Pair, RunOutput, diff_blocks, trailing_space, visible
 
@@ -95,7 +96,8 @@ def _page(run: RunOutput, largest: list[Pair], sampled: list[Pair], groups: int,
 def _largest(largest: list[Pair], groups: int) -> str:
     if not groups:  # --groups 0: none asked for (it said "No duplicate groups")
         return ""
-    heading = "The largest group" if len(largest) == 1 else f"The {len(largest)} largest groups"
+    count = {0: "", 1: ""}.get(len(largest), f"{len(largest)} ")  # "The 0 largest groups" said no more than none
+    heading = "The largest group" if len(largest) == 1 else f"The {count}largest groups"
     return f"""<section><h2>{heading}</h2>
   <p class="note">Each group's representative (kept) beside the member least similar to it (removed). Among groups of equal
   size, exact and near-duplicate groups take turns, least similar first.</p>
@@ -107,9 +109,9 @@ def _largest(largest: list[Pair], groups: int) -> str:
 def _sampled(run: RunOutput, sampled: list[Pair], sample: int, seed: int) -> str:
     if not sample:
         return ""
-    return f"""<section><h2>{len(sampled)} removed documents at random</h2>
-  <p class="note">Drawn with seed {seed} from the {_kinds(run.removed.kind)} removed documents, near and exact
-  duplicates alike (up to half each), shown in input order.</p>
+    return f"""<section><h2>{counted(len(sampled), "removed document")} at random</h2>
+  <p class="note">Drawn with seed {seed} from the {_kinds(run.removed.kind)} removed documents: half of
+  them near duplicates and half exact copies, or more of one kind where the other has fewer; shown in input order.</p>
   {_pairs(sampled) or "<p>Nothing was removed.</p>"}
 </section>
 """
@@ -139,7 +141,7 @@ def _counts(s: dict) -> str:
     # A card for each dedup that ran (as the command line's summary): no "0 removed" for one that did not.
     cards = [("documents in", "documents_in", counts["input"]["documents"], f"{counts['input']['empty']:,} empty")]
     if "exact" in counts:
-        cards.append(("exact duplicates removed", "exact_removed", exact["removed"], f"{exact['groups']:,} groups"))
+        cards.append(("exact duplicates removed", "exact_removed", exact["removed"], counted(exact["groups"], "group")))
     if "fuzzy" in counts:
         verified = (
             f"{fuzzy['verified_edges']:,} verified edges"
@@ -151,7 +153,7 @@ def _counts(s: dict) -> str:
                 "fuzzy duplicates removed",
                 "fuzzy_removed",
                 fuzzy["removed"],
-                f"{fuzzy['groups']:,} groups · {fuzzy['candidate_edges']:,} candidate / {verified}",
+                f"{counted(fuzzy['groups'], 'group')} · {fuzzy['candidate_edges']:,} candidate / {verified}",
             )
         )
     cards += [
@@ -165,7 +167,8 @@ def _counts(s: dict) -> str:
             "documents kept",
             "kept",
             output["kept"],
-            f"{output['kept'] / max(counts['input']['documents'], 1):.1%} of the input",
+            f"{output['kept'] / max(counts['input']['documents'], 1):.1%} of the input"
+            + (", not written (--identify-only)" if s["output_format"] is None else ""),
         ),
     ]
     return "".join(
@@ -210,7 +213,10 @@ def _stages(s: dict) -> str:
 def _parameters(s: dict) -> str:
     files = s["input_files"]
     rows = [
-        ("inputs", f"{', '.join(s['inputs'])} ({len(files):,} files, {sum(f['size'] for f in files) / 1e6:,.1f} MB)"),
+        (
+            "inputs",
+            f"{', '.join(s['inputs'])} ({counted(len(files), 'file')}, {sum(f['size'] for f in files) / 1e6:,.1f} MB)",
+        ),
         ("mode", s["config"]["mode"]),
         ("keep", s["config"]["keep"]),
     ]
@@ -280,7 +286,7 @@ def _group_size_plot(run: RunOutput):
         ax.hist(
             [sizes["size"][sizes.kind == k] for k in kinds],
             bins=edges,
-            label=[f"{k} ({(sizes.kind == k).sum():,} groups)" for k in kinds],
+            label=[f"{k} ({counted(int((sizes.kind == k).sum()), 'group')})" for k in kinds],
             color=[_COLOURS[k] for k in kinds],
         )
         if largest > 30:
@@ -312,7 +318,8 @@ def _jaccard_plot(removed: pd.DataFrame, threshold: float | None):
     near = removed.jaccard[~exact].dropna()
     copies = removed.jaccard[exact & (removed.jaccard != 1.0)].dropna()  # copies of near duplicates
     at_one = int((exact & (removed.jaccard == 1.0)).sum())
-    if threshold is not None:
+    unverified = threshold is not None and (~exact).any() and not len(near)
+    if threshold is not None and not unverified:
         low = min([threshold, *(values.min() for values in (near, copies) if len(values))])
         ax.hist(
             [near, copies],
@@ -332,8 +339,11 @@ def _jaccard_plot(removed: pd.DataFrame, threshold: float | None):
         ax.text(
             0.5, 0.5, "no near duplicates looked for: the run used --mode exact", transform=ax.transAxes, ha="center"
         )
-    elif (~exact).any() and not len(near):
+    elif unverified:  # no bars: a legend of "near duplicates (0)" belied the removed ones
         ax.text(0.5, 0.5, "not computed: the run used --no-verify", transform=ax.transAxes, ha="center")
+    elif not len(removed):
+        ax.text(0.5, 0.5, "no document was removed", transform=ax.transAxes, ha="center")
+    ax.set_ylim(bottom=0)  # an empty plot's axis ran from -0.05
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(alpha=0.3)
     return fig
