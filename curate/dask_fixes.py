@@ -142,7 +142,7 @@ def apply_unlocked() -> bool:
     """
     if sys.version_info >= (3, 12):
         return False
-    if "__init_subclass__" not in vars(Expr):  # else Dask chains its own: leave it be
+    if "__init_subclass__" not in vars(Expr):  # a Dask with its own: classes defined later keep their locks
         Expr.__init_subclass__ = classmethod(_init_subclass)
     classes = [Expr]
     while classes:
