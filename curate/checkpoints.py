@@ -145,6 +145,8 @@ class StageStore:
         files = _files(tmp, tuple(Path(f) for f in also if Path(f).is_file()))
         marker = {"stage": name, "key": key, "counts": counts, "made_of": _as_json(made_of or {}), "files": files}
         (tmp / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
+        if final.is_symlink():  # a link put in its place by hand: replaced, its target left as it is
+            final.unlink()
         shutil.rmtree(final, ignore_errors=True)  # a stale result with another key
         os.replace(tmp, final)
         if logger.isEnabledFor(logging.INFO):

@@ -316,6 +316,7 @@ def test_killed_worker_mid_stage_gives_identical_output(tmp_path, monkeypatch):
         "components/part.0.parquet gone",  # IndexError in read_stage_frame
         "groups/part.9.parquet added",  # read as a partition of its own
         "removed/part.0.parquet other",  # another file of its size (another run's): exit 0, its rows
+        "removed/part.0.parquet linked",  # the stage a link to a copy lacking it: "[Errno 20] Not a directory"
     ],
 )
 def test_a_damaged_stage_is_computed_again(server, tmp_path, uninterrupted, damage):
@@ -328,6 +329,11 @@ def test_a_damaged_stage_is_computed_again(server, tmp_path, uninterrupted, dama
     path = out / "_stages" / rel
     if how == "gone":
         path.unlink()
+    elif how == "linked":  # the stage folder moved elsewhere and linked back, then a part lost there
+        elsewhere = tmp_path / "elsewhere"
+        path.parent.rename(elsewhere)
+        path.parent.symlink_to(elsewhere)
+        (elsewhere / path.name).unlink()
     elif how == "added":
         path.write_bytes((path.parent / "part.0.parquet").read_bytes())
     elif how == "other":  # a byte of its footer's statistics changed, as another file's would be
@@ -342,6 +348,7 @@ def test_a_damaged_stage_is_computed_again(server, tmp_path, uninterrupted, dama
     stage = rel.split("/")[0]
     said = {
         "gone": f"{rel.split('/')[1]} is gone",
+        "linked": f"{rel.split('/')[1]} is gone",
         "added": "part.9.parquet was added",
         "cut": "holds 100 bytes",
         "other": "part.0.parquet is not the file written (another of its size)",
