@@ -381,7 +381,7 @@ def _interrupted(out: Path, overwrite: bool, how: str = "interrupted") -> str:
     """The one line a Ctrl-C (or SIGTERM: ``how``) leaves: which stages finished (kept in
     OUT/_stages) and how to go on."""
     markers = sorted((out / "_stages").glob("*/_marker.json"), key=lambda m: m.stat().st_mtime)
-    names = [m.parent.name for m in markers]
+    names = [m.parent.name for m in markers if "." not in m.parent.name]  # not read.tmp, nor a copy (exact.old)
     if not names:  # nothing to resume from (an unfinished stage is replaced by the next run)
         return f"{how}: no stage had finished; run the same command again to start over"
     if len(names) <= 6:

@@ -323,6 +323,7 @@ def test_ctrl_c_before_any_stage_finished_says_how_to_start_over(tmp_path):
     check_output(out)  # the same command takes OUT again
     (out / "_stages" / "read").mkdir()
     (out / "_stages" / "read" / "_marker.json").write_text("{}")
+    (out / "_stages" / "read.tmp" / "_marker.json").write_text("{}")  # killed while publishing: not a stage
     assert _interrupted(out, False) == (
         f"interrupted: finished stages read are kept in {out / '_stages'}; run the same command with --resume to continue"
     )
