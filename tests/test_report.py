@@ -342,6 +342,11 @@ def test_samples_nest_and_reports_repeat(run):
         sample = output.sample(n, seed=5)
         assert pd.Series([p.kind for p in sample]).value_counts().to_dict() == kinds
         assert [p.removed for p in sample] == [i for i in output.removed.id if i in {p.removed for p in sample}]
+        # one per representative first: Reuters' sample of 10 held 9 pairs of its one group of 2,535 empty texts
+        for kind in ("fuzzy", "exact"):
+            shown = [p.representative for p in sample if p.kind == kind]
+            groups = output.removed.representative[output.removed.kind == kind].nunique()
+            assert len(set(shown)) == min(len(shown), groups), (kind, shown)
     assert write_report(out, seed=5).read_bytes() == write_report(out, seed=5).read_bytes()
     assert "Drawn with seed 5 from the 30 fuzzy and 94 exact removed documents" in write_report(out, seed=5).read_text()
 

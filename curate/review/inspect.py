@@ -304,11 +304,13 @@ class RunOutput:
 
     def sample(self, n: int, seed: int = 0) -> list[Pair]:
         """``n`` removed documents drawn at random, in input order, beside their representatives:
-        as many of each kind (fuzzy, exact) as it has, up to an even share, so that thousands
-        of exact copies (of empty documents, say) do not crowd out the near duplicates a
-        reviewer has to judge.
+        as many of each kind (fuzzy, exact) as it has, up to an even share, and of each kind one
+        per representative before any representative's second, so that thousands of exact
+        copies (of empty documents, say) do not crowd out the near duplicates a reviewer has to
+        judge, nor one large group the others.
 
-        Each kind's draw is the first of a permutation of its rows (numpy ``default_rng(seed)``),
+        Each kind's draw is the first of an order of its rows (a numpy ``default_rng(seed)``
+        permutation, each row then ranked by how many of its representative's came before it),
         so a smaller sample with the same seed is part of a larger one (``inspect``'s 3 are
         among the report's 20).
         """
@@ -316,7 +318,12 @@ class RunOutput:
         n = max(0, min(n, len(self.removed)))
         fuzzy = min(len(rows["fuzzy"]), max(-(-n // 2), n - len(rows["exact"])))  # the odd one to fuzzy
         shares = {"fuzzy": fuzzy, "exact": n - fuzzy}
-        chosen = [rows[k][np.random.default_rng(seed).permutation(len(rows[k]))[: shares[k]]] for k in rows]
+        chosen = []
+        for kind, kind_rows in rows.items():
+            drawn = kind_rows[np.random.default_rng(seed).permutation(len(kind_rows))]
+            representatives = pd.Series(self.removed.representative.to_numpy()[drawn])
+            rank = representatives.groupby(representatives, sort=False).cumcount().to_numpy()
+            chosen.append(drawn[np.argsort(rank, kind="stable")][: shares[kind]])
         return self._pairs_of(self.removed.iloc[np.sort(np.concatenate(chosen))])
 
     def group(self, group, limit: int | None = None) -> list[Pair]:

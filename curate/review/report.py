@@ -111,7 +111,8 @@ def _sampled(run: RunOutput, sampled: list[Pair], sample: int, seed: int) -> str
         return ""
     return f"""<section><h2>{counted(len(sampled), "removed document")} at random</h2>
   <p class="note">Drawn with seed {seed} from the {_kinds(run.removed.kind)} removed documents: half of
-  them near duplicates and half exact copies, or more of one kind where the other has fewer; shown in input order.</p>
+  them near duplicates and half exact copies, or more of one kind where the other has fewer, and one per
+  representative before any representative's second; shown in input order.</p>
   {_pairs(sampled) or "<p>Nothing was removed.</p>"}
 </section>
 """
