@@ -580,6 +580,9 @@ def test_invisible_characters_and_windows_line_ends():
     assert visible("al\u200bpha be\u00adta \ufeffgamma") == "al\\u200bpha be\\u00adta \\ufeffgamma"
     assert visible("one\r\ntwo\rthree\n") == "one\ntwo\\x0dthree\n"  # a lone CR is still shown
     assert visible("\u202eright") == "\\u202eright" and visible("é 日本 🙂") == "é 日本 🙂"
+    # One 2.7 MB base64 "word" was shown whole (a pair shows at least a word): a 10.8 MB page.
+    assert visible("a " + "Q" * 5000 + " b") == "a " + "Q" * 1000 + "… (4,000 more characters) b"
+    assert visible("Q" * 1000) == "Q" * 1000
 
 
 def test_the_end_of_a_shortened_diff_is_not_called_identical():

@@ -11,6 +11,7 @@ wrong one.
 
 import functools
 import json
+import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,10 +44,17 @@ _CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) i
 _CONTROL |= {c: f"\\u{c:04x}" for c in range(0x10000) if unicodedata.category(chr(c)) == "Cf"}
 
 
+# A pair shows about 4,000 characters a side, but at least one word: a 2.7 MB one made a 10.8 MB page.
+_WORD_SHOWN = 1_000
+_LONG_WORD = re.compile(rf"\S{{{_WORD_SHOWN + 1},}}")
+
+
 def visible(text: str) -> str:
     """``text`` with its control characters (C0 but tab and newline, DEL, C1) written as ``\\xNN``,
-    a CR before a newline left out (Windows line ends: Gutenberg's), and the format characters
-    (bidirectional controls, zero-width ones) of the Basic Multilingual Plane as ``\\uNNNN``."""
+    a CR before a newline left out (Windows line ends: Gutenberg's), the format characters
+    (bidirectional controls, zero-width ones) of the Basic Multilingual Plane as ``\\uNNNN``, and
+    a word longer than 1,000 characters (a base64 blob) cut there: "… (N more characters)"."""
+    text = _LONG_WORD.sub(lambda m: f"{m[0][:_WORD_SHOWN]}… ({len(m[0]) - _WORD_SHOWN:,} more characters)", text)
     return text.replace("\r\n", "\n").translate(_CONTROL)
 
 
