@@ -23,7 +23,7 @@ from fsspec.core import url_to_fs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from curate.checkpoints import modified
-from curate.io.files import source_names
+from curate.io.files import counted, source_names
 from curate.io.lookup import read_records
 from curate.review.diff import Diff, word_diff
 from curate.schema import POSITION_BITS
@@ -470,8 +470,8 @@ def elided(segment) -> str:
     """What a gap or the rest of a shortened diff leaves out: "2,000 identical words" (a gap)
     or "132 more words, not shown" (the rest, where words may differ)."""
     if segment.kind == "gap":
-        return f"{segment.skipped:,} identical word{'' if segment.skipped == 1 else 's'}"
-    return f"{segment.skipped:,} more word{'' if segment.skipped == 1 else 's'}, not shown"
+        return counted(segment.skipped, "identical word")
+    return f"{counted(segment.skipped, 'more word')}, not shown"
 
 
 def _changed(fs, recorded: dict) -> str:

@@ -96,8 +96,10 @@ def _page(run: RunOutput, largest: list[Pair], sampled: list[Pair], groups: int,
 def _largest(largest: list[Pair], groups: int) -> str:
     if not groups:  # --groups 0: none asked for (it said "No duplicate groups")
         return ""
-    count = {0: "", 1: ""}.get(len(largest), f"{len(largest)} ")  # "The 0 largest groups" said no more than none
-    heading = "The largest group" if len(largest) == 1 else f"The {count}largest groups"
+    if len(largest) == 1:
+        heading = "The largest group"
+    else:  # none found: not "The 0 largest groups"
+        heading = f"The {len(largest)} largest groups" if largest else "The largest groups"
     return f"""<section><h2>{heading}</h2>
   <p class="note">Each group's representative (kept) beside the member least similar to it (removed). Among groups of equal
   size, exact and near-duplicate groups take turns, least similar first.</p>
