@@ -101,8 +101,8 @@ class StageStore:
             if not self._redone:  # keys chain, so every later stage differs too: once is enough
                 changes = _changes(recorded.get("made_of", {}), _as_json(made_of or {}))
                 logger.warning(
-                    "--resume: stage %s in %s was finished with other inputs or options (%s); it and the "
-                    "stages after it are computed again",
+                    "--resume: stage %s in %s was finished with other inputs or options (%s); it is computed "
+                    "again, and each stage after it that no earlier run left with these options",
                     name,
                     self.root,
                     "; ".join(changes) if changes else "an input file's size or modification time, or an option",

@@ -170,7 +170,10 @@ def test_changed_parameter_recomputes_exactly_the_stages_after_it(server, tmp_pa
     assert status == 0, printed
     changed = json.loads((out / "summary.json").read_text())
     assert changed["reused_stages"] == STAGES[:4]  # up to candidate selection
-    assert "stage verify in " in printed and "options (threshold: 0.9 -> 0.7); it and" in printed, printed
+    assert (
+        "stage verify in " in printed
+        and "options (threshold: 0.9 -> 0.7); it is computed again, and each stage after it" in printed
+    ), printed
     capped = run(server, out, resume=True, fuzzy={"threshold": 0.7, "max_member_pairs": 1, **bands})
     assert capped["reused_stages"] == STAGES[:5]  # the second verification round onwards
     fresh = run(server, tmp_path / "fresh", fuzzy={"threshold": 0.7, **bands})
