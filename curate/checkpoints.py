@@ -119,7 +119,8 @@ class StageStore:
                 damage,
             )
             return None
-        logger.info("stage %s: reused from a previous run (%s)", name, _size(self.path(name)))
+        if logger.isEnabledFor(logging.INFO):  # _size reads every part's footer: only for -v
+            logger.info("stage %s: reused from a previous run (%s)", name, _size(self.path(name)))
         return recorded["counts"]
 
     def _say(self, name: str, *message) -> None:

@@ -211,9 +211,10 @@ def first_few(items: list[str], tail: str = "and {} more", sep: str = "; ") -> s
     return sep.join(items[:3] + ([tail.format(len(items) - 3)] if len(items) > 3 else []))
 
 
-def counted(n: int, noun: str) -> str:
-    """``n`` (thousands separated) and ``noun``, plural unless ``n`` is 1: "1 group", "2,000 groups"."""
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` (thousands separated) and ``noun``, in the plural (``plural``, else ``noun`` + "s")
+    unless ``n`` is 1: "1 group", "2,000 groups", "1 exact copy", "2 exact copies"."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
 def source_names(paths: list[str]) -> tuple[str, ...]:

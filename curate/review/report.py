@@ -336,7 +336,7 @@ def _jaccard_plot(removed: pd.DataFrame, threshold: float | None):
     ax.set(
         xlabel="Jaccard similarity with the representative",
         ylabel="removed documents",
-        title=f"Removed documents by similarity (+ {at_one:,} exact {'copy' if at_one == 1 else 'copies'} at 1.0)",
+        title=f"Removed documents by similarity (+ {counted(at_one, 'exact copy', 'exact copies')} at 1.0)",
     )
     if threshold is None:
         ax.text(
