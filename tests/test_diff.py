@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from curate.io import read_records
-from curate.review.diff import Diff, Segment, word_diff
+from curate.review.diff import _WORD, Diff, Segment, word_diff
 from curate.review.inspect import differing
 from tests.conftest import shared_corpus
 
@@ -20,6 +20,11 @@ def gap(n: int) -> Segment:
 
 def rest(n: int) -> Segment:
     return Segment("rest", "", "", n)
+
+
+def wordlist(text: str) -> list[str]:
+    """The words word_diff compares: runs of non-whitespace, each Han or kana character one word."""
+    return _WORD.findall(text)
 
 
 def numbered(n: int) -> list[str]:
@@ -48,14 +53,27 @@ def numbered(n: int) -> list[str]:
             [(CHANGED, "naïve ", "naive "), (SAME, "café 日本語 🙂", "café 日本語 🙂")],
         ),
         ("α\u00a0β γ", "α β γ", [(SAME, "α\u00a0β γ", "α β γ")]),  # a no-break space is whitespace too
+        # Chinese and Japanese have no spaces between words: each Han or kana character is a word
+        # (a sentence was one word, and one character edited showed it all as changed)
+        (
+            "今天天气很好。",
+            "今天天气不好。",
+            [(SAME, "今天天气", "今天天气"), (CHANGED, "很", "不"), (SAME, "好。", "好。")],
+        ),
+        (
+            "東京abc駅です",
+            "東京abd駅です",
+            [(SAME, "東京", "東京"), (CHANGED, "abc", "abd"), (SAME, "駅です", "駅です")],
+        ),
+        ("中\u3000文", "中文", [(SAME, "中\u3000文", "中文")]),  # the ideographic space is whitespace
     ],
 )
 def test_exact_segments(a, b, segments):
     diff = word_diff(a, b)
     assert diff.segments == [Segment(*s) for s in segments]
-    assert (diff.words_a, diff.words_b) == (len(a.split()), len(b.split()))
-    assert diff.changed_a == sum(len(s.a.split()) for s in diff.segments if s.kind == CHANGED)
-    assert diff.changed_b == sum(len(s.b.split()) for s in diff.segments if s.kind == CHANGED)
+    assert (diff.words_a, diff.words_b) == (len(wordlist(a)), len(wordlist(b)))
+    assert diff.changed_a == sum(len(wordlist(s.a)) for s in diff.segments if s.kind == CHANGED)
+    assert diff.changed_b == sum(len(wordlist(s.b)) for s in diff.segments if s.kind == CHANGED)
     assert diff.complete
 
 
@@ -162,19 +180,39 @@ def test_bad_arguments():
 
 def check_words(text: str, segments: list[Segment], side: str) -> int:
     """The words of one side of the segments, gaps counted, are the text's words in order; returns those accounted for."""
-    words, at = text.split(), 0
+    words, at = wordlist(text), 0
     for seg in segments:
         if seg.kind == "gap":
             at += seg.skipped
             continue
-        piece = getattr(seg, side).split()
+        piece = wordlist(getattr(seg, side))
         assert piece == words[at : at + len(piece)]
         at += len(piece)
     return at
 
 
 texts = st.lists(
-    st.sampled_from(["a", "b", "c", "dd", "é", "🙂", " ", "  ", "\n", "\t", "\x1c", "\u00a0", "\u2028", "\u200b"]),
+    st.sampled_from(
+        [
+            "a",
+            "b",
+            "c",
+            "dd",
+            "é",
+            "🙂",
+            " ",
+            "  ",
+            "\n",
+            "\t",
+            "\x1c",
+            "\u00a0",
+            "\u2028",
+            "\u200b",
+            "中",
+            "文",
+            "\u3000",
+        ]
+    ),
     max_size=600,
 ).map("".join)  # past 200 words: autojunk
 
@@ -184,31 +222,31 @@ texts = st.lists(
 def test_segments_account_for_every_word(a, b, context, max_chars):
     whole = word_diff(a, b, context=1000, max_chars=10**6)
     assert "".join(s.a for s in whole.segments) == a and "".join(s.b for s in whole.segments) == b
-    assert all(s.a.split() == s.b.split() for s in whole.segments if s.kind == SAME)
-    assert whole.changed_a == sum(len(s.a.split()) for s in whole.segments if s.kind == CHANGED)
-    assert whole.changed_b == sum(len(s.b.split()) for s in whole.segments if s.kind == CHANGED)
-    assert len(a.split()) - whole.changed_a == len(b.split()) - whole.changed_b  # matched words pair up
+    assert all(wordlist(s.a) == wordlist(s.b) for s in whole.segments if s.kind == SAME)
+    assert whole.changed_a == sum(len(wordlist(s.a)) for s in whole.segments if s.kind == CHANGED)
+    assert whole.changed_b == sum(len(wordlist(s.b)) for s in whole.segments if s.kind == CHANGED)
+    assert len(wordlist(a)) - whole.changed_a == len(wordlist(b)) - whole.changed_b  # matched words pair up
     short = word_diff(a, b, context=context, max_chars=max_chars)
     assert (short.changed_a, short.changed_b) == (whole.changed_a, whole.changed_b)
     body = short.segments
     if body and body[-1].kind == "rest":  # the words after max_chars (a gap elides common words only)
         body = body[:-1]
-        left = (len(a.split()) - check_words(a, body, "a"), len(b.split()) - check_words(b, body, "b"))
+        left = (len(wordlist(a)) - check_words(a, body, "a"), len(wordlist(b)) - check_words(b, body, "b"))
         assert max(left) == short.segments[-1].skipped
     else:
-        assert check_words(a, body, "a") == len(a.split()) and check_words(b, body, "b") == len(b.split())
+        assert check_words(a, body, "a") == len(wordlist(a)) and check_words(b, body, "b") == len(wordlist(b))
     # A gap hides common words only: the reader is told they are identical (the end of a
     # shortened diff was a gap too, "132 identical words" over two changes).
-    words_a, words_b, at_a, at_b = a.split(), b.split(), 0, 0
+    words_a, words_b, at_a, at_b = wordlist(a), wordlist(b), 0, 0
     for seg in body:
-        n_a, n_b = (seg.skipped, seg.skipped) if seg.kind == "gap" else (len(seg.a.split()), len(seg.b.split()))
+        n_a, n_b = (seg.skipped, seg.skipped) if seg.kind == "gap" else (len(wordlist(seg.a)), len(wordlist(seg.b)))
         if seg.kind == "gap":
             assert words_a[at_a : at_a + n_a] == words_b[at_b : at_b + n_b]
         at_a, at_b = at_a + n_a, at_b + n_b
     for side in "ab":
         pieces = [getattr(s, side) for s in body if getattr(s, side)]
         assert (
-            sum(map(len, pieces)) <= max_chars or len(pieces[-1].split()) <= 1
+            sum(map(len, pieces)) <= max_chars or len(wordlist(pieces[-1])) <= 1
         )  # over only by one long word (or whitespace)
 
 

@@ -583,6 +583,9 @@ def test_invisible_characters_and_windows_line_ends():
     # One 2.7 MB base64 "word" was shown whole (a pair shows at least a word): a 10.8 MB page.
     assert visible("a " + "Q" * 5000 + " b") == "a " + "Q" * 1000 + "… (4,000 more characters) b"
     assert visible("Q" * 1000) == "Q" * 1000
+    # Chinese or Japanese text has no spaces, and each of its characters is a word of the diff:
+    # a paragraph of 5,000 was cut to its first 1,000 characters as if it were one long word.
+    assert visible("中" * 5000 + "Q" * 1001) == "中" * 5000 + "Q" * 1000 + "… (1 more character)"
 
 
 def test_the_end_of_a_shortened_diff_is_not_called_identical():

@@ -1,7 +1,9 @@
 """Word-level differences between two texts, to show a removed document beside its representative.
 
-Words are runs of non-whitespace (``str.split``); whitespace is never compared, so a text that was
-only re-wrapped or re-indented has no differences. What is shown keeps each text's own
+Words are runs of non-whitespace (as ``str.split`` cuts them), except that each Han, kana or
+CJK-symbol character is a word of its own: Chinese and Japanese put no spaces between words, and a
+sentence as one word would show a one-character edit as the whole sentence changed. Whitespace is
+never compared, so a text that was only re-wrapped or re-indented has no differences. What is shown keeps each text's own
 whitespace: the segments of a :class:`Diff` are slices of the texts and concatenate back to them
 (less what gaps elide).
 
@@ -30,7 +32,10 @@ from typing import Literal, NamedTuple
 WORD_PAIRS_MAX = 4_000_000  # word-by-word matching of a differing run: at most this len(a) * len(b)
 _UNIT_MASK = 7  # a unit ends after a word whose CRC-32 & mask == 0: 8 words a unit on average
 _UNIT_MAX = 64  # words, for runs without such a word (a word repeated, say)
-_WORD = re.compile(r"\S+")
+# CJK symbols and punctuation (not U+3000, a space), Hiragana, Katakana, CJK extension A, unified ideographs,
+# compatibility ideographs, halfwidth/fullwidth forms, and the supplementary ideograph planes
+CJK = "\u3001-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef\U00020000-\U0003ffff"
+_WORD = re.compile(rf"[{CJK}]|[^\s{CJK}]+")
 
 
 class Segment(NamedTuple):
@@ -155,8 +160,9 @@ class _Side:
 
     def __init__(self, text: str):
         self.text = text
-        self.words = text.split()
-        self.starts = [m.start() for m in _WORD.finditer(text)]
+        found = list(_WORD.finditer(text))
+        self.words = [m[0] for m in found]
+        self.starts = [m.start() for m in found]
 
     def cut(self, i: int) -> int:
         """Where the piece that begins with word ``i`` begins: 0 for the first, the text end past the last."""
