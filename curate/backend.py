@@ -317,8 +317,10 @@ def sha256_hex_pandas(text: pd.Series) -> pd.Series:
 
 
 PUNCTUATION = r"\p{P}+"
-# RE2's \s is ASCII without \v; \p{Z} adds Unicode spaces (no-break, ideographic, ...).
-WHITESPACE = r"[\s\x0b\p{Z}]+"
+# RE2's \s is ASCII without \v; \p{Z} adds Unicode spaces (no-break, ideographic, ...), and
+# \x1c-\x1f, \x85 (separators, next line) the rest of what Arrow's utf8_trim_whitespace trims
+# at the ends, which is also what str.isspace calls whitespace.
+WHITESPACE = r"[\s\x0b\x1c-\x1f\x85\p{Z}]+"
 
 
 def _normalize_chars(arr, *, lowercase: bool, whitespace: bool, punctuation: bool):

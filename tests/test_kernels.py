@@ -628,3 +628,14 @@ def test_normalize_keeps_values_with_any_index():
 
 def test_normalize_whitespace_unicode():
     assert _norm(["a\x0bb\u00a0c\u3000d\u2003e"], whitespace=True) == ["a b c d e"]
+
+
+def test_normalize_whitespace_is_one_set_inside_and_at_the_ends():
+    # U+001C-U+001F and U+0085 were trimmed at the ends but kept between words: two texts that
+    # differed only in where such a character sat got different shingles. Whitespace is what
+    # str.isspace says, everywhere.
+    points = [c for c in range(0x3000 + 1) if not 0xD800 <= c < 0xE000]
+    inside = _norm([f"a{chr(c)}b" for c in points], whitespace=True)
+    ends = _norm([f"{chr(c)}a{chr(c)}" for c in points], whitespace=True)
+    assert [c for c, t in zip(points, inside) if t == "a b"] == [c for c in points if chr(c).isspace()]
+    assert [c for c, t in zip(points, ends) if t == "a"] == [c for c in points if chr(c).isspace()]
