@@ -218,26 +218,27 @@ def check_workers(client: Client, workers: list[str] | None = None) -> None:
             "folder at the same paths (a shared file system, docs/multi-node.md)"
         )
     roll.checked.update(found)
+    # Each worker is warned of once: the run checks them all again once it knows its files.
+    fresh = {worker: got for worker, got in found.items() if worker not in roll.warned}
+    roll.warned.update(found)
     limits = {address: info.get("memory_limit") or 0 for address, info in client.scheduler_info()["workers"].items()}
-    if small := sorted(worker for worker in found if 0 < limits.get(worker, 0) < MIN_WORKER_MEMORY):
+    if small := sorted(worker for worker in fresh if 0 < limits.get(worker, 0) < MIN_WORKER_MEMORY):
         logger.warning(
-            "%d of %d workers (%s) have a memory limit under %.0f MB (the first %.0f MB): a worker holds about "
-            "300 MB before any data and pauses at 80%% of its limit, so the run may stall; give them more "
+            "%d of %d workers (%s) have a memory limit under %.0f MB (the first has %.0f MB): a worker holds "
+            "about 300 MB before any data and pauses at 80%% of its limit, so the run may stall; give them more "
             "(`dask worker --memory-limit`)",
             len(small),
-            len(found),
+            total,
             first_few(small, sep=", "),
             MIN_WORKER_MEMORY / 1e6,
             limits[small[0]] / 1e6,
         )
-    pools = {worker: pool for worker, (pool, _, _) in found.items()}
-    lacking = sorted(worker for worker, pool in pools.items() if pool != "system")
-    if lacking:
+    if lacking := sorted(worker for worker, (pool, _, _) in fresh.items() if pool != "system"):
         logger.warning(
             "%d of %d workers (%s) lack ARROW_DEFAULT_MEMORY_POOL=system in their environment: their memory "
             "will only grow from stage to stage (docs/multi-node.md)",
             len(lacking),
-            len(pools),
+            total,
             first_few(lacking, sep=", "),
         )
 
@@ -434,7 +435,7 @@ def _answering(address: str, timeout: float, scheduler_file: str | None = None) 
     thread.join()
     reply = outcome[0]
     if isinstance(reply, OSError):  # TimeoutError among them
-        reply = {"error": str(reply) or "no answer"}
+        reply = {"error": _refused(address) or str(reply) or "no answer"}
     elif isinstance(reply, TypeError):  # tls:// without certificates in Dask's configuration: a traceback
         raise OSError(
             f"cannot connect to {address} ({reply}): a tls:// scheduler needs the client's certificates in "
@@ -446,6 +447,18 @@ def _answering(address: str, timeout: float, scheduler_file: str | None = None) 
         raise OSError(
             f"no Dask scheduler answered at {address} within {timeout:.0f} s ({reply.get('error', reply)}): {fix}"
         )
+
+
+def _refused(address: str) -> str | None:
+    """ "connection refused: nothing listens there" where that is why ``address`` did not answer
+    (Dask's retries end in "no answer" whatever the reason); None otherwise."""
+    try:
+        socket.create_connection(parse_host_port(address.split("://")[-1]), 5).close()
+    except ConnectionRefusedError:
+        return "connection refused: nothing listens there"
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 class QuietWarnings(WorkerPlugin):
@@ -783,6 +796,7 @@ class _Roll:
     def __init__(self):
         self.seen: set[str] = set()
         self.checked: set[str] = set()
+        self.warned: set[str] = set()  # those warned of (memory limit, Arrow's pool) if need be
         self.files: list[tuple[str, int, str]] = []  # what every worker must see (check_files)
         self.out: str | None = None
 

@@ -24,7 +24,7 @@ from distributed.client import FutureCancelledError
 from distributed.comm.core import CommClosedError
 
 from curate.cli import main
-from curate.cluster import ClusterError, _lacking_curate, check_workers, code_fingerprint, connect, gather
+from curate.cluster import ClusterError, _lacking_curate, check_files, check_workers, code_fingerprint, connect, gather
 from curate.config import ClusterConfig
 from tests.conftest import FIXTURES, SHARED
 
@@ -164,6 +164,18 @@ def test_an_address_where_no_scheduler_answers_stops_the_run_naming_it(tmp_path)
     assert run.returncode == 1, run.stderr
     assert f"no Dask scheduler answered at {address} within 1 s (no answer): give the address of the" in run.stderr
     assert not (tmp_path / "o").exists()  # an empty output folder was left behind
+
+
+def test_an_address_where_nothing_listens_is_named_so(tmp_path):
+    # A refused connection was said as "(no answer)", as a silent port is.
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        address = f"tcp://127.0.0.1:{server.getsockname()[1]}"  # free once closed
+    run = dedup_joining(tmp_path, "--scheduler-address", address, connect_timeout="1s")
+    assert run.returncode == 1, run.stderr
+    assert (
+        f"no Dask scheduler answered at {address} within 1 s (connection refused: nothing listens there): "
+        "give the address of the" in run.stderr
+    )
 
 
 def test_a_scheduler_file_left_by_a_stopped_scheduler_is_named_at_once(tmp_path):
@@ -418,6 +430,27 @@ def test_workers_without_the_system_arrow_pool_are_named(monkeypatch, caplog):
     assert warnings_with(None, "system") == ""
 
 
+def test_each_worker_is_warned_of_once_counted_among_all(tmp_path, caplog):
+    # The run checks the workers when it joins and again once it knows its files: each warning
+    # was printed twice; a worker that joined later was "1 of 1 workers" among two.
+    with LocalCluster(
+        n_workers=1, threads_per_worker=1, dashboard_address=None, env={"ARROW_DEFAULT_MEMORY_POOL": "mimalloc"}
+    ) as cluster:
+        with Client(cluster) as client, caplog.at_level(logging.WARNING, logger="curate.cluster"):
+            caplog.clear()
+            check_workers(client)
+            check_files(client, [], tmp_path)
+            assert caplog.text.count("lack ARROW_DEFAULT_MEMORY_POOL=system") == 1, caplog.text
+            assert "1 of 1 workers (tcp://" in caplog.text
+            first = set(client.scheduler_info()["workers"])
+            cluster.scale(2)
+            client.wait_for_workers(2)
+            caplog.clear()
+            check_workers(client, sorted(set(client.scheduler_info()["workers"]) - first))
+            assert caplog.text.count("lack ARROW_DEFAULT_MEMORY_POOL=system") == 1, caplog.text
+            assert "1 of 2 workers (tcp://" in caplog.text
+
+
 def test_joined_workers_with_too_little_memory_are_named(caplog):
     # curate dedup refuses --memory-limit under 512MB for its own workers; joined ones were not
     # looked at, and the run stalled for --stall-timeout, then blamed --blocksize.
@@ -430,7 +463,8 @@ def test_joined_workers_with_too_little_memory_are_named(caplog):
                 caplog.clear()
                 check_workers(client)
         assert (
-            "1 of 1 workers (tcp://" in caplog.text and "memory limit under 512 MB (the first 450 MB)" in caplog.text
+            "1 of 1 workers (tcp://" in caplog.text
+            and "memory limit under 512 MB (the first has 450 MB)" in caplog.text
         ) == said, caplog.text
 
 
