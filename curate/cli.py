@@ -321,8 +321,17 @@ def _configure_logging(verbose: bool) -> None:
     """curate's own messages: warnings, or with ``verbose`` everything from INFO, timed."""
     if verbose:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
-    else:
-        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    else:  # as the command's own warnings are written ("warning: ..."), not "WARNING curate.pipeline: ..."
+        handler = logging.StreamHandler()
+        handler.setFormatter(_Plain())
+        logging.basicConfig(level=logging.WARNING, handlers=[handler])
+
+
+class _Plain(logging.Formatter):
+    """A log record as ``warning: message`` (its level in lower case, no logger name)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{record.levelname.lower()}: {super().format(record)}"
 
 
 def _quiet_dask(verbose: bool) -> None:

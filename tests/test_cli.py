@@ -358,6 +358,26 @@ def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path):
     )
 
 
+def test_logged_warnings_read_as_the_commands_own(tmp_path):
+    # "WARNING curate.pipeline: num_bands x rows_per_band ..." beside "warning: --threshold
+    # configures fuzzy dedup ...": two styles, one with a module name a user has no use for.
+    import subprocess
+    import sys
+
+    script = (
+        "import logging, sys\n"
+        "import curate.cli\n"
+        "def run(*args):\n"
+        "    logging.getLogger('curate.pipeline').warning('the bands are weak')\n"
+        "    sys.exit(3)\n"
+        "curate.cli._run = run\n"
+        "curate.cli.main(sys.argv[1:])\n"
+    )
+    args = ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(tmp_path / "out"), "--no-progress"]
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (3, "warning: the bands are weak\n")
+
+
 @pytest.mark.parametrize("when", ["cluster closing", "table", "report"])
 def test_ctrl_c_after_the_outputs_are_written_leaves_the_run_finished(tmp_path, joined, monkeypatch, when):
     # A Ctrl-C as the cluster closed said "no stage had finished; run the same command again to
