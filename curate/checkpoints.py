@@ -31,7 +31,7 @@ from dask.utils import format_bytes
 
 from curate.backend import from_arrow, to_parquet
 from curate.checks import MARKER
-from curate.io.files import expand_paths
+from curate.io.files import counted, expand_paths
 from curate.schema import DOC
 
 logger = logging.getLogger(__name__)
@@ -236,12 +236,34 @@ def _flat(params: dict, prefix: str = "") -> dict:
     return flat
 
 
+# What a row of each stage's table is, for -v's log ("0 rows" of the read stage read as "nothing read").
+_ROWS = {
+    "read": "documents whose md5 another shares",
+    "exact": "documents of exact groups, with their representative",
+    "select": "texts of candidates",
+    "verify": "pairs verified",
+    "verify_members": "pairs verified",
+    "components": "documents of components",
+    "groups": "documents of near-duplicate groups, with their representative",
+    "removed": "documents removed",
+    "duplicates": "documents of groups",
+}
+
+
 def _size(folder: Path) -> str:
-    """What a stage folder holds: rows and files of Parquet (from their footers) and bytes on disk."""
+    """What a stage folder holds: rows of each table (from the Parquet footers), files and bytes
+    on disk; e.g. "2,527 documents whose md5 another shares; 1 Parquet file, 65.58 kiB"."""
     files = [f for f in folder.rglob("*") if f.is_file()]
     parts = [f for f in files if f.suffix == ".parquet"]
-    rows = sum(pq.read_metadata(f).num_rows for f in parts)
-    return f"{rows:,} rows in {len(parts)} Parquet file(s), {format_bytes(sum(f.stat().st_size for f in files))}"
+    rows: dict[str, int] = {}
+    for f in parts:
+        table = f.parent.relative_to(folder).as_posix()
+        rows[table] = rows.get(table, 0) + pq.read_metadata(f).num_rows
+    held = "; ".join(
+        f"{n:,} {_ROWS.get(folder.name, 'rows')}" if table == "." else f"{table}: {counted(n, 'row')}"
+        for table, n in sorted(rows.items())
+    )
+    return f"{held or 'no table'}; {counted(len(parts), 'Parquet file')}, {format_bytes(sum(f.stat().st_size for f in files))}"
 
 
 def remove_stages(root: Path) -> None:

@@ -370,3 +370,20 @@ def test_resume_after_another_mode_names_it(server, tmp_path):
     status, printed = drive(server, out, resume=True, overrides={"mode": "exact"}, keep_stages=True)
     assert status == 0, printed
     assert "(previous stage: groups -> exact)" in printed, printed
+
+
+def test_a_stages_log_line_says_what_its_rows_are(tmp_path):
+    # -v said "stage read: finished (0 rows in 1 Parquet file(s), ...)" of a run that had read
+    # 1,810 documents: its table holds exact dedup's candidates, which were none.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from curate.checkpoints import _size
+
+    (tmp_path / "read").mkdir()
+    pq.write_table(pa.table({"_doc": [1, 2, 3]}), tmp_path / "read" / "part.0.parquet")
+    assert _size(tmp_path / "read").startswith("3 documents whose md5 another shares; 1 Parquet file, ")
+    for table, rows in [("edges", 2), ("stars", 1), ("stars", 0)]:
+        (tmp_path / "minhash+lsh" / table).mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"u": list(range(rows))}), tmp_path / "minhash+lsh" / table / f"part.{rows}.parquet")
+    assert _size(tmp_path / "minhash+lsh").startswith("edges: 2 rows; stars: 1 row; 3 Parquet files, ")
