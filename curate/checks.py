@@ -19,7 +19,7 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import get_protocol, glob_translate
 
 from curate.config import IOConfig, parse_keep
-from curate.io.files import check_ordered, find_inputs, glob_root, sample_files, source_names, unify_schemas
+from curate.io.files import check_ordered, find_inputs, first_few, glob_root, sample_files, source_names, unify_schemas
 
 # A run's outputs; summary.json first: when replacing a run, a reader must never take the old
 # summary for new outputs.
@@ -124,9 +124,13 @@ def check_inputs(inputs: list[str], io: IOConfig, keep: str = "first") -> Inputs
         check_ordered(column, *unify_schemas(schemas, io.text_field, io.id_field), per_source)
     if io.on_error == "fail":
         required = {io.text_field: "--text-field names another field"}
-        if io.id_field_given or io.id_field in fields:  # else ids are assigned
-            required[io.id_field] = "--id-field names another field" + (
-                "" if io.id_field_given else " (other files have this one)"
+        if io.id_field_given:
+            required[io.id_field] = "--id-field names another field"
+        elif io.id_field in fields:  # else ids are assigned
+            having = first_few([n for n, got in zip(source_names(paths), per_file) if io.id_field in got], sep=", ")
+            required[io.id_field] = (
+                f"other input files have it ({having}), so every record needs one (ids are assigned only where "
+                "no file has the field): give this file's records ids, --id-field names a field they all have"
             )
         for name, path, present, (schemas, _) in zip(source_names(paths), paths, per_file, samples):
             for field, fix in required.items():

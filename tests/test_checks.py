@@ -86,8 +86,12 @@ def test_a_file_without_a_needed_field_fails_only_where_the_run_would(tmp_path):
     assert check_inputs([str(tmp_path / "in")], IOConfig(on_error="skip")).fields == ("id", "text", "body")
     # ids are required once some file has them, unless they are assigned (no file has them)
     write_jsonl(tmp_path / "in" / "b.jsonl", [{"text": "no id"}])
+    # (it said "--id-field names another field (other files have this one)": no way out there)
     with pytest.raises(
-        ValueError, match=r"b.jsonl: no field 'id' .*--id-field names another field \(other files have this one\)"
+        ValueError,
+        match=r"b.jsonl: no field 'id' in its first records \(fields: \['text'\]\); other input files have it "
+        r"\(a.jsonl\), so every record needs one \(ids are assigned only where no file has the field\): give this "
+        r"file's records ids, --id-field names a field they all have, or --on-error skip",
     ):
         check_inputs([str(tmp_path / "in")], IOConfig())
     write_jsonl(tmp_path / "in" / "a.jsonl", [{"text": "no id either"}])
