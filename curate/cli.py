@@ -755,7 +755,7 @@ def print_summary(summary: dict, out_dir: str) -> None:
     counts, seconds = summary["counts"], summary["seconds"]
     table = Table(title=f"curate dedup -> {out_dir}", show_header=False)
     table.add_column(style="bold")
-    table.add_column(justify="right")
+    table.add_column(justify="right", max_width=60)  # a long list of stages reused wraps in its cell
     table.add_row("documents in", f"{counts['input']['documents']:,}")
     table.add_row("  empty", f"{counts['input']['empty']:,}")
     if "exact" in counts:

@@ -501,3 +501,9 @@ def test_the_summary_keeps_a_row_to_a_line_in_a_log(capsys, monkeypatch):
         "fuzzy candidates / verified" in line and "10,890 + 7,354 member pairs / 3,642 edges" in line for line in lines
     )
     assert any("documents kept (not written: --identify-only)" in line and "28,607" in line for line in lines)
+    # ... and a run resumed late in its stages named them all on one line: 150 columns.
+    stages = ["read", "exact", "minhash+lsh", "select", "verify", "member_pairs", "verify_members", "components"]
+    print_summary(summary | {"reused_stages": stages + ["groups", "removed", "duplicates"]}, "out")
+    lines = capsys.readouterr().out.splitlines()
+    assert max(map(len, lines)) <= 112 and all(any(stage in line for line in lines) for stage in stages), lines
+    assert any("10,890 + 7,354 member pairs / 3,642 edges" in line for line in lines)
