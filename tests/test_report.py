@@ -621,3 +621,25 @@ def test_an_id_that_is_not_an_integer_of_an_integer_run_is_named():
     assert run._id("7") == 7
     with pytest.raises(KeyError, match="'abc' is not an id of this run: its ids are integers"):
         run._id("abc")
+
+
+def test_inspect_names_a_rejected_record_as_rejected(client, tmp_path):
+    # `curate inspect --id c` of a record --on-error skip had rejected said "kept as unique, or
+    # is not an input id".
+    lines = [
+        '{"id": "a", "text": "hello world one"}',
+        '{"id": "b", "text": "hello world one"}',
+        '{"id": "c", "text": 5}',
+        '{"id": "a", "text": "a repeated id"}',
+        '{"id": "d", "text": "not JSON',
+    ]
+    (tmp_path / "x.jsonl").write_text("\n".join(lines) + "\n")
+    dedup([str(tmp_path / "x.jsonl")], str(tmp_path / "out"), load_config(None, {"io": {"on_error": "skip"}}))
+    run = RunOutput(tmp_path / "out")
+    assert run.rejected_as("c") == ["x.jsonl:3 (wrong-type)"] and run.rejected_as("a") == ["x.jsonl:4 (duplicate-id)"]
+    assert run.rejected_as("x.jsonl:5") == ["x.jsonl:5 (invalid-json)"] and run.rejected_as("zz") == []
+    result = CliRunner().invoke(main, ["inspect", str(tmp_path / "out"), "--id", "c"])
+    assert result.exit_code == 1 and result.output == (
+        f"Error: 'c' was rejected, so not deduplicated: x.jsonl:3 (wrong-type) (listed in {tmp_path / 'out' / 'rejected'})\n"
+    )
+    assert [p.removed for p in run.document("a")] == ["b"]  # its first occurrence's group

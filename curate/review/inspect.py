@@ -23,7 +23,7 @@ from fsspec.core import url_to_fs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from curate.checkpoints import modified
-from curate.io.files import counted, source_names
+from curate.io.files import counted, first_few, source_names
 from curate.io.lookup import read_records
 from curate.review.diff import CJK, Diff, word_diff
 from curate.schema import POSITION_BITS
@@ -365,7 +365,8 @@ class RunOutput:
         Raises
         ------
         KeyError
-            If ``doc_id`` is in no duplicate group (it was kept alone, or is not in the input).
+            If ``doc_id`` is in no duplicate group (it was kept alone, is not in the input, or its
+            record was rejected: then naming where, from ``rejected/``).
         """
         doc_id = self._id(doc_id)
         row = self.removed[self.removed.id == doc_id]
@@ -373,7 +374,37 @@ class RunOutput:
             return self._pairs_of(row)
         if (self.duplicates.group == doc_id).any() or (self.removed.representative == doc_id).any():
             return self.group(doc_id, limit)
+        if rejected := self.rejected_as(doc_id):
+            raise KeyError(
+                f"{doc_id!r} was rejected, so not deduplicated: {first_few(rejected, sep=', ')} "
+                f"(listed in {self.out_dir / 'rejected'})"
+            )
         raise KeyError(f"{doc_id!r} is in no duplicate group: it was kept as unique, or is not an input id")
+
+    def rejected_as(self, doc_id) -> list[str]:
+        """Where ``--on-error skip`` rejected a record with id ``doc_id``: ``"file:line (kind)"``
+        for each, from ``rejected/``: a record whose JSON holds the run's id field with that
+        value (as a string: ``7`` and ``"7"`` are one id), or whose assigned id (``file:line``)
+        it is. Empty where nothing was rejected (or ``rejected/`` is unreadable)."""
+        try:
+            rejected = pd.read_parquet(self.out_dir / "rejected", columns=["source", "line", "kind", "record"])
+        except (OSError, pa.ArrowException):  # none (a run that rejected nothing has no folder), or damaged
+            return []
+        field, wanted = self.summary["config"]["io"].get("id_field") or "id", str(doc_id)
+        found = []
+        for source, line, kind, record in zip(rejected.source, rejected.line, rejected.kind, rejected.record):
+            where = f"{source}:{line}"
+            if where != wanted:
+                if wanted.isascii() and wanted.encode() not in record:  # most records: no JSON parse
+                    continue
+                try:
+                    value = json.loads(record)
+                except ValueError:  # invalid JSON or UTF-8: its id cannot be read
+                    continue
+                if not isinstance(value, dict) or str(value.get(field)) != wanted:
+                    continue
+            found.append(f"{where} ({kind})")
+        return found
 
     def _id(self, value):
         """A command-line id in the id column's type."""
