@@ -277,7 +277,14 @@ def is_missing(value) -> bool:
 
 
 def byte_lengths(text):
-    """UTF-8 bytes of each text of a series (int64, a null as 0), where the text lies (numpy or cupy)."""
+    """UTF-8 bytes of each text of a series, where the text lies: numpy (or cupy) array of shape (n,), dtype
+    int64, a null as 0.
+
+    Raises
+    ------
+    ValueError
+        If ``text`` is an object column holding a value that is neither a string nor a null, naming it.
+    """
     offsets, _ = text_buffers(text)
     return (offsets[1:] - offsets[:-1]).astype(np.int64)  # cudf's offsets are int32
 
@@ -287,6 +294,11 @@ def text_buffers_pandas(text: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """UTF-8 buffers of a string series: ``(offsets int64 (n + 1,), data uint8 (n_bytes,))``.
 
     Nulls count as empty strings. The data buffer is shared with Arrow where it can be.
+
+    Raises
+    ------
+    ValueError
+        If ``text`` is an object column holding a value that is neither a string nor a null, naming it.
     """
     arr = _arrow_strings(text)
     if arr.null_count:
@@ -301,7 +313,13 @@ def text_buffers_pandas(text: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 def md5_hex_pandas(text: pd.Series) -> pd.Series:
     """Hex md5 (32 digits) of each string's UTF-8 bytes, chunked for long texts (:mod:`curate.kernels.digests`).
 
-    Nulls hash as empty strings; the GPU backend computes the same digests.
+    Nulls hash as empty strings; the GPU backend computes the same digests. Returns a ``str`` series with
+    ``text``'s index.
+
+    Raises
+    ------
+    ValueError
+        If ``text`` is an object column holding a value that is neither a string nor a null, naming it.
     """
     return pd.Series(_digests.hex_digests(*text_buffers(text), "md5"), index=text.index, dtype="str")
 
@@ -312,6 +330,12 @@ def sha256_hex_pandas(text: pd.Series) -> pd.Series:
 
     Exact dedup's second, independent digest: with the md5 and the length it stands for the
     text, which then never moves. Nulls hash as empty strings; the GPU backend computes the same digests.
+    Returns a ``str`` series with ``text``'s index.
+
+    Raises
+    ------
+    ValueError
+        If ``text`` is an object column holding a value that is neither a string nor a null, naming it.
     """
     return pd.Series(_digests.hex_digests(*text_buffers(text), "sha256"), index=text.index, dtype="str")
 
@@ -338,7 +362,18 @@ def _normalize_chars(arr, *, lowercase: bool, whitespace: bool, punctuation: boo
 def normalize_text_pandas(
     text: pd.Series, *, lowercase: bool, whitespace: bool, punctuation: bool, nfkc: bool
 ) -> pd.Series:
-    """Normalise text before shingling: NFKC, then lowercase, strip punctuation, collapse whitespace."""
+    """Normalise text before shingling, each step only when its flag is set.
+
+    In order: Unicode NFKC (``nfkc``; Unicode Standard Annex #15, by Arrow's ``utf8_normalize``),
+    lowercase (``lowercase``; Arrow's ``utf8_lower``), remove punctuation (``punctuation``; RE2
+    ``\\p{P}``), replace each run of whitespace with one space and trim both ends (``whitespace``).
+    Returns a ``str`` series with ``text``'s index; nulls stay null.
+
+    Raises
+    ------
+    ValueError
+        If ``text`` is an object column holding a value that is neither a string nor a null, naming it.
+    """
     arr = _arrow_strings(text)
     if nfkc:
         arr = pc.utf8_normalize(arr, "NFKC")
@@ -399,14 +434,17 @@ def normalization_table(*, lowercase: bool, whitespace: bool, punctuation: bool)
 
 @minhash_signatures.register(pd.Series)
 def minhash_signatures_pandas(text, seed, a, b, width, words):
-    """MinHash signatures ``(n, num_perm)`` and shingle counts ``(n,)``; see :func:`curate.kernels.minhash.minhash`."""
+    """MinHash signatures, array of shape (n, num_perm), dtype of ``a`` (uint32 or uint64), and shingle counts,
+    shape (n,), dtype int64; see :func:`curate.kernels.minhash.minhash` (which raises ValueError on bad ``a``,
+    ``b``)."""
     offsets, data = text_buffers(text)
     return _minhash.minhash(offsets, data, seed, a, b, width, words)
 
 
 @band_buckets.register(np.ndarray)
 def band_buckets_numpy(signatures, num_bands, rows_per_band):
-    """Bucket ids ``(n, num_bands)`` uint64; see :func:`curate.kernels.lsh.band_buckets`."""
+    """Bucket ids, array of shape (n, num_bands), dtype uint64; see :func:`curate.kernels.lsh.band_buckets`
+    (ValueError if the signatures hold fewer than ``num_bands * rows_per_band`` values)."""
     return _lsh.band_buckets(signatures, num_bands, rows_per_band)
 
 
@@ -421,7 +459,8 @@ def jaccard_pandas(texts: pd.Series, x, y, width, words) -> np.ndarray:
 def greedy_representatives_pandas(
     text: pd.Series, group_starts, threshold, width, words
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Representative row (int64) and Jaccard similarity with it (float64) per row, both ``(n,)``; see :func:`curate.kernels.jaccard.greedy_representatives`."""
+    """Representative row (int64) and Jaccard similarity with it (float64) per row, arrays of shape (n,);
+    see :func:`curate.kernels.jaccard.greedy_representatives`."""
     return _jaccard.greedy_representatives(*text_buffers(text), group_starts, threshold, width, words)
 
 

@@ -469,6 +469,7 @@ class QuietWarnings(WorkerPlugin):
     name = "curate-quiet-warnings"
 
     def setup(self, worker):
+        """Ignore every Python warning in ``worker``'s process (``warnings.simplefilter("ignore")``)."""
         warnings.simplefilter("ignore")
 
 

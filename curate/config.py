@@ -74,6 +74,13 @@ class IOConfig(_Section):
     ``id_field`` left unset means "``id`` if the input has it, else ids are assigned"; set (even
     to ``id``) it is required in every record. ``on_error``: what a record that cannot be read
     does, ``fail`` (stop, naming file, line and field) or ``skip`` (list it in ``OUT/rejected/``).
+    ``blocksize`` is in bytes (an int, or a string with a unit such as ``"64MB"``), at least 4KB (4000 bytes).
+
+    Raises
+    ------
+    pydantic.ValidationError
+        (a ValueError) On an unknown key or a value out of range, naming the field; on a
+        ``blocksize`` that is a bool, empty, not a size or under 4KB.
     """
 
     id_field: str = Field(
@@ -165,6 +172,18 @@ class FuzzyConfig(_Section):
     of the 260 values) at threshold 0.8, which finds 98% of the pairs at exactly 0.8
     (docs/quality.md has the measurements). After validation all three are set, so a dumped
     config reloads unchanged.
+
+    Raises
+    ------
+    pydantic.ValidationError
+        (a ValueError) On an unknown key or a value out of range (inf and nan included), naming the
+        field; when only one of ``num_bands`` and ``rows_per_band`` is given, their product exceeds
+        ``num_perm`` or ``MAX_NUM_PERM``, or no bands can be chosen for the threshold.
+
+    References
+    ----------
+    .. [1] A. Broder, "On the resemblance and containment of documents", 1997.
+    .. [2] datasketch ``MinHashLSH`` (``datasketch/lsh.py``): ``num_perm`` and the weighted choice of bands.
     """
 
     ngram: Literal["char", "word"] = Field("char", description="Shingles of characters or of words.")
@@ -435,6 +454,14 @@ class GPUConfig(_Section):
     protocol : {"tcp", "ucx"}
         Worker communication; ``ucx`` goes through distributed-ucxx (``"ucxx"`` is accepted as
         its alias; UCX-Py's ``"ucx-old"`` was removed in RAPIDS 25.10).
+
+    Raises
+    ------
+    pydantic.ValidationError
+        (a ValueError) On an unknown key, a removed option or ``protocol: ucx-old`` (saying what
+        replaced it), a size that is neither bytes nor a fraction in (0, 1], ``rmm_pool_size`` with ``rmm_async``,
+        ``rmm_release_threshold`` without the async allocator, a fractional ``device_memory_limit``
+        with ``enable_cudf_spill``, or ``devices`` that is not a ``CUDA_VISIBLE_DEVICES`` list.
     """
 
     devices: str | None = Field(
@@ -533,6 +560,14 @@ class ClusterConfig(_Section):
     ``scheduler_file`` / ``scheduler_address`` they are refused (ValueError), since a joined
     cluster has them set on its ``dask worker`` / ``dask cuda worker`` command lines (see
     docs/multi-node.md).
+
+    Raises
+    ------
+    pydantic.ValidationError
+        (a ValueError) On an unknown key or a value out of range; a ``memory_limit`` that is not
+        bytes, ``auto`` or 0, or too small for a worker; a dashboard or scheduler address that is not
+        one; both ``scheduler_address`` and ``scheduler_file``; an embedded-cluster setting beside a
+        scheduler, as above.
     """
 
     n_workers: int | None = Field(
@@ -661,7 +696,16 @@ class ClusterConfig(_Section):
 
 
 class RunConfig(_Section):
-    """Everything one ``curate dedup`` run needs."""
+    """Everything one ``curate dedup`` run needs: ``mode``, ``keep``, ``backend`` and the ``io``,
+    ``fuzzy`` and ``cluster`` sections.
+
+    Raises
+    ------
+    pydantic.ValidationError
+        (a ValueError) On an unknown key or an invalid value in any section, naming it; a ``keep``
+        rule that :func:`check_keep` refuses; an id, text or keep column named as one of curate's
+        working columns; ``keep`` ordering by the text field.
+    """
 
     mode: Literal["exact", "fuzzy", "both"] = Field(
         "both", description="exact, fuzzy, or both: exact dedup, then fuzzy dedup of what it kept."

@@ -266,10 +266,17 @@ class Broken(Exception):
 
 
 def decompressed_chunks(f, codec: str | None):
-    """Decompressed chunks of an open file; raises :class:`Broken` where the stream breaks.
+    """Decompressed chunks (bytes) of an open binary file; raises :class:`Broken` where the stream breaks.
 
     Decoder objects rather than file wrappers: ``gzip.GzipFile`` drops the data decoded in the
     read that hits a cut, and zstandard's stream reader stops at one without a word.
+
+    Raises
+    ------
+    Broken
+        On a truncated (or empty) or corrupt compressed stream.
+    ValueError
+        If ``codec`` is neither None nor a supported compression.
     """
     if codec is None:
         yield from iter(lambda: f.read(_CHUNK), b"")

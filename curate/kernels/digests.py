@@ -10,6 +10,11 @@ digests: hashlib here, libcudf's md5 / sha256 over the same chunks on the GPU
 (:mod:`curate.backend_cudf`), with the chunk boundaries of :func:`chunk_offsets` on both. A
 collision of two chunked digests needs a collision of the hash itself, in a chunk or in the
 concatenation.
+
+References
+----------
+.. [1] R. Rivest, "The MD5 Message-Digest Algorithm", RFC 1321, 1992.
+.. [2] NIST, "Secure Hash Standard (SHS)", FIPS 180-4, 2015 (SHA-256).
 """
 
 import hashlib
@@ -27,6 +32,7 @@ def chunk_offsets(offsets, chunk_bytes: int, xp=np):
     offsets : array of shape (n_docs + 1,), dtype int32 or int64
         Document ``i`` is ``data[offsets[i]:offsets[i + 1]]``.
     chunk_bytes : int
+        Bytes per chunk, >= 1.
     xp : module, default=numpy
         The array module of ``offsets`` (numpy, or cupy for device arrays).
 
@@ -60,11 +66,17 @@ def hex_digests(offsets: np.ndarray, data: np.ndarray, algorithm: str, chunk_byt
     algorithm : {"md5", "sha256"}
         A :func:`hashlib.new` name.
     chunk_bytes : int, default=CHUNK_BYTES
+        Bytes per chunk (4096); a document longer than this gets the digest of its chunks' digests.
 
     Returns
     -------
     list of str
         Lowercase hex digests (32 characters for md5, 64 for SHA-256), one per document.
+
+    Raises
+    ------
+    ValueError
+        If ``algorithm`` is not a hash that :func:`hashlib.new` knows.
     """
     bounds, per_doc, first = chunk_offsets(offsets, chunk_bytes)
     view = memoryview(data)

@@ -6,6 +6,11 @@ are sorted and de-duplicated, then intersected by a merge.
 
 ``J(A, B) = |A ∩ B| / |A ∪ B|``; two documents without shingles have ``J = 1`` (identical
 empty sets), a document without shingles and one with shingles have ``J = 0``.
+
+References
+----------
+.. [1] P. Jaccard, "The distribution of the flora in the alpine zone", New Phytologist 11(2), 1912.
+.. [2] A. Broder, "On the resemblance and containment of documents", 1997 (resemblance of shingle sets).
 """
 
 import numpy as np
@@ -17,7 +22,7 @@ from curate.kernels.shingles import count_windows, first_window, next_window
 
 @njit(nogil=True, cache=True)
 def shingle_set(data, start, end, width, words):
-    """Sorted unique 64-bit shingle hashes of ``data[start:end]`` (array, dtype uint64)."""
+    """Sorted unique 64-bit shingle hashes of ``data[start:end]``: array of shape (n_distinct,), dtype uint64."""
     out = np.empty(count_windows(data, start, end, width, words), dtype=np.uint64)
     lo, hi = first_window(data, start, end, width, words)
     n = 0
@@ -216,10 +221,12 @@ def greedy_representatives(offsets, data, group_starts, threshold, width, words=
     offsets : array of shape (n_docs + 1,), dtype int64
     data : array, dtype uint8
     group_starts : array of shape (n_groups + 1,), dtype int64
-        Row where each group starts, then ``n_docs``.
+        Row where each group starts, then ``n_docs``; rows before ``group_starts[0]`` are not
+        assigned (their ``rep`` and ``similarity`` are left uninitialised).
     threshold : float
-        In (0, 1].
+        Jaccard similarity in (0, 1].
     width : int
+        Characters (or words) per shingle.
     words : bool, default=False
 
     Returns

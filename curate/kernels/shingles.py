@@ -11,6 +11,12 @@ A shingle is a byte range ``[lo, hi)`` of the document:
 
 An empty document (or, for words, one with no word) has no shingle: ``first_window`` returns
 ``lo == hi == end``.
+
+References
+----------
+.. [1] A. Broder, S. Glassman, M. Manasse, G. Zweig, "Syntactic clustering of the Web",
+   WWW 1997 (w-shingling).
+.. [2] libcudf ``nvtext::minhash`` (cpp/src/text/minhash.cu), RAPIDS cudf: the character windows.
 """
 
 import numpy as np
@@ -127,7 +133,8 @@ def window_at(data, start, pos, end, width, words):
 
 @njit(inline="always")
 def count_windows(data, start, end, width, words):
-    """Number of shingles of ``data[start:end]``."""
+    """Number of shingles of ``data[start:end]`` (an int; repeats counted), as :func:`first_window` /
+    :func:`next_window` enumerate them."""
     n = 0
     lo, hi = first_window(data, start, end, width, words)
     while lo < hi:

@@ -117,7 +117,14 @@ class _Versions(_Open):
 class RunSummary(_Open):
     """What ``curate report`` and ``curate inspect`` read of a run's ``summary.json`` (its other
     keys are allowed): the shape :class:`RunOutput` checks before a review, so that an edited or
-    damaged file is named rather than failing deep inside the report."""
+    damaged file is named rather than failing deep inside the report.
+
+    Raises
+    ------
+    pydantic.ValidationError
+        (a ValueError) If a key it reads is missing or of the wrong type, ``input_files`` is empty
+        or ``seconds`` has no ``total``.
+    """
 
     inputs: list[str]
     input_files: list[_InputFile] = Field(min_length=1)
