@@ -210,11 +210,11 @@ def greedy_representatives(offsets, data, group_starts, threshold, width, words=
     representative, even when the group came from a chain A~B~C with ``J(A, C) < threshold``.
 
     The first row is compared with every other; after it, only rows that share a shingle with
-    the representative's prefix are compared (prefix filtering: Chaudhuri, Ganti and Kaushik, "A Primitive Operator for Similarity Joins in Data
-    Cleaning", ICDE 2006; Bayardo, Ma and Srikant, "Scaling Up All Pairs Similarity Search",
-    WWW 2007), which finds every row at ``>= threshold`` and none other: the result is that of
-    comparing with every row, but a chain of n near duplicates (each like its neighbours only)
-    costs about n comparisons, not n² / 6.
+    the representative's prefix are compared (prefix filtering: Chaudhuri, Ganti and Kaushik,
+    "A Primitive Operator for Similarity Joins in Data Cleaning", ICDE 2006; Bayardo, Ma and
+    Srikant, "Scaling Up All Pairs Similarity Search", WWW 2007). That misses no row at
+    ``>= threshold``, so the result is that of comparing with every row, but a chain of n near
+    duplicates (each like its neighbours only) costs about n comparisons, not n² / 6.
 
     Parameters
     ----------
