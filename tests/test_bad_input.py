@@ -339,6 +339,24 @@ def test_field_first_seen_after_the_sample_and_null_ids(tmp_path):
     assert good.id.tolist() == [i for i in range(6000) if i not in (5000, 5001)]
 
 
+def test_an_id_first_seen_after_the_sample_where_ids_are_assigned(sync, tmp_path):
+    # No file's first MiB held "id", so ids were assigned; a later record's own id went through:
+    # JSONL output wrote {"id": "x.jsonl:5001", "text": "late", "id": 7} (two ids, readers keep
+    # the last), while Parquet output refused it.
+    lines = [json.dumps({"text": f"document {i} " * 20}) for i in range(6000)]
+    lines[5000] = '{"text": "late", "id": 7}'
+    path = jsonl(tmp_path / "in" / "x.jsonl", *lines)
+    why = "not in any file's first records, so ids are assigned (file:line); give every record an id, or none"
+    for output_format in ("jsonl", "parquet"):
+        with pytest.raises(BadRecordError, match=re.escape(f"x.jsonl:5001: field 'id': {why}")):
+            run(tmp_path / output_format, [path], io={"output_format": output_format})
+    out, summary = run(tmp_path / "skip", [path], io={"on_error": "skip"})
+    rejected = pd.read_parquet(out / "rejected")
+    assert rejected[["line", "kind", "field"]].values.tolist() == [[5001, "unknown-field", "id"]]
+    kept = (out / "deduplicated" / "part.0.jsonl").read_text().splitlines()
+    assert len(kept) == 5999 and all(line.count('"id"') == 1 for line in kept)
+
+
 def test_invalid_utf8_is_rejected_never_replaced(tmp_path):
     bad_line = b'{"id": 2, "text": "b\xff\xfec"}'
     path = jsonl(tmp_path / "x.jsonl", b'{"id": 1, "text": "a"}', bad_line, b'{"id": 3, "text": "c"}')

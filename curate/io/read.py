@@ -201,7 +201,7 @@ def read_documents(
     if id_field is not None and id_field not in schema.names:
         raise ValueError(f"no id field {id_field!r} in any input file (fields: {schema.names})")
     assign_ids = id_name not in schema.names
-    fields = Fields(text_field, None if assign_ids else id_name)
+    fields = Fields(text_field, None, id_name) if assign_ids else Fields(text_field, id_name)
     only = columns is not None and not check_all
     if columns is not None:
         missing = [c for c in columns if c not in schema.names and not (assign_ids and c == "id")]

@@ -47,10 +47,13 @@ class Fields:
     ``text`` must be present and a string or null (read as empty); ``id`` must be present and
     not null (its type, like any other field's, is checked by casting to the input's schema, the
     same way in the fast and the line-by-line path). None: not checked (sampling, assigned ids).
+    ``absent`` must not be present: the id's name where ids are assigned, since no file's first
+    records hold it (a later record's own would meet the assigned one: two ids in one line).
     """
 
     text: str | None
     id: str | None
+    absent: str | None = None
 
 
 @dataclass(frozen=True)
@@ -459,7 +462,12 @@ def _objects_only(raw: bytes, starts: np.ndarray, ends: np.ndarray) -> bool:
 
 
 def _lacks_field(raw, starts, ends, table: pa.Table, fields: Fields) -> bool:
-    """Whether a record lacks the text or id field or has a null id (a null text is fine)."""
+    """Whether a record lacks the text or id field, has a null id (a null text is fine) or holds
+    the ``absent`` field."""
+    if fields.absent is not None and (name := json.dumps(fields.absent).encode()) in raw:
+        lines = (raw[s:e] for s, e in zip(starts, ends))
+        if any(fields.absent in json.loads(line) for line in lines if name in line):
+            return True
     for name in (fields.text, fields.id):
         if name is None:
             continue
@@ -501,6 +509,13 @@ def _check_line(line: bytes, index: int, fields: Fields) -> Bad | None:
     for name in (fields.text, fields.id):
         if name is not None and name not in record:
             return Bad(index, "missing-field", name, "missing")
+    if fields.absent is not None and fields.absent in record:
+        return Bad(
+            index,
+            "unknown-field",
+            fields.absent,
+            "not in any file's first records, so ids are assigned (file:line); give every record an id, or none",
+        )
     if fields.text is not None and not (record[fields.text] is None or isinstance(record[fields.text], str)):
         return Bad(index, "wrong-type", fields.text, f"expected a string, got {json_kind(record[fields.text])}")
     if fields.id is not None and record[fields.id] is None:
