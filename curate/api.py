@@ -22,7 +22,7 @@ from curate.cluster import current_client, local_shuffles, one_task_per_gpu, shu
 from curate.config import ClusterConfig, FuzzyConfig, IOConfig, RunConfig, field_problem, peer_answer
 from curate.dedup.exact import ExactDedup
 from curate.dedup.fuzzy import FuzzyDedup
-from curate.dedup.keep import KeepPolicy
+from curate.dedup.keep import KeepPolicy, dictionary_decoded
 from curate.dedup.keys import add_doc_keys, align, doc_divisions, drop, fixed_partitions, row_keys, with_doc_keys
 from curate.dedup.resolve import AccountingError, empty_groups, resolve
 from curate.io.read import split_rejected
@@ -277,7 +277,7 @@ def deduplicate(
     if not own_keys:  # a user's own _doc column would fail deep inside a stage
         keyed = keyed.map_partitions(_checked_keys, divisions, partition_info=True, meta=keyed._meta)
     id_field = io.id_field if io.id_field in keyed.columns and not keys_as_ids else DOC
-    keyed = _frame_categories(keyed, keep)
+    keyed = dictionary_decoded(_frame_categories(keyed, keep), keep)
     keyed, id_kinds = _checked_values(keyed, io.text_field, id_field, own_keys)
     exact = ExactDedup(text_field=io.text_field, id_field=id_field, keep=keep)
     fuzzy = FuzzyDedup(run.fuzzy, text_field=io.text_field, id_field=id_field, keep=keep)

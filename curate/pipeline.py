@@ -29,6 +29,7 @@ from curate.checks import OUTPUTS, PARTIAL, REPEATED_IDS, STAGES, check_output
 from curate.cluster import check_files, current_client, local_shuffles, one_task_per_gpu
 from curate.config import RunConfig
 from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy
+from curate.dedup.keep import dictionary_decoded
 from curate.dedup.keys import drop
 from curate.dedup.resolve import REMOVED_COLUMNS, AccountingError, coalesce, empty_groups, resolve
 from curate.io import count_rows, read_documents, write_documents, write_table
@@ -136,6 +137,7 @@ def dedup(
         raise ValueError(
             f"keep policy {keep} names column {keep.column!r}, not in the input ({list(everything.columns)})"
         )
+    everything = dictionary_decoded(everything, keep)  # the stages' copy; the output keeps the input's type
     _prepare_output(out, overwrite, resume, inputs, paths)  # only once the input is known to be readable
     cluster = config.cluster
     joined = cluster.scheduler_address or cluster.scheduler_file

@@ -363,3 +363,31 @@ def test_summary_lists_input_files_and_stage_peaks(client, fixture_run):
         assert peak["total"] <= summary["peak_rss_bytes"]["total"]
     assert summary["peak_device_bytes"] is None and summary["stage_peak_device_bytes"] == {}  # no GPU worker
     assert summary["device_spilled_bytes"] is None
+
+
+def test_a_dictionary_encoded_keep_column_orders_by_its_values(sync, tmp_path):
+    # A Parquet column pandas wrote from a categorical is dictionary-encoded: --keep min:COLUMN
+    # stopped the run (the read stage's file could not be read back with its type), and the
+    # Python API kept by the codes, each file's own order of first appearance ("y" before "x").
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import curate
+
+    (tmp_path / "in").mkdir()
+    for name, texts, cats in [("a", ["one", "one", "two"], ["y", "x", "z"]), ("b", ["two", "one"], ["a", "w"])]:
+        table = pa.table({"text": texts, "cat": pa.array(cats).dictionary_encode()})
+        pq.write_table(table, tmp_path / "in" / f"{name}.parquet")
+    out = tmp_path / "out"
+    dedup([str(tmp_path / "in")], str(out), load_config(None, {"mode": "exact", "keep": "min:cat"}))
+    removed = pd.read_parquet(out / "removed.parquet")
+    assert sorted(zip(removed.id, removed.representative)) == [  # "w" < "x" < "y"; "a" < "z"
+        ("a.parquet:0", "b.parquet:1"),
+        ("a.parquet:1", "b.parquet:1"),
+        ("a.parquet:2", "b.parquet:0"),
+    ]
+    kept = pq.read_table(out / "deduplicated")
+    assert pa.types.is_dictionary(kept.schema.field("cat").type)  # the output keeps the input's type
+    docs = curate.read_documents([str(tmp_path / "in" / "a.parquet")])
+    kept, _, _ = curate.deduplicate(docs, mode="exact", keep="min:cat").compute()
+    assert kept.cat.astype(str).tolist() == ["x", "z"]

@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 
 import pandas as pd
+import pyarrow as pa
 
 from curate.backend import byte_lengths, is_missing
 from curate.config import check_keep, parse_keep
@@ -90,6 +91,18 @@ class KeepPolicy:
         # above every number and apart from nulls, while the host copy of a cuDF column is numpy
         # float64, where both are NaN, so a GPU run kept another representative.
         return values.astype("float64") if values.name == self.column and values.dtype.kind == "f" else values
+
+
+def dictionary_decoded(docs, keep: KeepPolicy):
+    """``docs`` (a Dask DataFrame) whose keep column, where it is Arrow dictionary-encoded (a
+    Parquet column pandas wrote from a categorical, read by curate), holds the values themselves:
+    sorted, such a column orders by its codes, which each file numbers in its own order of first
+    appearance, and a stage file cannot be read back with its type. Other columns, and other
+    types, as they are."""
+    dtype = docs._meta[keep.column].dtype if keep.column else None
+    if not (isinstance(dtype, pd.ArrowDtype) and pa.types.is_dictionary(dtype.pyarrow_dtype)):
+        return docs
+    return docs.assign(**{keep.column: docs[keep.column].astype(pd.ArrowDtype(dtype.pyarrow_dtype.value_type))})
 
 
 # What pandas infers for an object column whose values order with each other.
