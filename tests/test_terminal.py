@@ -163,7 +163,8 @@ def test_verbose_logs_the_cluster_and_each_stage(tmp_path):
     assert any(re.search(r"curate.checkpoints: stage read: started$", line) for line in lines), printed
     assert any(
         re.search(
-            r"curate.checkpoints: stage read: finished in [0-9.]+ s \([0-9,]+ rows in [0-9]+ Parquet file\(s\), [0-9.]+ [kMG]?i?B\)$",
+            r"curate.checkpoints: stage read: finished in [0-9.]+ s \([0-9,]+ documents whose md5 another shares; "
+            r"1 Parquet file, [0-9.]+ [kMG]?i?B\)$",
             line,
         )
         for line in lines
