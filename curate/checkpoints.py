@@ -236,17 +236,21 @@ def _flat(params: dict, prefix: str = "") -> dict:
     return flat
 
 
-# What a row of each stage's table is, for -v's log ("0 rows" of the read stage read as "nothing read").
+# What a row of each stage's table is (noun, what follows it), for -v's log: "0 rows" of the
+# read stage read as "nothing read". A stage of several tables names each as STAGE/TABLE.
 _ROWS = {
-    "read": "documents whose md5 another shares",
-    "exact": "documents of exact groups, with their representative",
-    "select": "texts of candidates",
-    "verify": "pairs verified",
-    "verify_members": "pairs verified",
-    "components": "documents of components",
-    "groups": "documents of near-duplicate groups, with their representative",
-    "removed": "documents removed",
-    "duplicates": "documents of groups",
+    "read": ("document", " whose md5 another shares"),
+    "exact": ("document", " of exact groups, with its representative"),
+    "minhash+lsh/edges": ("candidate pair", ""),
+    "minhash+lsh/stars": ("row", " of buckets of 3 or more"),
+    "select": ("text", " of candidates"),
+    "verify": ("candidate pair", ", with its Jaccard"),
+    "member_pairs/pairs": ("member pair", ""),
+    "verify_members": ("member pair", ", with its Jaccard"),
+    "components": ("document", " of components"),
+    "groups": ("document", " of near-duplicate groups, with its representative"),
+    "removed": ("document", " removed"),
+    "duplicates": ("document", " of groups"),
 }
 
 
@@ -259,11 +263,16 @@ def _size(folder: Path) -> str:
     for f in parts:
         table = f.parent.relative_to(folder).as_posix()
         rows[table] = rows.get(table, 0) + pq.read_metadata(f).num_rows
-    held = "; ".join(
-        f"{n:,} {_ROWS.get(folder.name, 'rows')}" if table == "." else f"{table}: {counted(n, 'row')}"
-        for table, n in sorted(rows.items())
-    )
+    held = "; ".join(_rows_of(folder.name, table, n) for table, n in sorted(rows.items()))
     return f"{held or 'no table'}; {counted(len(parts), 'Parquet file')}, {format_bytes(sum(f.stat().st_size for f in files))}"
+
+
+def _rows_of(stage: str, table: str, n: int) -> str:
+    name = stage if table == "." else f"{stage}/{table}"
+    if name in _ROWS:
+        noun, tail = _ROWS[name]
+        return f"{counted(n, noun)}{tail}"
+    return counted(n, "row") if table == "." else f"{table}: {counted(n, 'row')}"
 
 
 def remove_stages(root: Path) -> None:

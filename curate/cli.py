@@ -318,20 +318,24 @@ def _disk_full(err: OSError) -> bool:
 
 
 def _configure_logging(verbose: bool) -> None:
-    """curate's own messages: warnings, or with ``verbose`` everything from INFO, timed."""
-    if verbose:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
-    else:  # as the command's own warnings are written ("warning: ..."), not "WARNING curate.pipeline: ..."
-        handler = logging.StreamHandler()
-        handler.setFormatter(_Plain())
-        logging.basicConfig(level=logging.WARNING, handlers=[handler])
+    """curate's own messages: warnings, or with ``verbose`` everything from INFO, timed and
+    named. A warning reads ``warning: ...`` either way, as the command's own warnings do (it read
+    "WARNING curate.pipeline: ...", and under -v had no mark at all)."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(
+        _Labelled("%(asctime)s %(name)s: %(label)s%(message)s", "%H:%M:%S")
+        if verbose
+        else _Labelled("%(label)s%(message)s")
+    )
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
 
 
-class _Plain(logging.Formatter):
-    """A log record as ``warning: message`` (its level in lower case, no logger name)."""
+class _Labelled(logging.Formatter):
+    """A format whose ``%(label)s`` is ``"warning: "`` (the level, in lower case) from WARNING up, else empty."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return f"{record.levelname.lower()}: {super().format(record)}"
+        record.label = f"{record.levelname.lower()}: " if record.levelno >= logging.WARNING else ""
+        return super().format(record)
 
 
 def _quiet_dask(verbose: bool) -> None:

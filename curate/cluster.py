@@ -441,7 +441,12 @@ def _answering(address: str, timeout: float, scheduler_file: str | None = None) 
             f"cannot connect to {address} ({reply}): a tls:// scheduler needs the client's certificates in "
             "Dask's configuration (distributed.comm.tls.*)"
         ) from None
-    elif isinstance(reply, BaseException):  # a malformed address: ValueError, naming it
+    elif isinstance(reply, ValueError):  # a malformed address, naming it
+        raise reply
+    elif isinstance(reply, Exception):  # something else answered: an HTTP server's bytes read as a
+        # message length made distributed allocate exbibytes (a MemoryError traceback)
+        reply = {"error": f"something answered, not as a Dask scheduler: {type(reply).__name__}"}
+    elif isinstance(reply, BaseException):  # KeyboardInterrupt
         raise reply
     if reply.get("type") != "Scheduler":
         raise OSError(

@@ -1,5 +1,6 @@
 import importlib.util
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -376,6 +377,9 @@ def test_logged_warnings_read_as_the_commands_own(tmp_path):
     args = ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(tmp_path / "out"), "--no-progress"]
     done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stderr) == (3, "warning: the bands are weak\n")
+    # ... and under -v, among the timed info lines, it had no mark at all
+    done = subprocess.run([sys.executable, "-c", script, *args, "-v"], capture_output=True, text=True, timeout=120)
+    assert re.fullmatch(r"\d\d:\d\d:\d\d curate.pipeline: warning: the bands are weak\n", done.stderr), done.stderr
 
 
 @pytest.mark.parametrize("when", ["cluster closing", "table", "report"])

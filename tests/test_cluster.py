@@ -166,6 +166,27 @@ def test_an_address_where_no_scheduler_answers_stops_the_run_naming_it(tmp_path)
     assert not (tmp_path / "o").exists()  # an empty output folder was left behind
 
 
+def test_an_address_where_another_server_answers_stops_the_run_naming_it(tmp_path):
+    # An HTTP server (a dashboard, a proxy) answering the probe's bytes: its reply, read as a
+    # message length, made distributed allocate 3.07 EiB: a MemoryError traceback.
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+
+        def answer():
+            with contextlib.suppress(OSError):
+                while True:
+                    conn, _ = server.accept()
+                    conn.recv(1024)
+                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n" * 64)
+
+        threading.Thread(target=answer, daemon=True).start()
+        run = dedup_joining(tmp_path, "--scheduler-address", address, connect_timeout="5s")
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+    assert (
+        f"Error: no Dask scheduler answered at {address} within 5 s (something answered, not as a Dask " in run.stderr
+    )
+
+
 def test_an_address_where_nothing_listens_is_named_so(tmp_path):
     # A refused connection was said as "(no answer)", as a silent port is.
     with socket.create_server(("127.0.0.1", 0)) as server:

@@ -636,10 +636,18 @@ def test_inspect_names_a_rejected_record_as_rejected(client, tmp_path):
     (tmp_path / "x.jsonl").write_text("\n".join(lines) + "\n")
     dedup([str(tmp_path / "x.jsonl")], str(tmp_path / "out"), load_config(None, {"io": {"on_error": "skip"}}))
     run = RunOutput(tmp_path / "out")
-    assert run.rejected_as("c") == ["x.jsonl:3 (wrong-type)"] and run.rejected_as("a") == ["x.jsonl:4 (duplicate-id)"]
-    assert run.rejected_as("x.jsonl:5") == ["x.jsonl:5 (invalid-json)"] and run.rejected_as("zz") == []
+    assert run.rejected_as("c") == [("x.jsonl:3", "wrong-type")]
+    assert run.rejected_as("a") == [("x.jsonl:4", "duplicate-id")]
+    assert run.rejected_as("x.jsonl:5") == [("x.jsonl:5", "invalid-json")]  # no id in it: its file and line
+    assert run.rejected_as("x.jsonl:3") == run.rejected_as("zz") == []  # that record has an id, "c"
     result = CliRunner().invoke(main, ["inspect", str(tmp_path / "out"), "--id", "c"])
     assert result.exit_code == 1 and result.output == (
         f"Error: 'c' was rejected, so not deduplicated: x.jsonl:3 (wrong-type) (listed in {tmp_path / 'out' / 'rejected'})\n"
     )
     assert [p.removed for p in run.document("a")] == ["b"]  # its first occurrence's group
+    # A kept id whose later repeat was rejected was said to be rejected itself.
+    (tmp_path / "y.jsonl").write_text('{"id": "u", "text": "alone"}\n{"id": "u", "text": "again"}\n')
+    dedup([str(tmp_path / "y.jsonl")], str(tmp_path / "out2"), load_config(None, {"io": {"on_error": "skip"}}))
+    with pytest.raises(KeyError, match="'u' is in no duplicate group: it was kept as unique; later records with this "
+                       r"id were rejected as repeated ids: y.jsonl:2 \(duplicate-id\)"):  # fmt: skip
+        RunOutput(tmp_path / "out2").document("u")

@@ -386,4 +386,9 @@ def test_a_stages_log_line_says_what_its_rows_are(tmp_path):
     for table, rows in [("edges", 2), ("stars", 1), ("stars", 0)]:
         (tmp_path / "minhash+lsh" / table).mkdir(parents=True, exist_ok=True)
         pq.write_table(pa.table({"u": list(range(rows))}), tmp_path / "minhash+lsh" / table / f"part.{rows}.parquet")
-    assert _size(tmp_path / "minhash+lsh").startswith("edges: 2 rows; stars: 1 row; 3 Parquet files, ")
+    assert _size(tmp_path / "minhash+lsh").startswith(
+        "2 candidate pairs; 1 row of buckets of 3 or more; 3 Parquet files, "
+    )
+    (tmp_path / "other" / "t").mkdir(parents=True)
+    pq.write_table(pa.table({"u": [1]}), tmp_path / "other" / "t" / "part.0.parquet")
+    assert _size(tmp_path / "other").startswith("t: 1 row; 1 Parquet file, ")

@@ -381,18 +381,23 @@ class RunOutput:
             return self._pairs_of(row)
         if (self.duplicates.group == doc_id).any() or (self.removed.representative == doc_id).any():
             return self.group(doc_id, limit)
+        listed = f"(listed in {self.out_dir / 'rejected'})"
         if rejected := self.rejected_as(doc_id):
-            raise KeyError(
-                f"{doc_id!r} was rejected, so not deduplicated: {first_few(rejected, sep=', ')} "
-                f"(listed in {self.out_dir / 'rejected'})"
-            )
+            places = first_few([f"{where} ({kind})" for where, kind in rejected], sep=", ")
+            if all(kind == "duplicate-id" for _, kind in rejected):  # its first record was read
+                raise KeyError(
+                    f"{doc_id!r} is in no duplicate group: it was kept as unique; later records with this id "
+                    f"were rejected as repeated ids: {places} {listed}"
+                )
+            raise KeyError(f"{doc_id!r} was rejected, so not deduplicated: {places} {listed}")
         raise KeyError(f"{doc_id!r} is in no duplicate group: it was kept as unique, or is not an input id")
 
-    def rejected_as(self, doc_id) -> list[str]:
-        """Where ``--on-error skip`` rejected a record with id ``doc_id``: ``"file:line (kind)"``
-        for each, from ``rejected/``: a record whose JSON holds the run's id field with that
-        value (as a string: ``7`` and ``"7"`` are one id), or whose assigned id (``file:line``)
-        it is. Empty where nothing was rejected (or ``rejected/`` is unreadable)."""
+    def rejected_as(self, doc_id) -> list[tuple[str, str]]:
+        """Where ``--on-error skip`` rejected a record with id ``doc_id``, from ``rejected/``:
+        ``("file:line", kind)`` for each record whose JSON holds the run's id field with that
+        value (as a string: ``7`` and ``"7"`` are one id), or, for one that holds no id (assigned
+        ids), whose ``file:line`` it is. Empty where nothing was rejected (or ``rejected/`` is
+        unreadable)."""
         try:
             rejected = pd.read_parquet(self.out_dir / "rejected", columns=["source", "line", "kind", "record"])
         except (OSError, pa.ArrowException):  # none (a run that rejected nothing has no folder), or damaged
@@ -401,16 +406,15 @@ class RunOutput:
         found = []
         for source, line, kind, record in zip(rejected.source, rejected.line, rejected.kind, rejected.record):
             where = f"{source}:{line}"
-            if where != wanted:
-                if wanted.isascii() and wanted.encode() not in record:  # most records: no JSON parse
-                    continue
-                try:
-                    value = json.loads(record)
-                except ValueError:  # invalid JSON or UTF-8: its id cannot be read
-                    continue
-                if not isinstance(value, dict) or str(value.get(field)) != wanted:
-                    continue
-            found.append(f"{where} ({kind})")
+            if where != wanted and wanted.isascii() and wanted.encode() not in record:  # most: no JSON parse
+                continue
+            try:
+                value = json.loads(record)
+            except ValueError:  # invalid JSON or UTF-8: its id cannot be read
+                value = None
+            held = isinstance(value, dict) and field in value
+            if (str(value[field]) == wanted) if held else (where == wanted):
+                found.append((where, kind))
         return found
 
     def _id(self, value):
