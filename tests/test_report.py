@@ -645,6 +645,9 @@ def test_inspect_names_a_rejected_record_as_rejected(client, tmp_path):
         f"Error: 'c' was rejected, so not deduplicated: x.jsonl:3 (wrong-type) (listed in {tmp_path / 'out' / 'rejected'})\n"
     )
     assert [p.removed for p in run.document("a")] == ["b"]  # its first occurrence's group
+    with pytest.raises(KeyError, match=r"no duplicate group has representative 'c'; records with this id were "
+                       r"rejected: x.jsonl:3 \(wrong-type\)"):  # fmt: skip
+        run.group("c")
     # A kept id whose later repeat was rejected was said to be rejected itself.
     (tmp_path / "y.jsonl").write_text('{"id": "u", "text": "alone"}\n{"id": "u", "text": "again"}\n')
     dedup([str(tmp_path / "y.jsonl")], str(tmp_path / "out2"), load_config(None, {"io": {"on_error": "skip"}}))

@@ -350,7 +350,7 @@ class RunOutput:
         Raises
         ------
         KeyError
-            If ``group`` names no group, saying what it is instead when it was removed.
+            If ``group`` names no group, saying what it is instead when it was removed or rejected.
         """
         group = self._id(group)
         members = self.duplicates[(self.duplicates.group == group) & ~self.duplicates.kept]
@@ -361,6 +361,12 @@ class RunOutput:
                 kept = gone.representative.iloc[0]
                 raise KeyError(
                     f"{group!r} was removed ({gone.kind.iloc[0]}, kept: {kept!r}): try --id {group} or --group {kept}"
+                )
+            if rejected := self.rejected_as(group):
+                places = first_few([f"{where} ({kind})" for where, kind in rejected], sep=", ")
+                raise KeyError(
+                    f"no duplicate group has representative {group!r}; records with this id were rejected: "
+                    f"{places} (listed in {self.out_dir / 'rejected'})"
                 )
             raise KeyError(f"no duplicate group has representative {group!r}")
         return self._pairs_of(rows.sort_values("jaccard", kind="stable").head(limit))
