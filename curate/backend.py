@@ -449,10 +449,11 @@ def band_buckets_numpy(signatures, num_bands, rows_per_band):
 
 
 @jaccard.register(pd.Series)
-def jaccard_pandas(texts: pd.Series, x, y, width, words) -> np.ndarray:
+def jaccard_pandas(texts: pd.Series, x, y, width, words, at_least=0.0) -> np.ndarray:
     """Jaccard similarity of ``texts[x[i]]`` and ``texts[y[i]]``'s shingle sets (positions), float64 ``(n,)``; each
-    document's set built once; see :func:`curate.kernels.jaccard.jaccard_indexed`."""
-    return _jaccard.jaccard_indexed(*text_buffers(texts), x, y, width, words)
+    document's set built once; below ``at_least``, an upper bound below it; see
+    :func:`curate.kernels.jaccard.jaccard_indexed`."""
+    return _jaccard.jaccard_indexed(*text_buffers(texts), x, y, width, words, at_least=at_least)
 
 
 @greedy_representatives.register(pd.Series)

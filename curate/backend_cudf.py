@@ -232,10 +232,11 @@ def band_buckets_cupy(signatures: cupy.ndarray, num_bands, rows_per_band) -> cup
 
 
 @jaccard.register(cudf.Series)
-def jaccard_cudf(texts: cudf.Series, x, y, width, words) -> np.ndarray:
+def jaccard_cudf(texts: cudf.Series, x, y, width, words, at_least=0.0) -> np.ndarray:
     """Jaccard similarity of ``texts[x[i]]`` and ``texts[y[i]]``, float64 ``(n,)`` numpy, computed on the device
     from the column's own buffers by :func:`curate.kernels.cuda.jaccard_cuda` (the values of
-    :func:`curate.backend.jaccard_pandas`)."""
+    :func:`curate.backend.jaccard_pandas`). Every value exact: ``at_least`` lets only the host's
+    merge stop early (the device's threads search, they do not merge)."""
     return cupy.asnumpy(jaccard_cuda(*text_buffers(texts), x, y, width, words, xp=cupy))
 
 

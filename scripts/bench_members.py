@@ -4,13 +4,13 @@ Usage:
 
     python scripts/bench_members.py --before DIR [--after DIR] [--rounds 3]
         [--corpora 20news,enron_spam,reuters,bible/chapters,bible/verses,gutenberg,templated]
-        [--threshold 0.8] [--data ../shared/data]
+        [--threshold 0.8] [--data ../shared/data] [--templated-docs 400]
 
 ``--before`` and ``--after`` are source trees of curate (e.g. ``git archive <commit> | tar -x
 -C DIR``; ``--after`` defaults to this checkout). Each round runs ``python -m curate dedup`` on
 each corpus with each tree first on ``PYTHONPATH`` (so the CLI and its Dask workers import that
 tree), one after the other, so that machine load hits both alike. ``templated`` is the corpus
-of ``scripts/make_templated_corpus.py`` (400 documents, 12 pairs, seed 0), written to a
+of ``scripts/make_templated_corpus.py`` (``--templated-docs`` documents, 12 pairs, seed 0), written to a
 temporary folder. Reported per corpus and version: the fuzzy counts of ``summary.json``
 (candidate edges, member pairs compared in the second round, verified edges, buckets over the
 cap, fuzzy removals), and the median seconds of the stages that changed (``minhash+lsh``,
@@ -39,7 +39,7 @@ STAGES = {
 COUNTS = ("candidate_edges", "member_pairs", "verified_edges", "buckets_over_cap", "removed")
 
 
-def templated_corpus(folder: Path) -> Path:
+def templated_corpus(folder: Path, docs: int) -> Path:
     spec = importlib.util.spec_from_file_location(
         "make_templated_corpus", ROOT / "scripts" / "make_templated_corpus.py"
     )
@@ -47,7 +47,7 @@ def templated_corpus(folder: Path) -> Path:
     spec.loader.exec_module(module)
     path = folder / "templated" / "docs.jsonl"
     path.parent.mkdir(parents=True)
-    path.write_text("".join(json.dumps(record) + "\n" for record in module.templated_documents()))
+    path.write_text("".join(json.dumps(record) + "\n" for record in module.templated_documents(docs)))
     return path.parent
 
 
@@ -80,11 +80,12 @@ def main():
     parser.add_argument("--threshold", type=float, default=0.8)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--templated-docs", type=int, default=400)
     args = parser.parse_args()
     trees = {"before": args.before.resolve(), "after": args.after.resolve()}
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
-        templated = templated_corpus(scratch)
+        templated = templated_corpus(scratch, args.templated_docs)
         print(f"threshold {args.threshold}, median of {args.rounds} interleaved runs, seconds")
         print(f"| corpus | version | {' | '.join(COUNTS)} | {' | '.join(STAGES)} |")
         print("|---|---|" + "---:|" * (len(COUNTS) + len(STAGES)))

@@ -8,7 +8,13 @@ from hypothesis import strategies as st
 from numba import njit
 
 from curate import backend
-from curate.kernels.jaccard import greedy_representatives, jaccard_indexed
+from curate.kernels.jaccard import (
+    greedy_representatives,
+    jaccard_at_least,
+    jaccard_indexed,
+    jaccard_sorted,
+    overlap_needed,
+)
 from curate.kernels.lsh import band_buckets
 from curate.kernels.minhash import MERSENNE_61, minhash, permutations
 from curate.kernels.murmur import murmur3_32, murmur3_64
@@ -465,6 +471,87 @@ def test_jaccard_indexed_shares_sets_across_pairs_and_chunks(texts, data, width,
     got = jaccard_indexed(*buffers(texts), np.array(x), np.array(y), width, False, budget)
     expected = [ref.jaccard(texts[i], texts[j], width) for i, j in zip(x, y)]
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+
+
+@njit
+def _at_least(x, y, threshold):
+    return jaccard_at_least(x, y, threshold)
+
+
+@njit
+def _exact(x, y):
+    return jaccard_sorted(x, y)
+
+
+@njit
+def _needed(total, threshold):
+    return overlap_needed(total, threshold)
+
+
+def sets_sharing(common, only_x, only_y, seed=0, shared_last=False):
+    """Two sorted uint64 arrays with ``common`` values in both; with ``shared_last``, every
+    unshared value sorts before the shared ones (the merge meets all its misses first)."""
+    values = np.sort(np.random.default_rng(seed).choice(1 << 40, common + only_x + only_y, replace=False)).astype(
+        np.uint64
+    )
+    if shared_last:
+        shared, own = values[only_x + only_y :], values[: only_x + only_y]
+    else:
+        shared, own = values[:common], values[common:]
+    return np.sort(np.r_[shared, own[:only_x]]), np.sort(np.r_[shared, own[only_x:]])
+
+
+def test_overlap_needed_is_the_least_count_that_reaches_the_threshold():
+    for threshold in (0.01, 0.1, 0.5, 2 / 3, 0.7, 0.8, 0.85, 0.9, 0.95, 0.99, 1.0):
+        for total in range(0, 400):
+            reach = [c for c in range(total // 2 + 1) if c / (total - c) >= threshold] if total else [0]
+            # none reaches (an odd total at threshold 1): more than the smaller set can share
+            assert _needed(total, threshold) == (reach[0] if reach else (total + 1) // 2), (threshold, total)
+    assert _needed(10, 0.0) == 0
+
+
+@SETTINGS
+@given(
+    st.integers(0, 400),
+    st.integers(0, 200),
+    st.integers(0, 200),
+    st.floats(0.01, 1.0),
+    st.booleans(),
+    st.integers(0, 9),
+)
+def test_jaccard_at_least_is_exact_at_the_threshold_and_an_upper_bound_below(common, only_x, only_y, t, last, seed):
+    x, y = sets_sharing(common, only_x, only_y, seed, last)
+    exact, got = _exact(x, y), _at_least(x, y, t)
+    if exact >= t:
+        assert got == exact
+    else:
+        assert exact <= got < t
+
+
+def test_jaccard_at_least_keeps_every_pair_exactly_at_its_threshold():
+    # The threshold is the pair's own similarity, and every unshared value comes first: the
+    # merge meets all its misses before any shared value, and must still not stop.
+    for nx in range(1, 200, 13):
+        for ny in range(1, 200, 11):
+            for common in range(0, min(nx, ny) + 1, 3):
+                x, y = sets_sharing(common, nx - common, ny - common, nx * ny, shared_last=True)
+                exact = _exact(x, y)
+                if exact > 0:
+                    assert _at_least(x, y, exact) == exact, (nx, ny, common)
+                    assert _at_least(x, y, np.nextafter(exact, 2)) < exact + 1e-15
+
+
+def test_jaccard_indexed_at_least():
+    # The pipeline's path: values at or above at_least are the reference's, the others fall below it.
+    texts = ["the quick brown fox jumps over the lazy dog " * 3, "the quick brown fox jumps over the lazy cat " * 3]
+    texts += [t.replace("quick", "slow") for t in texts] + ["nothing alike here", ""]
+    x, y = np.repeat(np.arange(6), 6), np.tile(np.arange(6), 6)
+    exact = jaccard_indexed(*buffers(texts), x, y, 5)
+    assert np.array_equal(exact, [ref.jaccard(texts[i], texts[j], 5) for i, j in zip(x, y)])
+    for t in (0.3, 0.5, 0.8, 1.0):
+        got = jaccard_indexed(*buffers(texts), x, y, 5, at_least=t)
+        assert np.array_equal(got[exact >= t], exact[exact >= t]) and (got[exact < t] < t).all()
+        assert (got >= exact).all()
 
 
 def test_jaccard_by_hand():

@@ -181,7 +181,7 @@ class FuzzyDedup:
                 }
 
             second = stage("member_pairs", {"max_member_pairs": config.max_member_pairs}, pairs)
-            members = stage("verify_members", {}, lambda: self.passed(self.score(second["pairs"], chosen)))
+            members = stage("verify_members", {}, lambda: self.verify(second["pairs"], chosen))
             edges = dd.concat([edges, members])
             out.update(member_pairs=second["pairs"], member_edges=members, buckets_over_cap=second["buckets_over_cap"])
         graph = stage("components", {}, lambda: components(edges))

@@ -16,7 +16,10 @@ PART = "_part"  # the edge partition that asks for a text
 def verify_edges(edges: dd.DataFrame, docs: dd.DataFrame, text_field: str, config: FuzzyConfig) -> dd.DataFrame:
     """Exact Jaccard similarity of each candidate pair's shingle sets; pairs below threshold dropped.
 
-    :func:`score_edges`, then only the pairs at or above ``config.threshold``.
+    :func:`score_edges`, then only the pairs at or above ``config.threshold``. The values of
+    pairs below it are never read, so their merges stop as soon as they cannot reach it
+    (:func:`curate.kernels.jaccard.jaccard_at_least`): the second round's pairs, which mostly
+    fail, take half the time (``scripts/bench_members.py``, ``docs/benchmarks.md``).
 
     Parameters
     ----------
@@ -28,7 +31,7 @@ def verify_edges(edges: dd.DataFrame, docs: dd.DataFrame, text_field: str, confi
     dask.dataframe.DataFrame
         Columns ``u``, ``v`` (int64), ``jaccard`` (float64, >= ``config.threshold``).
     """
-    return passed_edges(score_edges(edges, docs, text_field, config), config.threshold)
+    return passed_edges(score_edges(edges, docs, text_field, config, at_least=config.threshold), config.threshold)
 
 
 def passed_edges(scored: dd.DataFrame, threshold: float) -> dd.DataFrame:
@@ -61,7 +64,9 @@ def _at_least(part, threshold):
     return part[part[JACCARD] >= threshold]
 
 
-def score_edges(edges: dd.DataFrame, docs: dd.DataFrame, text_field: str, config: FuzzyConfig) -> dd.DataFrame:
+def score_edges(
+    edges: dd.DataFrame, docs: dd.DataFrame, text_field: str, config: FuzzyConfig, at_least: float = 0.0
+) -> dd.DataFrame:
     """Exact Jaccard similarity of each candidate pair's shingle sets, every pair kept.
 
     The edges are shuffled on ``u`` (an LSH star's edges all land in one partition), and each
@@ -80,6 +85,9 @@ def score_edges(edges: dd.DataFrame, docs: dd.DataFrame, text_field: str, config
         at least every document of an edge (e.g. the candidates selected from the corpus).
     text_field : str
     config : FuzzyConfig
+    at_least : float, default=0.0
+        Pairs below it get, instead of their similarity, an upper bound of it below ``at_least``
+        (see :func:`curate.kernels.jaccard.jaccard_indexed`); 0: every value exact.
 
     Returns
     -------
@@ -97,7 +105,7 @@ def score_edges(edges: dd.DataFrame, docs: dd.DataFrame, text_field: str, config
         PART, divisions=(*range(numbered.npartitions), numbered.npartitions - 1)
     )
     meta = {"u": "int64", "v": "int64", JACCARD: "float64"}  # built in the partitions' backend
-    return dd.map_partitions(_score, numbered, texts, text_field, config, meta=meta, align_dataframes=False)
+    return dd.map_partitions(_score, numbered, texts, text_field, config, at_least, meta=meta, align_dataframes=False)
 
 
 def _numbered(part, partition_info=None):
@@ -105,7 +113,7 @@ def _numbered(part, partition_info=None):
     return part.assign(**{PART: np.int64(number)}).drop_duplicates(["u", "v"])
 
 
-def _score(edges, texts, text_field, config):
+def _score(edges, texts, text_field, config, at_least):
     texts = texts.drop_duplicates(DOC).sort_values(DOC)
     keys = to_host(texts[DOC]).to_numpy()
     edges = edges.sort_values(
@@ -118,5 +126,6 @@ def _score(edges, texts, text_field, config):
         np.searchsorted(keys, v),
         config.width,
         config.ngram == "word",
+        at_least,
     )
     return type(edges)({"u": u, "v": v, JACCARD: similarity})
