@@ -554,6 +554,27 @@ def test_jaccard_indexed_at_least():
         assert (got >= exact).all()
 
 
+def test_jaccard_indexed_builds_each_set_once_per_tile(monkeypatch):
+    # 60 documents of 100 bytes in blocks of 1,000 (budget 2,000): 6 blocks. Every pair of
+    # them, in random order (as a member round's pairs reach a partition): a set is built at
+    # most once per tile its document is in (6), not once per chunk of a few pairs (~3,000 in all).
+    import curate.kernels.jaccard as kernel
+
+    built = []
+    original = kernel._jaccard_indexed
+    monkeypatch.setattr(kernel, "_jaccard_indexed", lambda *args: built.append(original(*args)))
+    rng = np.random.default_rng(0)
+    texts = ["".join(rng.choice(list("abcd"), 100)) for _ in range(60)]
+    x, y = np.triu_indices(60, 1)
+    order = rng.permutation(len(x))
+    got = jaccard_indexed(*buffers(texts), x[order], y[order], 3, budget=2000)
+    assert np.array_equal(got, [ref.jaccard(texts[i], texts[j], 3) for i, j in zip(x[order], y[order])])
+    assert built[0] <= 6 * 60
+    # Texts that fit in one block keep the given order: one chunk, each set built once.
+    jaccard_indexed(*buffers(texts), x[order], y[order], 3, budget=12_000)
+    assert built[1] == 60
+
+
 def test_jaccard_by_hand():
     xs = ["the cat sat", "abcdef", "", "", "   ", "aaaa", "abcab"]
     ys = ["the cat sat", "uvwxyz", "", "abc", "\t", "aa", "abcabcab"]

@@ -102,7 +102,7 @@ def _jaccard_indexed(offsets, data, x, y, width, words, budget, at_least, out):
     starts = np.zeros(n_docs, dtype=np.int64)
     lengths = np.zeros(n_docs, dtype=np.int64)
     flat = np.empty(0, dtype=np.uint64)
-    begin, chunk = 0, 0
+    begin, chunk, built = 0, 0, 0
     while begin < len(out):
         # The pairs from `begin` whose documents' texts sum to at most `budget` bytes (one pair at least).
         end, size = begin, 0
@@ -127,6 +127,7 @@ def _jaccard_indexed(offsets, data, x, y, width, words, budget, at_least, out):
                     found = shingle_set(data, offsets[d], offsets[d + 1], width, words)
                     flat[starts[d] : starts[d] + len(found)] = found
                     lengths[d] = -1 - len(found)  # negative: built in this chunk
+                    built += 1
         for i in range(begin, end):
             a, b = x[i], y[i]
             set_a, set_b = flat[starts[a] : starts[a] - 1 - lengths[a]], flat[starts[b] : starts[b] - 1 - lengths[b]]
@@ -135,6 +136,7 @@ def _jaccard_indexed(offsets, data, x, y, width, words, budget, at_least, out):
             lengths[x[i]] = 0
             lengths[y[i]] = 0
         begin, chunk = end, chunk + 1
+    return built
 
 
 def jaccard_indexed(offsets, data, x, y, width, words=False, budget=1 << 25, at_least=0.0):
@@ -154,10 +156,15 @@ def jaccard_indexed(offsets, data, x, y, width, words=False, budget=1 << 25, at_
         Characters (or words) per shingle.
     words : bool, default=False
     budget : int, default=32 MiB
-        Pairs are taken in order in chunks whose documents hold at most this many text bytes
-        (at least one pair), which bounds the sets held at once to 8 bytes per text byte; a
-        document in pairs of several chunks has its set built in each. Order the pairs by ``x``
-        so that a document's pairs fall in one chunk.
+        Pairs are taken in chunks whose documents hold at most this many text bytes (at least
+        one pair), which bounds the sets held at once to 8 bytes per text byte; a document in
+        pairs of several chunks has its set built in each. Where the buffer holds more, its
+        documents fall into blocks of ``budget / 2`` bytes (in buffer order) and the pairs are
+        taken tile by tile, a tile being the pairs between two blocks, in their given order: a
+        set is then built about once per tile its document is in, at most ``k`` times for ``k``
+        blocks whatever the order of the pairs (in the given order, pairs of random documents
+        built a set about once per pair). Within a tile, order the pairs by ``x`` so that an
+        LSH star's pairs fall in one chunk.
     at_least : float, default=0.0
         Where only pairs at or above a threshold matter: a pair below it gets a number below it
         (an upper bound of its similarity), found by a merge that stops early
@@ -179,9 +186,24 @@ def jaccard_indexed(offsets, data, x, y, width, words=False, budget=1 << 25, at_
         raise ValueError(f"x and y differ in length: {len(x)} != {len(y)}")
     if len(x) and (min(x.min(), y.min()) < 0 or max(x.max(), y.max()) >= n_docs):
         raise ValueError(f"document numbers must be in [0, {n_docs})")
+    offsets = np.asarray(offsets, dtype=np.int64)
+    order = _tile_order(offsets, x, y, int(budget))
     out = np.empty(len(x), dtype=np.float64)
-    _jaccard_indexed(np.asarray(offsets, dtype=np.int64), data, x, y, width, words, int(budget), float(at_least), out)
-    return out
+    _jaccard_indexed(offsets, data, x[order], y[order], width, words, int(budget), float(at_least), out)
+    similarity = np.empty_like(out)
+    similarity[order] = out
+    return similarity
+
+
+def _tile_order(offsets, x, y, budget):
+    """The pairs' order by tile (see :func:`jaccard_indexed`), stable within a tile: the given
+    order itself where every text fits in one block."""
+    sizes = np.diff(offsets)
+    block = (np.cumsum(sizes) - sizes) // max(1, budget // 2)  # by where each text starts
+    if len(block) == 0 or block[-1] == 0:
+        return np.arange(len(x))
+    bx, by = block[x], block[y]
+    return np.lexsort((np.maximum(bx, by), np.minimum(bx, by)))
 
 
 @njit(nogil=True, cache=True)
