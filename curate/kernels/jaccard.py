@@ -197,11 +197,11 @@ def jaccard_indexed(offsets, data, x, y, width, words=False, budget=1 << 25, at_
 
 def _tile_order(offsets, x, y, budget):
     """The pairs' order by tile (see :func:`jaccard_indexed`), stable within a tile: the given
-    order itself where every text fits in one block."""
+    order itself where all the texts fit in one chunk."""
+    if offsets[-1] - offsets[0] <= budget:
+        return np.arange(len(x))
     sizes = np.diff(offsets)
     block = (np.cumsum(sizes) - sizes) // max(1, budget // 2)  # by where each text starts
-    if len(block) == 0 or block[-1] == 0:
-        return np.arange(len(x))
     bx, by = block[x], block[y]
     return np.lexsort((np.maximum(bx, by), np.minimum(bx, by)))
 
