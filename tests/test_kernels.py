@@ -573,6 +573,21 @@ def test_jaccard_indexed_builds_each_set_once_per_tile(monkeypatch):
     # Texts that fit in one block keep the given order: one chunk, each set built once.
     jaccard_indexed(*buffers(texts), x[order], y[order], 3, budget=12_000)
     assert built[1] == 60
+    # Blocks that the budget does not divide evenly (an odd budget, documents of 100 to 999
+    # bytes straddling where a block of budget / 2 bytes would end): still once per tile.
+    # Blocks were cut where a text started, so a block could hold more than budget / 2 and a
+    # tile take several chunks, each building its sets again (55 per document at budget 1,999
+    # for documents of 10 bytes).
+    texts = ["".join(rng.choice(list("abcdefgh"), rng.integers(100, 1000))) for _ in range(120)]
+    budget = sum(len(t) for t in texts) // 4 + 1
+    blocks, held = 1, 0  # whole documents, at most budget // 2 bytes a block
+    for size in map(len, texts):
+        blocks, held = (blocks + 1, size) if held and held + size > budget // 2 else (blocks, held + size)
+    x, y = np.triu_indices(120, 1)
+    order = rng.permutation(len(x))
+    got = jaccard_indexed(*buffers(texts), x[order], y[order], 4, budget=budget)
+    assert np.array_equal(got, [ref.jaccard(texts[i], texts[j], 4) for i, j in zip(x[order], y[order])])
+    assert 8 <= blocks <= 10 and built[2] <= blocks * 120
 
 
 def test_jaccard_by_hand():

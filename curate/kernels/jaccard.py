@@ -96,7 +96,7 @@ def jaccard_at_least(x, y, threshold):
 
 
 @njit(nogil=True, cache=True)
-def _jaccard_indexed(offsets, data, x, y, width, words, budget, at_least, out):
+def _jaccard_indexed(offsets, data, x, y, tile, width, words, budget, at_least, out):
     n_docs = len(offsets) - 1
     chunk_of = np.full(n_docs, -1, dtype=np.int64)  # the chunk whose sets hold each document
     starts = np.zeros(n_docs, dtype=np.int64)
@@ -104,14 +104,15 @@ def _jaccard_indexed(offsets, data, x, y, width, words, budget, at_least, out):
     flat = np.empty(0, dtype=np.uint64)
     begin, chunk, built = 0, 0, 0
     while begin < len(out):
-        # The pairs from `begin` whose documents' texts sum to at most `budget` bytes (one pair at least).
+        # The pairs from `begin` whose documents' texts sum to at most `budget` bytes (one pair at
+        # least), all of one tile.
         end, size = begin, 0
         while end < len(out):
             extra = 0
             for d in (x[end], y[end]):
                 if chunk_of[d] != chunk:
                     extra += offsets[d + 1] - offsets[d]
-            if end > begin and size + extra > budget:
+            if end > begin and (size + extra > budget or tile[end] != tile[begin]):
                 break
             for d in (x[end], y[end]):
                 if chunk_of[d] != chunk:
@@ -159,12 +160,14 @@ def jaccard_indexed(offsets, data, x, y, width, words=False, budget=1 << 25, at_
         Pairs are taken in chunks whose documents hold at most this many text bytes (at least
         one pair), which bounds the sets held at once to 8 bytes per text byte; a document in
         pairs of several chunks has its set built in each. Where the buffer holds more, its
-        documents fall into blocks of ``budget / 2`` bytes (in buffer order) and the pairs are
-        taken tile by tile, a tile being the pairs between two blocks, in their given order: a
-        set is then built about once per tile its document is in, at most ``k`` times for ``k``
-        blocks whatever the order of the pairs (in the given order, pairs of random documents
-        built a set about once per pair). Within a tile, order the pairs by ``x`` so that an
-        LSH star's pairs fall in one chunk.
+        documents fall into blocks of whole documents holding at most ``budget / 2`` bytes (in
+        buffer order) and the pairs are taken tile by tile, a tile being the pairs between two
+        blocks, in their given order, and each tile in chunks of its own: a set is then built
+        once per tile its document is in, at most ``k`` times for ``k`` blocks whatever the order
+        of the pairs (in the given order, pairs of random documents built a set about once per
+        pair). Only a document longer than ``budget / 2`` (a block of its own) may be built more
+        often, its tiles taking several chunks. Within a tile, order the pairs by ``x`` so that
+        an LSH star's pairs fall in one chunk.
     at_least : float, default=0.0
         Where only pairs at or above a threshold matter: a pair below it gets a number below it
         (an upper bound of its similarity), found by a merge that stops early
@@ -187,23 +190,40 @@ def jaccard_indexed(offsets, data, x, y, width, words=False, budget=1 << 25, at_
     if len(x) and (min(x.min(), y.min()) < 0 or max(x.max(), y.max()) >= n_docs):
         raise ValueError(f"document numbers must be in [0, {n_docs})")
     offsets = np.asarray(offsets, dtype=np.int64)
-    order = _tile_order(offsets, x, y, int(budget))
+    order, tile = _tile_order(offsets, x, y, int(budget))
     out = np.empty(len(x), dtype=np.float64)
-    _jaccard_indexed(offsets, data, x[order], y[order], width, words, int(budget), float(at_least), out)
+    _jaccard_indexed(offsets, data, x[order], y[order], tile, width, words, int(budget), float(at_least), out)
     similarity = np.empty_like(out)
     similarity[order] = out
     return similarity
 
 
 def _tile_order(offsets, x, y, budget):
-    """The pairs' order by tile (see :func:`jaccard_indexed`), stable within a tile: the given
-    order itself where all the texts fit in one chunk."""
+    """The pairs' order by tile (see :func:`jaccard_indexed`), stable within a tile, and each
+    pair's tile in that order (int64); where all the texts fit in one chunk, the given order and
+    one tile."""
     if offsets[-1] - offsets[0] <= budget:
-        return np.arange(len(x))
-    sizes = np.diff(offsets)
-    block = (np.cumsum(sizes) - sizes) // max(1, budget // 2)  # by where each text starts
-    bx, by = block[x], block[y]
-    return np.lexsort((np.maximum(bx, by), np.minimum(bx, by)))
+        return np.arange(len(x)), np.zeros(len(x), dtype=np.int64)
+    block = _blocks(offsets, max(1, budget // 2))
+    low, high = np.minimum(block[x], block[y]), np.maximum(block[x], block[y])
+    tile = low * (block[-1] + 1) + high
+    order = np.argsort(tile, kind="stable")
+    return order, tile[order]
+
+
+@njit(cache=True)
+def _blocks(offsets, size):
+    """Each document's block: runs of whole documents in buffer order holding at most ``size``
+    text bytes (a longer document is a block of its own)."""
+    block = np.empty(len(offsets) - 1, dtype=np.int64)
+    current, held = 0, 0
+    for d in range(len(block)):
+        n = offsets[d + 1] - offsets[d]
+        if held > 0 and held + n > size:
+            current, held = current + 1, 0
+        block[d] = current
+        held += n
+    return block
 
 
 @njit(nogil=True, cache=True)
