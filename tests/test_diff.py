@@ -23,7 +23,8 @@ def rest(n: int) -> Segment:
 
 
 def wordlist(text: str) -> list[str]:
-    """The words word_diff compares: runs of non-whitespace, each Han or kana character one word."""
+    """The words word_diff compares: runs of non-whitespace, each Han or kana character one word,
+    each Thai, Lao, Myanmar or Khmer letter with its marks one word."""
     return _WORD.findall(text)
 
 
@@ -66,6 +67,18 @@ def numbered(n: int) -> list[str]:
             [(SAME, "東京", "東京"), (CHANGED, "abc", "abd"), (SAME, "駅です", "駅です")],
         ),
         ("中\u3000文", "中文", [(SAME, "中\u3000文", "中文")]),  # the ideographic space is whitespace
+        # Thai, Lao, Myanmar and Khmer have none either: each letter with its vowel and tone marks
+        # is a word (the sentence was one word, changed as a whole)
+        (
+            "แมวนั่งบนเสื่อ",
+            "แมวนอนบนเสื่อ",
+            [(SAME, "แมว", "แมว"), (CHANGED, "นั่ง", "นอน"), (SAME, "บนเสื่อ", "บนเสื่อ")],
+        ),
+        (
+            "ខ្ញុំស្រលាញ់អ្នក",
+            "ខ្ញុំស្រលាញ់គាត់",
+            [(SAME, "ខ្ញុំស្រលាញ់", "ខ្ញុំស្រលាញ់"), (CHANGED, "អ្នក", "គាត់")],
+        ),
     ],
 )
 def test_exact_segments(a, b, segments):

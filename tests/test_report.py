@@ -586,6 +586,8 @@ def test_invisible_characters_and_windows_line_ends():
     # Chinese or Japanese text has no spaces, and each of its characters is a word of the diff:
     # a paragraph of 5,000 was cut to its first 1,000 characters as if it were one long word.
     assert visible("中" * 5000 + "Q" * 1001) == "中" * 5000 + "Q" * 1000 + "… (1 more character)"
+    # So is Thai, Lao, Myanmar or Khmer: its words are letters with their marks, never cut.
+    assert visible("แมวนั่ง" * 1000) == "แมวนั่ง" * 1000 and visible("ខ្ញុំ" * 600) == "ខ្ញុំ" * 600
 
 
 def test_the_end_of_a_shortened_diff_is_not_called_identical():

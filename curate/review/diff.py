@@ -1,8 +1,9 @@
 """Word-level differences between two texts, to show a removed document beside its representative.
 
 Words are runs of non-whitespace (as ``str.split`` cuts them), except that each Han, kana or
-CJK-symbol character is a word of its own: Chinese and Japanese put no spaces between words, and a
-sentence as one word would show a one-character edit as the whole sentence changed. Whitespace is
+CJK-symbol character, and each Thai, Lao, Myanmar or Khmer letter with its marks, is a word of its
+own: these scripts put no spaces between words, and a sentence as one word would show a
+one-character edit as the whole sentence changed. Whitespace is
 never compared, so a text that was only re-wrapped or re-indented has no differences. What is shown keeps each text's own
 whitespace: the segments of a :class:`Diff` are slices of the texts and concatenate back to them
 (less what gaps elide).
@@ -23,6 +24,7 @@ word by word on whole books it takes seconds to minutes:
 
 import bisect
 import re
+import unicodedata
 import zlib
 from dataclasses import dataclass
 from difflib import SequenceMatcher
@@ -35,7 +37,16 @@ _UNIT_MAX = 64  # words, for runs without such a word (a word repeated, say)
 # CJK symbols and punctuation (not U+3000, a space), Hiragana, Katakana, CJK extension A, unified ideographs,
 # compatibility ideographs, halfwidth/fullwidth forms, and the supplementary ideograph planes
 CJK = "\u3001-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef\U00020000-\U0003ffff"
-_WORD = re.compile(rf"[{CJK}]|[^\s{CJK}]+")
+# Thai, Lao, Myanmar and Khmer, also written without spaces between words: each letter with the
+# vowel and tone marks written on it (Unicode categories Mn, Mc) is a word of its own
+UNSPACED = "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff"
+_MARKS = "".join(
+    ch
+    for low, high in ((0x0E00, 0x0EFF), (0x1000, 0x109F), (0x1780, 0x17FF))
+    for ch in map(chr, range(low, high + 1))
+    if unicodedata.category(ch) in ("Mn", "Mc")
+)
+_WORD = re.compile(rf"[{CJK}]|[{UNSPACED}][{_MARKS}]*|[^\s{CJK}{UNSPACED}]+")
 
 
 class Segment(NamedTuple):

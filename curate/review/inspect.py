@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from curate.checkpoints import modified
 from curate.io.files import counted, first_few, source_names
 from curate.io.lookup import read_records
-from curate.review.diff import CJK, Diff, word_diff
+from curate.review.diff import CJK, UNSPACED, Diff, word_diff
 from curate.schema import POSITION_BITS
 
 # The columns of the two tables that a review reads.
@@ -46,7 +46,7 @@ _CONTROL |= {c: f"\\u{c:04x}" for c in range(0x10000) if unicodedata.category(ch
 
 # A pair shows about 4,000 characters a side, but at least one word: a 2.7 MB one made a 10.8 MB page.
 _WORD_SHOWN = 1_000
-_LONG_WORD = re.compile(rf"[^\s{CJK}]{{{_WORD_SHOWN + 1},}}")  # a word as word_diff cuts them
+_LONG_WORD = re.compile(rf"[^\s{CJK}{UNSPACED}]{{{_WORD_SHOWN + 1},}}")  # a word as word_diff cuts them
 
 
 def visible(text: str) -> str:
