@@ -538,7 +538,8 @@ def test_jaccard_at_least_keeps_every_pair_exactly_at_its_threshold():
                 exact = _exact(x, y)
                 if exact > 0:
                     assert _at_least(x, y, exact) == exact, (nx, ny, common)
-                    assert _at_least(x, y, np.nextafter(exact, 2)) < exact + 1e-15
+                    above = np.nextafter(exact, 2)  # the next float: the pair fails, by a bound below it
+                    assert exact <= _at_least(x, y, above) < above
 
 
 def test_jaccard_indexed_at_least():
