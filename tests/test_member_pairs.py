@@ -19,7 +19,9 @@ import pytest
 from curate.config import load_config
 from curate.dedup.components import components_local
 from curate.dedup.edges import buckets_over_cap, member_pairs
+from curate.dedup.keys import add_doc_keys, select
 from curate.dedup.minhash import lsh_buckets
+from curate.dedup.verify import score_edges
 from curate.pipeline import dedup
 from tests import reference
 from tests.conftest import FIXTURES, write_jsonl
@@ -153,6 +155,36 @@ def test_input_order_changes_no_component_and_no_kept_pair_shares_a_bucket(sync,
         ]
         assert kept_pairs == []
         assert summary["counts"]["fuzzy"]["member_pairs"] > 0 and summary["counts"]["fuzzy"]["buckets_over_cap"] == 0
+
+
+def test_each_edge_partition_asks_for_a_document_once(monkeypatch):
+    # Verification moves each text to the edge partitions that compare it. The frame that asks
+    # for them had a row per edge end: a star names its anchor once per member, and a corpus of
+    # one template (5.9 million member pairs among 10,000 documents) shuffled 11.8 million rows
+    # to select 10,000 texts (2.2 GB in a worker of the Python API's own cluster).
+    texts = [r["text"] for r in templated_documents(docs=60, pairs=5, seed=2)]
+    docs = add_doc_keys(dd.from_pandas(pd.DataFrame({"text": pd.Series(texts, dtype="str")}), npartitions=2))
+    keys = [i for p in (0, 1) for i in (p << 40) + np.arange(30)]
+    star = [(keys[0], k) for k in keys[1:]]  # an anchor and every other document
+    clique = [(keys[a], keys[b]) for a in range(30, 50) for b in range(a + 1, 50)]
+    edges = dd.from_pandas(pd.DataFrame(star + clique, columns=["u", "v"]), npartitions=3)
+    asked = []
+
+    def spy(docs, keys, **options):
+        asked.append(keys)
+        return select(docs, keys, **options)
+
+    monkeypatch.setattr("curate.dedup.verify.select", spy)
+    config = load_config().fuzzy
+    with dask.config.set(scheduler="sync"):
+        scored = score_edges(edges, docs, "text", config).compute()
+        wanted = asked[0].compute()
+    # One row per document and edge partition it appears in, from each end at most.
+    assert set(wanted._doc) == set(keys) and wanted.groupby(["_doc", "_part"]).size().max() <= 2
+    expected = {
+        (u, v): reference.jaccard(texts[keys.index(u)], texts[keys.index(v)], config.width) for u, v in star + clique
+    }
+    assert dict(zip(zip(scored.u, scored.v), scored.jaccard)) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize("base", [0, 2**60])  # _doc keys of input file 2**20 on: past 2**53

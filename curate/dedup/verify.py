@@ -97,15 +97,21 @@ def score_edges(
     numbered = (
         edges[["u", "v"]].shuffle("u").map_partitions(_numbered, meta={"u": "int64", "v": "int64", PART: "int64"})
     )
-    wanted = dd.concat(
-        [numbered[["u", PART]].rename(columns={"u": DOC}), numbered[["v", PART]].rename(columns={"v": DOC})]
-    )
+    # Each end of an edge partition once: a document is named once per edge (an anchor once per
+    # member), and the copies cost the shuffle to the documents 16 bytes an edge end (5.9 million
+    # member pairs: 1.4 GB more in one worker, docs/benchmarks.md).
+    ends = [numbered[[end, PART]].rename(columns={end: DOC}) for end in ("u", "v")]
+    wanted = dd.concat([frame.map_partitions(_distinct, meta=frame._meta) for frame in ends])
     located = select(docs[[DOC, text_field]], wanted, columns=(PART,), repeats=True)
     texts = located[[PART, DOC, text_field]].set_index(
         PART, divisions=(*range(numbered.npartitions), numbered.npartitions - 1)
     )
     meta = {"u": "int64", "v": "int64", JACCARD: "float64"}  # built in the partitions' backend
     return dd.map_partitions(_score, numbered, texts, text_field, config, at_least, meta=meta, align_dataframes=False)
+
+
+def _distinct(part):
+    return part.drop_duplicates()
 
 
 def _numbered(part, partition_info=None):
