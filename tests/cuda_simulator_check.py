@@ -158,14 +158,21 @@ def check_jaccard(offsets, data, sliced):
     base = " ".join(LONG.split(" ")[:16])
     near = [base, base.replace("word3", "Wörd3"), base[: len(base) // 2], "ab", "ab", "", "   "]
     near_offsets, near_data = buffers(near)
-    cases = [("all", offsets, data), ("slice", sliced, data), ("near", near_offsets, near_data)]
+    # "tiles": the whole buffer in blocks of a tenth of its bytes (the long document one of its own).
+    cases = [
+        ("all", offsets, data),
+        ("slice", sliced, data),
+        ("near", near_offsets, near_data),
+        ("tiles", offsets, data),
+    ]
+    budgets = {"tiles": int(offsets[-1] - offsets[0]) // 5}
     for words, width in ((False, 1), (False, 5), (False, 24), (True, 1), (True, 3)):
         for name, offs, buf in cases:
             x, y = pairs(len(offs) - 1)
             if name == "near":  # every pair, both ways
                 x, y = (a.ravel() for a in np.meshgrid(np.arange(len(near)), np.arange(len(near)), indexing="ij"))
             expected = jaccard.jaccard_indexed(offs.astype(np.int64), buf, x, y, width, words)
-            got = gpu.jaccard_cuda(offs, buf, x, y, width, words)
+            got = gpu.jaccard_cuda(offs, buf, x, y, width, words, budget=budgets.get(name, gpu.TEXT_BUDGET))
             assert np.array_equal(got, expected), (words, width, name, got, expected)
             assert name != "near" or {0.0, 1.0} < set(expected.tolist()) and len(set(expected.tolist())) >= 4, expected
             print(f"jaccard words={words} width={width} {name}: {len(x)} pairs equal")

@@ -1,6 +1,7 @@
 """numba.cuda kernels equal the CPU kernels: under the CUDA simulator here, on the device with a GPU;
 and numba types them as the integer code they are, which the simulator cannot show."""
 
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from tests.conftest import FIXTURES
 
 CHECK = Path(__file__).with_name("cuda_simulator_check.py")
 
@@ -82,8 +85,8 @@ def test_cuda_kernels_match_cpu_kernels_under_the_simulator():
     # 2 hash widths x (8 shingle settings + 3 on a slice), and 2 x 3 band layouts.
     assert sum(line.startswith("minhash") for line in lines) == 22
     assert sum(line.startswith("band_buckets") for line in lines) == 6
-    # 5 shingle settings x (the fixture, a slice with int32 offsets, near duplicates).
-    assert sum(line.startswith("jaccard") for line in lines) == 15
+    # 5 shingle settings x (the fixture, a slice with int32 offsets, near duplicates, the fixture in tiles).
+    assert sum(line.startswith("jaccard") for line in lines) == 20
 
 
 def _kernel_signatures():
@@ -170,3 +173,42 @@ def test_cuda_kernels_are_typed_as_integer_code(monkeypatch):
     assert not floats, "\n".join(sorted(set(floats)))
     # The device functions were reached, so their bodies were checked too.
     assert {"murmur3_32", "murmur3_64", "_fmix64", "_rotl64", "window_at", "mod_mersenne61", "_doc_of"} <= checked
+
+
+def test_device_jaccard_takes_pairs_tile_by_tile(monkeypatch):
+    # The device kernel built every shingle set of its buffer at once, about 60 bytes of device
+    # memory a text byte, and the second round's partitions may hold the texts of nearly every
+    # candidate. Above its budget it now takes the pairs tile by tile. The set kernels are the
+    # CPU kernel here (the simulator test holds them to it): what is tested is the tiling.
+    pytest.importorskip("numba.cuda", reason="numba-cuda provides the CUDA target")
+    from curate.kernels import cuda as kernels
+    from curate.kernels.jaccard import jaccard_indexed
+
+    calls = []
+
+    def on_host(offsets, data, x, y, width, words, xp):
+        offsets = np.asarray(offsets, dtype=np.int64)
+        calls.append((int(offsets[-1] - offsets[0]), len(x)))
+        return jaccard_indexed(offsets, data, x, y, width, words)
+
+    monkeypatch.setattr(kernels, "_jaccard_sets", on_host)
+    rng = np.random.default_rng(3)
+    lines = [json.loads(line)["text"] for line in (FIXTURES / "docs.jsonl").read_text().splitlines()]
+    texts = lines + [t[: len(t) // 2] + "é" + t[len(t) // 2 + 3 :] for t in lines] + ["", "ab"]
+    encoded = [t.encode() for t in rng.permutation(np.array(texts, dtype=object))]
+    offsets = np.r_[7, 7 + np.cumsum([len(e) for e in encoded])].astype(np.int32)  # a slice: from byte 7
+    data = np.frombuffer(b"x" * 7 + b"".join(encoded), dtype=np.uint8)
+    x, y = rng.integers(0, len(texts), 3000), rng.integers(0, len(texts), 3000)
+    x[: len(texts)] = y[: len(texts)] = np.arange(len(texts))  # each with itself too
+    total, longest = int(offsets[-1] - offsets[0]), max(len(e) for e in encoded)
+    budget = total // 5
+    assert 2 * longest <= budget
+    for width, words in ((24, False), (3, True)):
+        calls.clear()
+        expected = jaccard_indexed(offsets.astype(np.int64), data, x, y, width, words)
+        got = kernels.jaccard_cuda(offsets, data, x, y, width, words, xp=np, budget=budget)
+        assert np.array_equal(got, expected) and len(set(expected.tolist())) > 10
+        assert len(calls) > 5 and max(held for held, _ in calls) <= budget and sum(n for _, n in calls) == len(x)
+        calls.clear()
+        assert np.array_equal(kernels.jaccard_cuda(offsets, data, x, y, width, words, xp=np), expected)
+        assert calls == [(total, len(x))]  # under the budget: one call, as before

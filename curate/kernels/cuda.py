@@ -22,6 +22,7 @@ import numpy as np
 from numba import cuda
 
 from curate.kernels import minhash, murmur, shingles
+from curate.kernels.jaccard import document_blocks
 
 _M32 = np.uint64(0xFFFFFFFF)
 _ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -29,6 +30,8 @@ _BLOCK_1D = 256
 _BLOCK_2D = (16, 16)
 # Shingle slots (text bytes) per block of the min-reduction: 16 KiB of shared memory.
 SEGMENT = 2048
+# Text bytes whose shingle sets jaccard_cuda holds at once: about 4 GB of device memory at its peak.
+TEXT_BUDGET = 1 << 26
 
 
 def _device_function(cpu_function, namespace: dict):
@@ -306,11 +309,11 @@ def _intersect_kernel(cum, small, large, set_start, set_end, set_hashes, common)
         cuda.atomic.add(common, e, 1)
 
 
-def jaccard_cuda(offsets, data, x, y, width: int, words: bool = False, xp=np):
+def jaccard_cuda(offsets, data, x, y, width: int, words: bool = False, xp=np, budget: int = TEXT_BUDGET):
     """Jaccard similarity of documents ``x[i]`` and ``y[i]`` on the GPU; equal to
     :func:`curate.kernels.jaccard.jaccard_indexed`.
 
-    Every document's shingle set is built once: a thread per text byte hashes the shingle that
+    Every document's shingle set is built once per tile (see ``budget``): a thread per text byte hashes the shingle that
     starts there (:func:`curate.kernels.shingles.window_at`, MurmurHash3_x64_128's first 64 bits,
     seed 0, as the CPU kernel), then one sort by (document, hash) and a de-duplication give each
     document its sorted set as a slice of one array. Each pair then gets one thread per member
@@ -330,6 +333,11 @@ def jaccard_cuda(offsets, data, x, y, width: int, words: bool = False, xp=np):
     xp : module, default=numpy
         The array module of the steps between kernels: ``cupy`` on a GPU; numpy under numba's
         CUDA simulator (tests), where kernels take host arrays.
+    budget : int, default=64 MiB
+        Text bytes whose shingle sets are held at once. Where the documents' texts pass it, they
+        fall into blocks of whole documents of at most ``budget / 2`` bytes in buffer order
+        (:func:`curate.kernels.jaccard.document_blocks`, as the CPU kernel's tiles), and the
+        pairs between two blocks (a tile) are computed together from those blocks' texts alone.
 
     Returns
     -------
@@ -343,16 +351,47 @@ def jaccard_cuda(offsets, data, x, y, width: int, words: bool = False, xp=np):
 
     Notes
     -----
-    Device memory: about 60 bytes per text byte of the buffer at the peak (the per-byte hashes,
-    their positions, the sort keys and order); the caller bounds it by the partition's size.
+    Device memory: about 60 bytes per text byte at the peak (the per-byte hashes, their
+    positions, the sort keys and order), of at most ``budget`` bytes (a longer document is a
+    block of its own), plus about 80 bytes per pair. The second verification round's partitions
+    may hold the texts of nearly every candidate (a templated corpus), whatever the input's
+    partition size.
     """
+    host_x, host_y = np.asarray(x, dtype=np.int64), np.asarray(y, dtype=np.int64)
+    bounds = (offsets.get() if hasattr(offsets, "get") else np.asarray(offsets)).astype(np.int64)
+    n_docs = len(bounds) - 1
+    if len(host_x) != len(host_y):
+        raise ValueError(f"x and y differ in length: {len(host_x)} != {len(host_y)}")
+    if len(host_x) and (min(host_x.min(), host_y.min()) < 0 or max(host_x.max(), host_y.max()) >= n_docs):
+        raise ValueError(f"document numbers must be in [0, {n_docs})")
+    if bounds[-1] - bounds[0] <= budget:
+        return _jaccard_sets(offsets, data, host_x, host_y, width, words, xp)
+    block = document_blocks(bounds, max(1, budget // 2))
+    first = np.searchsorted(block, np.arange(block[-1] + 2))  # each block's first document, and the end
+    low, high = np.minimum(block[host_x], block[host_y]), np.maximum(block[host_x], block[host_y])
+    tile = low * (block[-1] + 1) + high
+    order = np.argsort(tile, kind="stable")
+    starts = np.flatnonzero(np.r_[True, tile[order][1:] != tile[order][:-1]]) if len(order) else order
+    out, data = xp.empty(len(host_x), dtype=xp.float64), xp.asarray(data)
+    for begin, end in zip(starts, np.r_[starts[1:], len(order)]):
+        at = order[begin:end]
+        a, b = low[at[0]], high[at[0]]
+        # The tile's documents in one buffer: block a's, then block b's (when it is another).
+        (a0, a1), (b0, b1) = (first[a], first[a + 1]), (first[b], first[b + 1])
+        sub_offsets, texts = bounds[a0 : a1 + 1] - bounds[a0], [data[bounds[a0] : bounds[a1]]]
+        if b != a:
+            sub_offsets = np.r_[sub_offsets, bounds[b0 + 1 : b1 + 1] - bounds[b0] + sub_offsets[-1]]
+            texts.append(data[bounds[b0] : bounds[b1]])
+        sub_x, sub_y = (np.where(block[v[at]] == a, v[at] - a0, v[at] - b0 + a1 - a0) for v in (host_x, host_y))
+        out[xp.asarray(at)] = _jaccard_sets(sub_offsets, xp.concatenate(texts), sub_x, sub_y, width, words, xp)
+    return out
+
+
+def _jaccard_sets(offsets, data, x, y, width: int, words: bool, xp):
+    """:func:`jaccard_cuda` of one buffer, its shingle sets built at once."""
     x, y = xp.asarray(x, dtype=xp.int64), xp.asarray(y, dtype=xp.int64)
     offsets, data = xp.asarray(offsets), xp.asarray(data)
     n_docs = len(offsets) - 1
-    if len(x) != len(y):
-        raise ValueError(f"x and y differ in length: {len(x)} != {len(y)}")
-    if len(x) and (int(min(x.min(), y.min())) < 0 or int(max(x.max(), y.max())) >= n_docs):
-        raise ValueError(f"document numbers must be in [0, {n_docs})")
     base = int(offsets[0])
     n_bytes = int(offsets[-1]) - base
     hashes, found = xp.zeros(n_bytes, xp.uint64), xp.zeros(n_bytes, xp.uint8)

@@ -204,7 +204,7 @@ def _tile_order(offsets, x, y, budget):
     one tile."""
     if offsets[-1] - offsets[0] <= budget:
         return np.arange(len(x)), np.zeros(len(x), dtype=np.int64)
-    block = _blocks(offsets, max(1, budget // 2))
+    block = document_blocks(offsets, max(1, budget // 2))
     low, high = np.minimum(block[x], block[y]), np.maximum(block[x], block[y])
     tile = low * (block[-1] + 1) + high
     order = np.argsort(tile, kind="stable")
@@ -212,9 +212,21 @@ def _tile_order(offsets, x, y, budget):
 
 
 @njit(cache=True)
-def _blocks(offsets, size):
+def document_blocks(offsets, size):
     """Each document's block: runs of whole documents in buffer order holding at most ``size``
-    text bytes (a longer document is a block of its own)."""
+    text bytes (a longer document is a block of its own).
+
+    Parameters
+    ----------
+    offsets : array of shape (n_docs + 1,), dtype int64
+    size : int
+        Text bytes a block holds at most (>= 1).
+
+    Returns
+    -------
+    array of shape (n_docs,), dtype int64
+        Block numbers from 0, non-decreasing.
+    """
     block = np.empty(len(offsets) - 1, dtype=np.int64)
     current, held = 0, 0
     for d in range(len(block)):
