@@ -313,10 +313,11 @@ def jaccard_cuda(offsets, data, x, y, width: int, words: bool = False, xp=np, bu
     """Jaccard similarity of documents ``x[i]`` and ``y[i]`` on the GPU; equal to
     :func:`curate.kernels.jaccard.jaccard_indexed`.
 
-    Every document's shingle set is built once per tile (see ``budget``): a thread per text byte hashes the shingle that
-    starts there (:func:`curate.kernels.shingles.window_at`, MurmurHash3_x64_128's first 64 bits,
-    seed 0, as the CPU kernel), then one sort by (document, hash) and a de-duplication give each
-    document its sorted set as a slice of one array. Each pair then gets one thread per member
+    Every document's shingle set is built once (per tile, see ``budget``): a thread per text
+    byte hashes the shingle that starts there (:func:`curate.kernels.shingles.window_at`,
+    MurmurHash3_x64_128's first 64 bits, seed 0, as the CPU kernel), then one sort by
+    (document, hash) and a de-duplication give each document its sorted set as a slice of one
+    array. Each pair then gets one thread per member
     of its smaller set, which binary-searches the larger set: an LSH star's anchor compared with
     a thousand members, or two books, spread over the device instead of one thread per pair.
 
