@@ -181,6 +181,28 @@ def test_jaccard_of_books(books, width, words):
     assert len(np.unique(cpu)) > 5 and np.array_equal(gpu, cpu)
 
 
+def test_jaccard_of_books_tile_by_tile(books):
+    # Above its budget the device kernel takes the pairs tile by tile (the second round's
+    # partitions may hold the texts of nearly every candidate): the CPU kernel's values still.
+    import cupy
+
+    from curate.backend_cudf import text_buffers_cudf
+    from curate.kernels.cuda import jaccard_cuda
+
+    series = books.iloc[2:14]
+    series = pd.concat(
+        [series, pd.Series([series.iloc[0].replace(" the ", " a ", 50)], dtype="str")], ignore_index=True
+    )
+    n = len(series)
+    x = np.repeat(np.arange(n), 3)
+    y = np.where(np.arange(3 * n) % 3 == 0, n - 1, (x + np.tile([0, 1, 5], n)) % n)
+    offsets, data = text_buffers_cudf(on_gpu(series))
+    budget = int(offsets[-1] - offsets[0]) // 6
+    got = cupy.asnumpy(jaccard_cuda(offsets, data, x, y, 24, False, xp=cupy, budget=budget))
+    cpu = backend.jaccard(series, x, y, 24, False)
+    assert len(np.unique(cpu)) > 5 and np.array_equal(got, cpu)
+
+
 EDGE_PARTITIONS = {
     "no rows": [],
     "all empty": ["", "", ""],  # a strings column with no character bytes: a zero-length data buffer
