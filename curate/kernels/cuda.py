@@ -327,8 +327,8 @@ def jaccard_cuda(offsets, data, x, y, width: int, words: bool = False, xp=np, bu
         May start above 0 (a slice of a column).
     data : array, dtype uint8
         UTF-8 text buffer.
-    x, y : arrays of shape (n_pairs,), dtype int64
-        Document numbers (``0 <= x[i], y[i] < n_docs``).
+    x, y : numpy arrays of shape (n_pairs,), dtype int64
+        Document numbers (``0 <= x[i], y[i] < n_docs``), on the host (tiles are found there).
     width : int
     words : bool, default=False
     xp : module, default=numpy
