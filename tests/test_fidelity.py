@@ -97,6 +97,18 @@ def test_ids_that_fit_int64_stay_integers_and_a_later_big_one_is_named(tmp_path)
     assert good.id.dtype == "int64" and 9007199254740993 in set(good.id.tolist()) and len(good) == 5999
 
 
+@pytest.mark.parametrize("blocksize", [None, "200B"])
+def test_string_ids_that_read_as_numbers_stay_as_written(tmp_path, blocksize):
+    # Where some ids are integers, a block of them was read with a decimal id column, which also
+    # takes strings that read as numbers and writes them back its own way: "0012" became "12"
+    # (a repeated id beside the real "12", whose record was rejected), "1e3" "1000", "-0" "0".
+    ids = ["0012", 5, "12", "0099", "-0", "1e3", "+7", "007", 7, "0", 10**30]
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(json.dumps({"id": i, "text": f"text {n}"}) + "\n" for n, i in enumerate(ids)))
+    docs = read_documents(str(path), blocksize=blocksize).compute()
+    assert docs.id.tolist() == [str(i) for i in ids]
+
+
 def test_an_id_of_more_than_38_digits_is_named(tmp_path):
     # Integer ids beyond int64 are held exactly as 38-digit decimals; one digit more is named, not rounded.
     path = tmp_path / "in.jsonl"

@@ -424,20 +424,22 @@ def _read_json(raw: bytes, layout: Layout) -> pa.Table:
         except pa.ArrowInvalid as err:
             error = err
             continue
-        if _fractional_ids(raw, table, layout.fields.id):
-            raise pa.ArrowInvalid(f"an id in field {layout.fields.id!r} is a number with a fraction or exponent")
+        if _ids_not_integers(raw, table, layout.fields.id):
+            raise pa.ArrowInvalid(f"an id in field {layout.fields.id!r} is not an integer in a block read as integers")
         return table
     raise error
 
 
-def _fractional_ids(raw: bytes, table: pa.Table, id_field: str | None) -> bool:
-    # A decimal id column takes 1.0 as 1 and 1e20 as 100000000000000000000, ids no record
-    # holds: such a block is read line by line, where those ids are named (_id_problem).
+def _ids_not_integers(raw: bytes, table: pa.Table, id_field: str | None) -> bool:
+    # A decimal id column takes any number-like value and writes it back its own way: 1.0 as 1,
+    # 1e20 as 100000000000000000000, and strings too ("0012" as 12, "-0" as 0, "1e3" as 1000),
+    # ids no record holds. Such a block is read line by line: a run of string ids is read as
+    # strings, and an id that no type holds is named (_id_problem).
     if id_field not in table.column_names or not pa.types.is_decimal(table.schema.field(id_field).type):
         return False
     try:
         records = (json.loads(line) for line in raw.split(b"\n") if line.strip())
-        return any(isinstance(record.get(id_field), (float, bool)) for record in records)
+        return any(isinstance(record.get(id_field), (float, bool, str)) for record in records)
     except ValueError:  # a line Python's json does not take: the line by line read names it
         return True
 
