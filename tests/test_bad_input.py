@@ -304,6 +304,24 @@ def test_a_value_of_another_type_after_the_sample(tmp_path):
     assert fail_message(path, blocksize="256KB", columns=["score"]) == f"y.jsonl:5001: {huge}"
 
 
+def test_a_field_null_in_the_first_records_then_of_another_type_is_named(tmp_path):
+    # Null in every record sampled, a field is read as strings; a later number was "invalid JSON:
+    # Column(/score) changed from string to number", naming no field, of a valid line.
+    lines = [json.dumps({"id": i, "text": "x" * 250, "score": None}) for i in range(6000)]
+    lines[5000] = json.dumps({"id": 5000, "text": "y", "score": 3})
+    lines[5001] = json.dumps({"id": 5001, "text": "y", "score": True})
+    path = jsonl(tmp_path / "x.jsonl", *lines)
+    why = "(its values in the input's first records, the first MiB of each file, are strings or null)"
+    assert (
+        fail_message(path, blocksize="256KB") == f"x.jsonl:5001: field 'score': expected a string {why}, got a number"
+    )
+    _, rejected = read_skip(path, blocksize="256KB", columns=["id", "score"])
+    assert [r[:4] for r in rejected] == [
+        (5001, "wrong-type", "score", f"expected a string {why}, got a number"),
+        (5002, "wrong-type", "score", f"expected a string {why}, got a boolean"),
+    ]
+
+
 def test_utf16_and_cr_only_files_are_named_as_such(tmp_path):
     lines = '{"id": 1, "text": "a"}\n{"id": 2, "text": "b"}\n'
     utf16 = " (NUL bytes or a byte-order mark: the file looks UTF-16 or UTF-32; curate reads UTF-8: convert it, "
@@ -316,6 +334,10 @@ def test_utf16_and_cr_only_files_are_named_as_such(tmp_path):
         path = tmp_path / f"{encoding}.jsonl"
         path.write_bytes(lines.encode(encoding))
         assert fail_message(path) == f"{encoding}.jsonl:1: {first}{utf16}"
+    # A raw NUL in a UTF-8 line is no sign of UTF-16 (the message said so, and how to convert).
+    path = jsonl(tmp_path / "nul.jsonl", '{"id": 1, "text": "a"}', b'{"id": 2, "text": "raw nul \x00 inside"}')
+    nul = r"(a raw NUL byte: JSON strings hold control characters escaped, as \u0000)"
+    assert fail_message(path) == f"nul.jsonl:2: invalid JSON: Invalid control character at column 28 {nul}"
     path = tmp_path / "mac.jsonl"
     path.write_bytes(lines.replace("\n", "\r").encode())
     cr_only = r" (lines end in \r alone: JSONL records end in \n, e.g. tr '\r' '\n' < IN > OUT)"

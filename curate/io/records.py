@@ -30,6 +30,9 @@ MAX_DEPTH = 64
 TOO_DEEP = f"invalid JSON: arrays and objects nested more than {MAX_DEPTH} levels deep"
 # How a string id column parses ids: as strings, or integers (exact up to 38 digits), then cast.
 _STRING_ID_TYPES = (pa.string(), pa.int64(), pa.decimal128(38, 0))
+# Why a field read by type holds strings: the input's first records say so (a field null in all
+# of them holds strings too, since no type is known).
+_STRINGS_WHY = " (its values in the input's first records, the first MiB of each file, are strings or null)"
 _JSON_KINDS = {
     dict: "an object",
     list: "an array",
@@ -530,8 +533,9 @@ def _check_line(line: bytes, index: int, fields: Fields) -> Bad | None:
 
 def _encoding_hint(line: bytes) -> str:
     """Why a line that is not UTF-8 JSON may be so: another encoding, or lines ended by CR alone."""
-    # UTF-16 and UTF-32 put NUL bytes beside ASCII characters; UTF-8 JSON never holds a raw NUL.
-    if line.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in line:
+    # UTF-16 and UTF-32 put NUL bytes beside every ASCII character, JSON's quotes among them; a raw
+    # NUL in UTF-8 is a control character, which JSON strings write escaped.
+    if line.startswith((b"\xff\xfe", b"\xfe\xff")) or line.count(b'"\x00') + line.count(b'\x00"') >= 2:
         return (
             " (NUL bytes or a byte-order mark: the file looks UTF-16 or UTF-32; curate reads UTF-8: convert it, "
             "e.g. iconv -f UTF-16 -t UTF-8 IN > OUT)"
@@ -540,6 +544,8 @@ def _encoding_hint(line: bytes) -> str:
     # separated by CR alone (classic Mac OS line ends) read as one line.
     if b"\r" in line.rstrip(b"\r"):
         return r" (lines end in \r alone: JSONL records end in \n, e.g. tr '\r' '\n' < IN > OUT)"
+    if b"\x00" in line:
+        return r" (a raw NUL byte: JSON strings hold control characters escaped, as \u0000)"
     return ""
 
 
@@ -578,6 +584,8 @@ def _diagnose(line: bytes, index: int, layout: Layout, err: pa.ArrowInvalid) -> 
             if reason:
                 return Bad(index, "wrong-type", field.name, reason)
             continue
+        if pa.types.is_string(field.type) and not isinstance(value, str):  # else cast to one, so found wanting
+            return Bad(index, "wrong-type", field.name, f"expected a string{_STRINGS_WHY}, got {json_kind(value)}")
         try:
             found = pa.array([value])
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, UnicodeEncodeError):
