@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from curate.config import load_config
 from curate.io import read_documents
+from curate.io import records as record_parsing
 from curate.io.files import expand_paths, find_inputs, overlap_message
 from curate.io.plan import plan_sources
 from curate.pipeline import dedup
@@ -107,6 +108,24 @@ def test_string_ids_that_read_as_numbers_stay_as_written(tmp_path, blocksize):
     path.write_text("".join(json.dumps({"id": i, "text": f"text {n}"}) + "\n" for n, i in enumerate(ids)))
     docs = read_documents(str(path), blocksize=blocksize).compute()
     assert docs.id.tolist() == [str(i) for i in ids]
+
+
+def test_a_block_of_string_and_integer_ids_is_read_in_one_parse(sync, tmp_path, monkeypatch):
+    # Taken from the records, not by reading the block line by line (halving until each run
+    # holds one kind of id: about two parses a record where the kinds alternate).
+    ids = [f"0{i}" if i % 2 else i for i in range(3000)]
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(json.dumps({"id": i, "text": "a text"}) + "\n" for i in ids))
+    parses = []  # of the read, not the first MiB's sample (which infers the types)
+    real = record_parsing.pajson.read_json
+
+    def counted(*args, parse_options, **kwargs):
+        parses.append(parse_options.explicit_schema is not None)
+        return real(*args, parse_options=parse_options, **kwargs)
+
+    monkeypatch.setattr(record_parsing.pajson, "read_json", counted)
+    docs = read_documents(str(path)).compute()
+    assert docs.id.tolist() == [str(i) for i in ids] and sum(parses) == 3  # as string, int64, decimal
 
 
 def test_an_id_of_more_than_38_digits_is_named(tmp_path):

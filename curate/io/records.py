@@ -427,24 +427,38 @@ def _read_json(raw: bytes, layout: Layout) -> pa.Table:
         except pa.ArrowInvalid as err:
             error = err
             continue
-        if _ids_not_integers(raw, table, layout.fields.id):
-            raise pa.ArrowInvalid(f"an id in field {layout.fields.id!r} is not an integer in a block read as integers")
+        ids = _ids_as_written(raw, table, layout.fields.id)
+        if ids is not None:
+            table = table.set_column(table.column_names.index(layout.fields.id), layout.fields.id, ids)
         return table
     raise error
 
 
-def _ids_not_integers(raw: bytes, table: pa.Table, id_field: str | None) -> bool:
-    # A decimal id column takes any number-like value and writes it back its own way: 1.0 as 1,
-    # 1e20 as 100000000000000000000, and strings too ("0012" as 12, "-0" as 0, "1e3" as 1000),
-    # ids no record holds. Such a block is read line by line: a run of string ids is read as
-    # strings, and an id that no type holds is named (_id_problem).
+def _ids_as_written(raw: bytes, table: pa.Table, id_field: str | None) -> pa.Array | None:
+    """Where a decimal id column read the block (integer ids among string ids, or past int64):
+    the ids as the records write them, as strings, if some are strings; None if all are integers.
+
+    A decimal column takes any number-like value and writes it back its own way: strings
+    (``"0012"`` as 12, ``"-0"`` as 0, ``"1e3"`` as 1000, ids no record holds) and numbers with a
+    fraction or exponent (1.0 as 1). The first are taken from the records; the second make
+    the block be read line by line, where they are named (:func:`_id_problem`).
+
+    Raises
+    ------
+    pyarrow.ArrowInvalid
+        If an id is a number with a fraction or exponent, or a boolean, or a line is not JSON to Python.
+    """
     if id_field not in table.column_names or not pa.types.is_decimal(table.schema.field(id_field).type):
-        return False
+        return None
     try:
-        records = (json.loads(line) for line in raw.split(b"\n") if line.strip())
-        return any(isinstance(record.get(id_field), (float, bool, str)) for record in records)
+        ids = [json.loads(line).get(id_field) for line in raw.split(b"\n") if line.strip()]
     except ValueError:  # a line Python's json does not take: the line by line read names it
-        return True
+        raise pa.ArrowInvalid("a line pyarrow reads is not JSON to Python") from None
+    if any(isinstance(value, (float, bool)) for value in ids):
+        raise pa.ArrowInvalid(f"an id in field {id_field!r} is a number with a fraction or exponent")
+    if not any(isinstance(value, str) for value in ids):
+        return None  # integers only: the decimals hold them exactly
+    return pa.array([value if value is None or isinstance(value, str) else str(value) for value in ids], pa.string())
 
 
 def _valid_utf8(raw: bytes) -> bool:
