@@ -99,7 +99,7 @@ def score_edges(
     )
     # Each end of an edge partition once: a document is named once per edge (an anchor once per
     # member), and the copies cost the shuffle to the documents 16 bytes an edge end (5.9 million
-    # member pairs: 1.4 GB more in one worker, docs/benchmarks.md).
+    # member pairs: 0.7 GB more in one worker, docs/benchmarks.md).
     ends = [numbered[[end, PART]].rename(columns={end: DOC}) for end in ("u", "v")]
     wanted = dd.concat([frame.map_partitions(_distinct, meta=frame._meta) for frame in ends])
     located = select(docs[[DOC, text_field]], wanted, columns=(PART,), repeats=True)

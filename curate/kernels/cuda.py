@@ -22,7 +22,7 @@ import numpy as np
 from numba import cuda
 
 from curate.kernels import minhash, murmur, shingles
-from curate.kernels.jaccard import document_blocks
+from curate.kernels.jaccard import tile_order
 
 _M32 = np.uint64(0xFFFFFFFF)
 _ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -317,9 +317,9 @@ def jaccard_cuda(offsets, data, x, y, width: int, words: bool = False, xp=np, bu
     byte hashes the shingle that starts there (:func:`curate.kernels.shingles.window_at`,
     MurmurHash3_x64_128's first 64 bits, seed 0, as the CPU kernel), then one sort by
     (document, hash) and a de-duplication give each document its sorted set as a slice of one
-    array. Each pair then gets one thread per member
-    of its smaller set, which binary-searches the larger set: an LSH star's anchor compared with
-    a thousand members, or two books, spread over the device instead of one thread per pair.
+    array. Each pair then gets one thread per member of its smaller set, which binary-searches
+    the larger set: an LSH star's anchor compared with a thousand members, or two books, spread
+    over the device instead of one thread per pair.
 
     Parameters
     ----------
@@ -337,7 +337,7 @@ def jaccard_cuda(offsets, data, x, y, width: int, words: bool = False, xp=np, bu
     budget : int, default=64 MiB
         Text bytes whose shingle sets are held at once. Where the documents' texts pass it, they
         fall into blocks of whole documents of at most ``budget / 2`` bytes in buffer order
-        (:func:`curate.kernels.jaccard.document_blocks`, as the CPU kernel's tiles), and the
+        (:func:`curate.kernels.jaccard.tile_order`, the CPU kernel's tiles), and the
         pairs between two blocks (a tile) are computed together from those blocks' texts alone.
 
     Returns
@@ -365,25 +365,22 @@ def jaccard_cuda(offsets, data, x, y, width: int, words: bool = False, xp=np, bu
         raise ValueError(f"x and y differ in length: {len(host_x)} != {len(host_y)}")
     if len(host_x) and (min(host_x.min(), host_y.min()) < 0 or max(host_x.max(), host_y.max()) >= n_docs):
         raise ValueError(f"document numbers must be in [0, {n_docs})")
-    if bounds[-1] - bounds[0] <= budget:
+    order, tile, block = tile_order(bounds, host_x, host_y, budget)
+    if block is None:  # every text within the budget: one buffer
         return _jaccard_sets(offsets, data, host_x, host_y, width, words, xp)
-    block = document_blocks(bounds, max(1, budget // 2))
     first = np.searchsorted(block, np.arange(block[-1] + 2))  # each block's first document, and the end
-    low, high = np.minimum(block[host_x], block[host_y]), np.maximum(block[host_x], block[host_y])
-    tile = low * (block[-1] + 1) + high
-    order = np.argsort(tile, kind="stable")
-    starts = np.flatnonzero(np.r_[True, tile[order][1:] != tile[order][:-1]]) if len(order) else order
+    starts = np.flatnonzero(np.r_[True, tile[1:] != tile[:-1]]) if len(tile) else tile
     out, data = xp.empty(len(host_x), dtype=xp.float64), xp.asarray(data)
     for begin, end in zip(starts, np.r_[starts[1:], len(order)]):
         at = order[begin:end]
-        a, b = low[at[0]], high[at[0]]
+        a, b = divmod(int(tile[begin]), int(block[-1]) + 1)
         # The tile's documents in one buffer: block a's, then block b's (when it is another).
         (a0, a1), (b0, b1) = (first[a], first[a + 1]), (first[b], first[b + 1])
         sub_offsets, texts = bounds[a0 : a1 + 1] - bounds[a0], [data[bounds[a0] : bounds[a1]]]
         if b != a:
             sub_offsets = np.r_[sub_offsets, bounds[b0 + 1 : b1 + 1] - bounds[b0] + sub_offsets[-1]]
             texts.append(data[bounds[b0] : bounds[b1]])
-        sub_x, sub_y = (np.where(block[v[at]] == a, v[at] - a0, v[at] - b0 + a1 - a0) for v in (host_x, host_y))
+        sub_x, sub_y = (np.where(v[at] < a1, v[at] - a0, v[at] - b0 + a1 - a0) for v in (host_x, host_y))
         out[xp.asarray(at)] = _jaccard_sets(sub_offsets, xp.concatenate(texts), sub_x, sub_y, width, words, xp)
     return out
 

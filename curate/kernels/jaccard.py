@@ -190,7 +190,7 @@ def jaccard_indexed(offsets, data, x, y, width, words=False, budget=1 << 25, at_
     if len(x) and (min(x.min(), y.min()) < 0 or max(x.max(), y.max()) >= n_docs):
         raise ValueError(f"document numbers must be in [0, {n_docs})")
     offsets = np.asarray(offsets, dtype=np.int64)
-    order, tile = _tile_order(offsets, x, y, int(budget))
+    order, tile, _ = tile_order(offsets, x, y, int(budget))
     out = np.empty(len(x), dtype=np.float64)
     _jaccard_indexed(offsets, data, x[order], y[order], tile, width, words, int(budget), float(at_least), out)
     similarity = np.empty_like(out)
@@ -198,17 +198,35 @@ def jaccard_indexed(offsets, data, x, y, width, words=False, budget=1 << 25, at_
     return similarity
 
 
-def _tile_order(offsets, x, y, budget):
-    """The pairs' order by tile (see :func:`jaccard_indexed`), stable within a tile, and each
-    pair's tile in that order (int64); where all the texts fit in one chunk, the given order and
-    one tile."""
+def tile_order(offsets, x, y, budget):
+    """The pairs ``(x[i], y[i])`` in tiles of at most ``budget`` text bytes (see :func:`jaccard_indexed`).
+
+    Parameters
+    ----------
+    offsets : array of shape (n_docs + 1,), dtype int64
+    x, y : arrays of shape (n_pairs,), dtype int64
+        Document numbers.
+    budget : int
+        Text bytes of a tile's documents at most (two blocks of :func:`document_blocks` of at
+        most ``budget // 2`` bytes; a longer document is a block of its own).
+
+    Returns
+    -------
+    order : array of shape (n_pairs,), dtype int64
+        The pairs by tile, stable within a tile.
+    tile : array of shape (n_pairs,), dtype int64
+        Each pair's tile in that order: ``low * n_blocks + high`` for its documents' blocks
+        ``low <= high``.
+    block : array of shape (n_docs,), dtype int64, or None
+        Each document's block; None (one tile, the given order) where all the texts fit the budget.
+    """
     if offsets[-1] - offsets[0] <= budget:
-        return np.arange(len(x)), np.zeros(len(x), dtype=np.int64)
+        return np.arange(len(x)), np.zeros(len(x), dtype=np.int64), None
     block = document_blocks(offsets, max(1, budget // 2))
     low, high = np.minimum(block[x], block[y]), np.maximum(block[x], block[y])
     tile = low * (block[-1] + 1) + high
     order = np.argsort(tile, kind="stable")
-    return order, tile[order]
+    return order, tile[order], block
 
 
 @njit(cache=True)
