@@ -146,10 +146,10 @@ def dedup(
         f"raise the workers' memory limit ({limit}) or lower the partition size "
         f"(--blocksize, now {_megabytes(io.blocksize)}); finished stages are kept for --resume"
     )
-    run = Runner(stats, show_progress, StageStore(out / "_stages", resume), config.cluster.stall_timeout, hint)
     files = input_fingerprint(inputs)
     # A node with its own copy of an input (or none, or a read-only OUT) is refused before it reads.
     check_files(current_client(), files if _on_local_disk(fs) else [], out)
+    run = Runner(stats, show_progress, StageStore(out / "_stages", resume), config.cluster.stall_timeout, hint)
     # Everything a stage computes follows from the first key's parts (the output's format and
     # compression, and whether it is written, only affect the last write).
     made_of = {

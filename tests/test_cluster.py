@@ -416,6 +416,7 @@ def test_a_worker_that_sees_other_files_is_refused(tmp_path):
                 rf"modified \S+ here{shared}",
             ):
                 dedup([str(data)], str(tmp_path / "out"), load_config(None, {}))  # the run, on this client
+            assert not (tmp_path / "out" / "_stages").exists()  # refused before the stages' folder is made
 
 
 def _stale_copy(path: str):
