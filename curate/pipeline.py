@@ -147,7 +147,9 @@ def dedup(
         f"(--blocksize, now {_megabytes(io.blocksize)}); finished stages are kept for --resume"
     )
     files = input_fingerprint(inputs)
-    # A node with its own copy of an input (or none, or a read-only OUT) is refused before it reads.
+    # A node with its own copy of an input (or none, or a read-only OUT) is refused before it reads
+    # (and before OUT/_stages is made); the workers' write test needs OUT.
+    out.mkdir(parents=True, exist_ok=True)
     check_files(current_client(), files if _on_local_disk(fs) else [], out)
     run = Runner(stats, show_progress, StageStore(out / "_stages", resume), config.cluster.stall_timeout, hint)
     # Everything a stage computes follows from the first key's parts (the output's format and
