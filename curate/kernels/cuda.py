@@ -22,7 +22,7 @@ import numpy as np
 from numba import cuda
 
 from curate.kernels import minhash, murmur, shingles
-from curate.kernels.jaccard import tile_order
+from curate.kernels.jaccard import checked_pairs, tile_order
 
 _M32 = np.uint64(0xFFFFFFFF)
 _ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -358,13 +358,8 @@ def jaccard_cuda(offsets, data, x, y, width: int, words: bool = False, xp=np, bu
     may hold the texts of nearly every candidate (a templated corpus), whatever the input's
     partition size.
     """
-    host_x, host_y = np.asarray(x, dtype=np.int64), np.asarray(y, dtype=np.int64)
     bounds = (offsets.get() if hasattr(offsets, "get") else np.asarray(offsets)).astype(np.int64)
-    n_docs = len(bounds) - 1
-    if len(host_x) != len(host_y):
-        raise ValueError(f"x and y differ in length: {len(host_x)} != {len(host_y)}")
-    if len(host_x) and (min(host_x.min(), host_y.min()) < 0 or max(host_x.max(), host_y.max()) >= n_docs):
-        raise ValueError(f"document numbers must be in [0, {n_docs})")
+    host_x, host_y = checked_pairs(x, y, len(bounds) - 1)
     order, tile, block = tile_order(bounds, host_x, host_y, budget)
     if block is None:  # every text within the budget: one buffer
         return _jaccard_sets(offsets, data, host_x, host_y, width, words, xp)

@@ -183,12 +183,7 @@ def jaccard_indexed(offsets, data, x, y, width, words=False, budget=1 << 25, at_
     ValueError
         If ``x`` and ``y`` differ in length, or name a document outside the buffer.
     """
-    x, y = np.asarray(x, dtype=np.int64), np.asarray(y, dtype=np.int64)
-    n_docs = len(offsets) - 1
-    if len(x) != len(y):
-        raise ValueError(f"x and y differ in length: {len(x)} != {len(y)}")
-    if len(x) and (min(x.min(), y.min()) < 0 or max(x.max(), y.max()) >= n_docs):
-        raise ValueError(f"document numbers must be in [0, {n_docs})")
+    x, y = checked_pairs(x, y, len(offsets) - 1)
     offsets = np.asarray(offsets, dtype=np.int64)
     order, tile, _ = tile_order(offsets, x, y, int(budget))
     out = np.empty(len(x), dtype=np.float64)
@@ -196,6 +191,22 @@ def jaccard_indexed(offsets, data, x, y, width, words=False, budget=1 << 25, at_
     similarity = np.empty_like(out)
     similarity[order] = out
     return similarity
+
+
+def checked_pairs(x, y, n_docs: int) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` and ``y`` as int64 numpy arrays, checked as document numbers of ``n_docs`` documents.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` and ``y`` differ in length, or name a document outside ``[0, n_docs)``.
+    """
+    x, y = np.asarray(x, dtype=np.int64), np.asarray(y, dtype=np.int64)
+    if len(x) != len(y):
+        raise ValueError(f"x and y differ in length: {len(x)} != {len(y)}")
+    if len(x) and (min(x.min(), y.min()) < 0 or max(x.max(), y.max()) >= n_docs):
+        raise ValueError(f"document numbers must be in [0, {n_docs})")
+    return x, y
 
 
 def tile_order(offsets, x, y, budget):
