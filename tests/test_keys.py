@@ -5,6 +5,7 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pytest
+from dask.dataframe.dispatch import concat_dispatch
 
 from curate.dedup.keys import DOC, add_doc_keys, doc_divisions, drop, fixed_partitions, in_order, select
 from curate.io import read_documents
@@ -90,6 +91,52 @@ def test_select_drop_and_in_order_equal_pandas(key_partitions):
 
     ordered = in_order(table, docs.divisions, by=[DOC, "tag"]).compute()
     assert list(zip(ordered[DOC], ordered.tag)) == sorted(zip(keys[DOC], keys.tag))
+
+
+def cudf_concat(frames, **options):
+    """pandas' concat under cudf's rule (``cudf.DataFrame._concat`` in RAPIDS 26.10): the index is
+    concatenated as a column unless every frame has a RangeIndex, and the non-null columns at
+    one position must all be numeric or all have one dtype (pandas finds a common one)."""
+    columns = [
+        ([] if all(isinstance(f.index, pd.RangeIndex) for f in frames) else [f.index]) + list(f.items()) for f in frames
+    ]
+    for position in zip(*columns):
+        dtypes = [
+            (c[1] if isinstance(c, tuple) else c).dtype
+            for c in position
+            if (c[1] if isinstance(c, tuple) else c).notna().any()
+        ]
+        if not all(pd.api.types.is_numeric_dtype(d) for d in dtypes) and len(set(map(str, dtypes))) > 1:
+            raise ValueError("All columns must be the same type")
+    return original_concat(frames, **options)
+
+
+original_concat = concat_dispatch.dispatch(pd.DataFrame)
+
+
+@pytest.mark.parametrize("docs_partitions", [1, 3])
+def test_in_order_takes_tables_whose_partitions_differ_from_their_meta(monkeypatch, docs_partitions):
+    # The removed table concatenates rows from the exact and the fuzzy stage, and on the GPU
+    # their pieces met in one concat with string columns of different dtypes or indexes of
+    # different kinds, which cudf refuses ("All columns must be the same type": the first H200
+    # run of a corpus with both kinds of duplicates). Here the pieces differ from their meta
+    # as they did there, and concat follows cudf's rule.
+    docs = add_doc_keys(frame_of(30, docs_partitions))
+    keys = docs.compute()[DOC].to_numpy()
+    exact = pd.DataFrame({DOC: keys[[4, 20]], "id": ["e4", "e20"], "kind": "exact"})
+    fuzzy = pd.DataFrame({DOC: keys[[2, 25, 9]], "id": ["f2", "f25", "f9"], "kind": "fuzzy"})
+    meta = exact.iloc[:0].astype({"id": "str", "kind": "str"})
+    # The exact piece's strings are objects, the fuzzy piece is indexed by its ids.
+    pieces = [
+        dd.from_pandas(exact, npartitions=1).map_partitions(lambda p: p.astype({"id": object}), meta=meta),
+        dd.from_pandas(fuzzy, npartitions=1).map_partitions(lambda p: p.set_index(p.id.rename(None)), meta=meta),
+    ]
+    monkeypatch.setitem(concat_dispatch._lookup, pd.DataFrame, cudf_concat)
+    with pytest.raises(ValueError, match="same type"):
+        cudf_concat([p.compute() for p in pieces])  # the rule holds: pandas alone would take them
+    ordered = in_order(dd.concat(pieces), docs.divisions).compute()
+    assert ordered.id.tolist() == ["f2", "e4", "f9", "e20", "f25"]
+    assert ordered.kind.tolist() == ["fuzzy", "exact", "fuzzy", "exact", "fuzzy"]
 
 
 def test_joins_keep_a_documents_frame_lazy():
