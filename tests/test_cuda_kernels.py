@@ -175,6 +175,26 @@ def test_cuda_kernels_are_typed_as_integer_code(monkeypatch):
     assert {"murmur3_32", "murmur3_64", "_fmix64", "_rotl64", "window_at", "mod_mersenne61", "_doc_of"} <= checked
 
 
+def test_cuda_kernels_are_cached_on_disk(monkeypatch):
+    # Each run's new worker processes compiled every kernel anew (the first whole runs on the
+    # H200 paid it in every run); the CPU kernels were already cached.
+    pytest.importorskip("numba.cuda", reason="numba-cuda provides the CUDA target")
+    from numba.cuda import dispatcher
+
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        pytest.skip("the simulator compiles nothing")
+    monkeypatch.setattr(dispatcher, "get_current_device", lambda: pytypes.SimpleNamespace(compute_capability=(9, 0)))
+    from curate.kernels import cuda as kernels
+
+    launched = {
+        name: obj
+        for name, obj in vars(kernels).items()
+        if isinstance(obj, dispatcher.CUDADispatcher) and not obj.targetoptions["device"]
+    }
+    assert set(launched) == set(_kernel_signatures())
+    assert {name for name, kernel in launched.items() if not isinstance(kernel._cache, dispatcher.CUDACache)} == set()
+
+
 def test_device_jaccard_takes_pairs_tile_by_tile(monkeypatch):
     # The device kernel built every shingle set of its buffer at once, about 60 bytes of device
     # memory a text byte, and the second round's partitions may hold the texts of nearly every

@@ -11,6 +11,10 @@ is typed as a float: the simulator runs Python on numpy scalars, so it cannot sh
 conversions compiled code makes (a uint64 meeting an int64 is unified to float64, which rounded
 64-bit signatures on the first H200 run). Keep every integer expression in one unsigned type.
 
+Kernels are cached on disk (``cache=True``, next to this file or in numba's user cache folder),
+as the CPU kernels are: every run starts new Dask worker processes, which otherwise compile each
+kernel again (seconds each; the GPU tests that compile most took 29–36 s on the H200).
+
 Arrays may be numpy (copied to the device) or anything with ``__cuda_array_interface__``
 (cupy, cudf buffers, numba device arrays: used in place). Results are numba device arrays;
 ``cupy.asarray`` wraps one without a copy, ``.copy_to_host()`` brings it to numpy.
@@ -79,7 +83,7 @@ def _blocks(n: int, block: int) -> int:
     return max(1, -(-n // block))
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _band_kernel(sig_bytes, num_bands, band_bytes, out):
     i, k = cuda.grid(2)
     if i < sig_bytes.shape[0] and k < num_bands:
@@ -131,7 +135,7 @@ def _window_of_byte(offsets, data, p, width, words):
     return window_at(data, offsets[d], pos, offsets[d + 1], width, words)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _fill_kernel(out, counts, fill):
     i, j = cuda.grid(2)
     if i < out.shape[0] and j < out.shape[1]:
@@ -140,7 +144,7 @@ def _fill_kernel(out, counts, fill):
             counts[i] = 0
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _shingle_hash_kernel(offsets, data, n_bytes, seed, width, words, wide, hashes):
     # Pass 1, one thread per byte of the batch: the hash of the shingle that starts at that
     # byte, 0 where none does (libcudf reserves 0, so no shingle hashes to it).
@@ -154,7 +158,7 @@ def _shingle_hash_kernel(offsets, data, n_bytes, seed, width, words, wide, hashe
     hashes[p] = h
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _min_kernel(offsets, hashes, n_bytes, a, b, wide, out, counts):
     # Pass 2, one block per SEGMENT bytes of the batch, one thread per permutation: each
     # document's part of the segment is reduced from shared memory (every thread reads the same
@@ -192,7 +196,7 @@ def _min_kernel(offsets, hashes, n_bytes, a, b, wide, out, counts):
         d += 1
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _empty_rows_kernel(out, counts):
     i, j = cuda.grid(2)
     if i < out.shape[0] and j < out.shape[1] and counts[i] == 0:
@@ -263,7 +267,7 @@ def minhash_cuda(offsets, data, seed: int, a, b, width: int, words: bool = False
     return out, counts
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _set_hash_kernel(offsets, data, n_bytes, width, words, hashes, found):
     # One thread per byte of the batch: the hash of the shingle that starts at that byte, as
     # curate.kernels.jaccard.shingle_set hashes it (64 bits, seed 0), and whether one does
@@ -277,7 +281,7 @@ def _set_hash_kernel(offsets, data, n_bytes, width, words, hashes, found):
         found[p] = 1
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _intersect_kernel(cum, small, large, set_start, set_end, set_hashes, common):
     # One thread per member of each pair's smaller set (pair e owns threads cum[e - 1]..cum[e] - 1):
     # a binary search for it in the larger set, counted with an atomic add on a hit.
