@@ -129,8 +129,12 @@ def edited_copies(shards: list[Path], copies: int, out: Path) -> Path:
     return out
 
 
-def end_to_end(inputs: list[Path], out: Path, backend_name: str, n_workers: int, *options: str) -> dict:
-    """Wall time of ``curate dedup`` (a fresh process, cluster start included, with ``options``) and MB/s per worker."""
+def end_to_end(inputs: list[Path], out: Path, backend_name: str, n_workers: int, *options: str, log: Path) -> dict:
+    """Wall time of ``curate dedup`` (a fresh process, cluster start included, with ``options``) and MB/s per worker.
+
+    The run's verbose log (each stage's start and end, a failure's traceback) goes to ``log`` as
+    it is written, so a run cut by a time limit still shows how far it got and what each stage took.
+    """
     command = [
         sys.executable,
         "-m",
@@ -141,6 +145,7 @@ def end_to_end(inputs: list[Path], out: Path, backend_name: str, n_workers: int,
         str(out.resolve()),
         "--overwrite",
         "--no-progress",
+        "--verbose",
         "--backend",
         backend_name,
     ]
@@ -149,18 +154,17 @@ def end_to_end(inputs: list[Path], out: Path, backend_name: str, n_workers: int,
     command += options
     # Counted before the run, so that a time limit during the count cannot lose a finished run.
     text_bytes = _text_bytes(inputs)
+    log.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    done = subprocess.run(
-        command,
-        cwd=Path(__file__).resolve().parents[1],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    with log.open("w") as written:
+        done = subprocess.run(
+            command, cwd=Path(__file__).resolve().parents[1], stdout=written, stderr=subprocess.STDOUT, check=False
+        )
     seconds = time.perf_counter() - start
     if done.returncode:  # recorded, not fatal: the runs after it still get their figures
-        print(f"curate dedup failed ({' '.join(command[3:])}):\n{done.stdout}\n{done.stderr}", flush=True)
-        return {"error": (done.stdout + done.stderr)[-4000:], "seconds": seconds}
+        tail = log.read_text(errors="replace")[-4000:]
+        print(f"curate dedup failed ({' '.join(command[3:])}), its log in {log}:\n{tail}", flush=True)
+        return {"error": tail, "seconds": seconds}
     summary = json.loads((out / "summary.json").read_text())
     return {
         "documents": summary["counts"]["input"]["documents"],
@@ -215,6 +219,7 @@ def main():
     )
     args = parser.parse_args()
     steps = args.steps.split(",")
+    logs = args.out.parent / "runs"  # each end-to-end run's log, beside the figures
     shards = sorted((args.data / "gutenberg").glob("part-*.jsonl.zst"))[: args.shards]
     if not shards:
         sys.exit(f"no gutenberg shards under {args.data}")
@@ -238,17 +243,21 @@ def main():
                 )
                 _save(results, args.out)
     if "corpus" in steps and args.corpus:
-        results["corpus"] = end_to_end([args.corpus], args.work / "out-corpus", args.backend, n_workers)
+        results["corpus"] = end_to_end(
+            [args.corpus], args.work / "out-corpus", args.backend, n_workers, log=logs / "corpus.log"
+        )
         print("corpus", args.corpus, results["corpus"], flush=True)
         _save(results, args.out)
     if "gutenberg" in steps:
-        results["gutenberg"] = end_to_end(shards, args.work / "out-gutenberg", args.backend, n_workers)
+        results["gutenberg"] = end_to_end(
+            shards, args.work / "out-gutenberg", args.backend, n_workers, log=logs / "gutenberg.log"
+        )
         print("gutenberg", results["gutenberg"], flush=True)
         _save(results, args.out)
     if args.copies and "copies" in steps:
         larger = edited_copies(shards, args.copies, args.work / "edited")
         results["gutenberg_edited_copies"] = end_to_end(
-            [*shards, larger], args.work / "out-edited", args.backend, n_workers
+            [*shards, larger], args.work / "out-edited", args.backend, n_workers, log=logs / "copies.log"
         )
         print("gutenberg + edited copies", results["gutenberg_edited_copies"], flush=True)
         _save(results, args.out)
@@ -256,7 +265,13 @@ def main():
         # The GPU worker's old layout: one thread, so host steps (group tables, writing) wait
         # for the GPU and the GPU for them; the default gives them the node's other cores.
         results["gutenberg_one_thread"] = end_to_end(
-            shards, args.work / "out-one-thread", args.backend, n_workers, "--threads-per-worker", "1"
+            shards,
+            args.work / "out-one-thread",
+            args.backend,
+            n_workers,
+            "--threads-per-worker",
+            "1",
+            log=logs / "one-thread.log",
         )
         print("gutenberg, one thread per GPU worker", results["gutenberg_one_thread"], flush=True)
         _save(results, args.out)

@@ -27,8 +27,13 @@
 # default /tmp/curate-site), WORK (scratch, default /tmp/curate-gpu-check), BUDGET_S (the whole
 # call, default 540), E2E_BYTES (the end-to-end corpus, default 1.1GB), BENCH=0 to skip the
 # benchmark, BENCH_ARGS (default "--shards 8").
-# Writes into RESULTS (6 files): gpu_check.log, environment.txt, pytest-gpu-runs.xml, pytest-gpu.xml,
-# pytest-cpu-checks.xml, bench_gpu.json. Exit codes: 0 all passed, 1 a step failed, 10 RAPIDS not installed yet.
+# Writes into RESULTS: gpu_check.log, environment.txt, pytest-gpu-runs.xml, pytest-gpu.xml,
+# pytest-cpu-checks.xml, bench_gpu.json, runs/*.log (each benchmark run's verbose log, written as it
+# runs). Exit codes: 0 all passed, 1 a step failed, 10 RAPIDS not installed yet.
+# On 2026-12-04 the install took 86 s of device time (8 calls) and this script 523 s, which left
+# about 280 s: enough for one more call straight after (the host goes 30 s after a call), e.g. a
+# failing test with -v or a command with --verbose; /tmp/rapids-site and /tmp/curate-site are
+# still there (source /tmp/rapids-site.env; PYTHONPATH=$PWD:/tmp/curate-site:$PYTHONPATH).
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-/opt/torch/.venv/bin/python3}
@@ -126,7 +131,7 @@ if [[ ${BENCH:-1} != 0 ]]; then
     step "benchmark: end to end on the >= 1 GB corpus (MB/s per GPU, peak device memory)"
     if wait "$corpus"; then  # a corpus cut short by its time limit would give a wrong figure
         tail -1 "$WORK/edited.log"
-        bench corpus 150 --corpus "$WORK/edited"
+        bench corpus 200 --corpus "$WORK/edited"
     else
         cat "$WORK/edited.log"; echo "no corpus: skipped"; failed=1
     fi
