@@ -27,6 +27,7 @@ from curate.kernels import digests as _digests
 from curate.kernels import jaccard as _jaccard
 from curate.kernels import lsh as _lsh
 from curate.kernels import minhash as _minhash
+from curate.kernels import normalize as _normalize
 
 BACKENDS = {
     "cpu": {"dataframe.backend": "pandas", "array.backend": "numpy"},
@@ -384,6 +385,23 @@ def normalize_text_pandas(
 
 
 @functools.cache
+def character_map(*, lowercase: bool, whitespace: bool, punctuation: bool) -> np.ndarray:
+    """:func:`normalization_table`'s map as an array for :func:`curate.kernels.normalize.map_characters`.
+
+    Returns
+    -------
+    numpy.ndarray of int32 (0x110000,), read-only
+        The code point each code point becomes (itself where the map has none); -1 where removed.
+    """
+    table, _ = normalization_table(lowercase=lowercase, whitespace=whitespace, punctuation=punctuation)
+    target = np.arange(_normalize.CODE_POINTS, dtype=np.int32)
+    for point, value in table.items():
+        target[point] = ord(value) if value else -1
+    target.flags.writeable = False
+    return target
+
+
+@functools.cache
 def normalization_table(*, lowercase: bool, whitespace: bool, punctuation: bool) -> tuple[dict[int, str], str]:
     """What :func:`normalize_text_pandas` does to each character, for the GPU backend's cudf string ops.
 
@@ -391,10 +409,11 @@ def normalization_table(*, lowercase: bool, whitespace: bool, punctuation: bool)
     case mapping; no final sigma), and the punctuation and whitespace rules look at one character
     at a time, so but for whitespace runs and the trim the normalisation is a character map: the
     one found here by running the CPU operations on every code point, so it is the installed
-    pyarrow's and RE2's, whatever their Unicode version. Then ``translate`` with the map, one
-    space for each run of spaces and stripping the trim characters from both ends give
-    :func:`normalize_text_pandas`'s result without NFKC (tests/test_normalize_device.py checks
-    that recipe against it on real text and on every code point).
+    pyarrow's and RE2's, whatever their Unicode version. Then the map (:func:`character_map`,
+    :func:`curate.kernels.normalize.map_characters`), one space for each run of spaces and
+    stripping the trim characters from both ends give :func:`normalize_text_pandas`'s result
+    without NFKC (tests/test_normalize_device.py checks that against it on real text and on every
+    code point).
 
     Parameters
     ----------
@@ -405,8 +424,7 @@ def normalization_table(*, lowercase: bool, whitespace: bool, punctuation: bool)
     -------
     table : dict of int to str
         For each code point the operations change: the one character it becomes, or ``""`` when
-        removed (libcudf's ``translate`` removes a character mapped to 0, which pylibcudf makes
-        of ``""``; it cannot take None).
+        removed.
     trim : str
         The characters Arrow's ``utf8_trim_whitespace`` removes from the ends (when ``whitespace``;
         ``""`` otherwise). Always holds the space when not empty.
@@ -415,7 +433,7 @@ def normalization_table(*, lowercase: bool, whitespace: bool, punctuation: bool)
     ------
     ValueError
         If the installed pyarrow maps a code point to several characters (no version does so far),
-        which ``translate`` could not reproduce.
+        which a character map cannot reproduce.
     """
     points = np.r_[np.arange(0, 0xD800), np.arange(0xE000, 0x110000)]  # every scalar value, no surrogates
     chars = pa.array(list(points.astype("<u4").tobytes().decode("utf-32-le")), pa.large_string())  # one code point each

@@ -32,6 +32,7 @@ from dask_cudf.io.parquet import CudfEngine
 
 from curate.backend import (
     band_buckets,
+    character_map,
     greedy_representatives,
     greedy_representatives_pandas,
     jaccard,
@@ -50,6 +51,7 @@ from curate.backend import (
 from curate.kernels.components import components_device
 from curate.kernels.cuda import band_buckets_cuda, jaccard_cuda, minhash_cuda
 from curate.kernels.digests import CHUNK_BYTES, chunk_offsets
+from curate.kernels.normalize import collapse_spaces, map_characters
 
 
 @to_host.register((cudf.DataFrame, cudf.Series, cudf.Index))
@@ -170,29 +172,29 @@ def normalize_text_cudf(
 ) -> cudf.Series:
     """Normalised text, the strings of :func:`curate.backend.normalize_text_pandas`; nulls stay null.
 
-    On the device with cudf's string operations and the character map of
-    :func:`curate.backend.normalization_table`: ``translate`` (lowercase, punctuation, each
-    whitespace character to a space), one space for each run of spaces, ``strip`` of the
-    characters Arrow trims. NFKC alone runs on the host (cudf has none), before the rest, and
-    all of it for a partition holding a NUL character (libcudf's translate drops it). cudf's
-    own ``lower``, ``normalize_spaces`` and character-type filters are not used: they differ
-    from the CPU path (docs/decisions.md, "Normalisation on the GPU").
+    On the device, byte by byte over the column's buffers (:mod:`curate.kernels.normalize`): the
+    character map of :func:`curate.backend.normalization_table` (lowercase, punctuation, each
+    whitespace character to a space), one space for each run of spaces, then cudf's ``strip``
+    of the characters Arrow trims. NFKC alone runs on the host (cudf has none), before the rest.
+    libcudf's ``translate`` and regex ``replace`` gave each string one thread (18 MB/s on books
+    on an H200); its own ``lower``, ``normalize_spaces`` and character-type filters differ from
+    the CPU path (docs/decisions.md, "Normalisation on the GPU").
     """
-    table, trim = normalization_table(lowercase=lowercase, whitespace=whitespace, punctuation=punctuation)
-    # libcudf's translate counts a NUL character that no table entry names but never writes it
-    # (`if (chr && out_ptr)`, cpp/src/strings/translate.cu): the string loses the NUL and ends
-    # in a byte never written. So a partition holding a NUL is normalised on the host.
-    if table and bool(text.str.contains("\x00", regex=False).any()):
-        options = {"lowercase": lowercase, "whitespace": whitespace, "punctuation": punctuation, "nfkc": nfkc}
-        return _to_device(normalize_text_pandas(text.to_pandas(), **options))
+    options = {"lowercase": lowercase, "whitespace": whitespace, "punctuation": punctuation}
+    table, trim = normalization_table(**options)
     if nfkc:
         off = {"lowercase": False, "whitespace": False, "punctuation": False}
         text = _to_device(normalize_text_pandas(text.to_pandas(), **off, nfkc=True))
-    if table:
-        text = text.str.translate(table)
+    if not table:
+        return text
+    offsets, data = map_characters(*text_buffers(text), cupy.asarray(character_map(**options)), cupy)
     if whitespace:
-        text = text.str.replace(" +", " ", regex=True).str.strip(trim)
-    return text
+        offsets, data = collapse_spaces(offsets, data, cupy)
+    chars = plc.gpumemoryview(data if data.size else cupy.zeros(1, np.uint8))
+    result = cudf.Series.from_pylibcudf(_strings(offsets, chars))
+    result.index, result.name = text.index, text.name
+    result = result.where(text.notna().values)  # text_buffers gave a null as ""
+    return result.str.strip(trim) if whitespace else result
 
 
 @minhash_signatures.register(cudf.Series)

@@ -1,11 +1,10 @@
-"""The GPU backend's normalisation recipe gives the CPU path's strings, checked on the CPU.
+"""The GPU backend's normalisation gives the CPU path's strings, checked on the CPU.
 
-``normalize_text_cudf`` runs cudf's ``translate`` with :func:`curate.backend.normalization_table`,
-a regex replace of space runs and ``strip``. Here the same recipe runs with Python's ``str``
-operations, whose semantics those cudf operations share (a character map where ``""`` removes,
-character-set strip), against :func:`curate.backend.normalize_text_pandas` on real text, on
-every code point and on random mixes of the characters that matter. That cudf's operations give
-the Python ones' strings is checked on the device (tests/test_gpu.py).
+``normalize_text_cudf`` runs :mod:`curate.kernels.normalize` on cupy arrays with the character
+map of :func:`curate.backend.normalization_table`, then cudf's ``strip``. Here the same kernels
+run on numpy arrays (and ``strip`` is Python's, a character-set strip as cudf's) against
+:func:`curate.backend.normalize_text_pandas` on real text, on every code point and on random
+mixes of the characters that matter. The device's run of them is checked in tests/test_gpu.py.
 """
 
 import itertools
@@ -13,10 +12,12 @@ import json
 import random
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from curate import backend
+from curate.kernels import normalize
 from tests.conftest import FIXTURES, SHARED
 from tests.cuda_simulator_check import EXTRA
 
@@ -27,27 +28,33 @@ OPTIONS = [
 ALL_POINTS = [chr(c) for c in itertools.chain(range(0xD800), range(0xE000, 0x110000))]
 
 
-def libcudf_translate(text: str, table: dict) -> str:
-    """libcudf's ``translate`` (cpp/src/strings/translate.cu): Python's, except that a NUL no
-    entry names is counted in the output's size but never written, so the string loses it and
-    ends in a byte never written (here "?")."""
-    return text.translate(table).replace("\x00", "") + "?" * text.count("\x00") if table else text
+def buffers(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """A strings column's buffers, as text_buffers gives them on the device (offsets from 3, to
+    check that they need not start at 0)."""
+    encoded = [t.encode() for t in texts]
+    offsets = 3 + np.concatenate([[0], np.cumsum([len(e) for e in encoded])]).astype(np.int32)
+    return offsets, np.frombuffer(b"xyz" + b"".join(encoded) + b"!", dtype=np.uint8)
+
+
+def strings(offsets: np.ndarray, data: np.ndarray) -> list[str]:
+    return [data[a:b].tobytes().decode() for a, b in zip(offsets[:-1], offsets[1:])]
 
 
 def device_recipe(texts: list[str], *, lowercase, whitespace, punctuation, nfkc) -> list[str]:
-    """What normalize_text_cudf does, with Python's str operations in place of cudf's."""
+    """What normalize_text_cudf does, with the kernels on numpy and Python's strip for cudf's."""
     options = {"lowercase": lowercase, "whitespace": whitespace, "punctuation": punctuation}
     table, trim = backend.normalization_table(**options)
-    if table and any("\x00" in t for t in texts):  # the partition on the host
-        return cpu(texts, **options, nfkc=nfkc)
     if nfkc:  # on the host in both backends
         texts = backend.normalize_text(
             pd.Series(texts, dtype="str"), lowercase=False, whitespace=False, punctuation=False, nfkc=True
         ).tolist()
-    texts = [libcudf_translate(t, table) for t in texts]
+    if not table:
+        return texts
+    offsets, data = normalize.map_characters(*buffers(texts), backend.character_map(**options), np)
     if whitespace:
-        texts = [re.sub(" +", " ", t).strip(trim) for t in texts]
-    return texts
+        offsets, data = normalize.collapse_spaces(offsets, data, np)
+    texts = strings(offsets, data)
+    return [t.strip(trim) for t in texts] if whitespace else texts
 
 
 def cpu(texts: list[str], **options) -> list[str]:
@@ -101,13 +108,21 @@ def test_table_holds_what_cudf_own_operations_would_get_wrong():
 
 
 def test_a_nul_character_survives():
-    # libcudf's translate drops a NUL (the first H200-less review, reading translate.cu): a
-    # partition holding one takes the host path, the others the device's.
-    texts = ["a\x00B,  c", "Nothing odd"]
+    # libcudf's translate dropped a NUL (the first H200-less review, reading translate.cu), so a
+    # partition holding one went to the host; the byte kernels keep it like any character.
+    texts = ["a\x00B,  c", "Nothing odd", "\x00", ""]
     for options in OPTIONS:
         expected = cpu(texts, **options)
         assert device_recipe(texts, **options) == expected and "\x00" in expected[0]
-        assert device_recipe(texts[1:], **options) == expected[1:]
+
+
+def test_kernels_on_empty_strings_and_no_strings():
+    options = {"lowercase": True, "whitespace": True, "punctuation": True}
+    target = backend.character_map(**options)
+    for texts in ([], [""], ["", ""], ["  ", ",", " a  b "]):
+        offsets, data = normalize.map_characters(*buffers(texts), target, np)
+        offsets, data = normalize.collapse_spaces(offsets, data, np)
+        assert strings(offsets, data) == [re.sub(" +", " ", t.replace(",", "")) for t in texts]
 
 
 def test_no_option_no_table():
