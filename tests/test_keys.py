@@ -8,6 +8,7 @@ import pytest
 from dask.dataframe.dispatch import concat_dispatch
 
 from curate.dedup.keys import DOC, add_doc_keys, doc_divisions, drop, fixed_partitions, in_order, select
+from curate.dedup.resolve import resolve
 from curate.io import read_documents
 from tests.conftest import write_jsonl
 
@@ -137,6 +138,40 @@ def test_in_order_takes_tables_whose_partitions_differ_from_their_meta(monkeypat
     ordered = in_order(dd.concat(pieces), docs.divisions).compute()
     assert ordered.id.tolist() == ["f2", "e4", "f9", "e20", "f25"]
     assert ordered.kind.tolist() == ["fuzzy", "exact", "fuzzy", "exact", "fuzzy"]
+
+
+def test_resolve_takes_group_tables_whose_partitions_differ_from_their_meta(monkeypatch):
+    # The same kind in the result stages: the removed and duplicates tables concatenate the
+    # exact and the fuzzy group tables' rows, and the duplicates table's merge shuffles them.
+    docs = add_doc_keys(frame_of(30, 3))
+    k = docs.compute()[DOC].to_numpy()
+
+    def groups(rows):  # (doc, representative, jaccard) by row number, ids from the kind's letter
+        return pd.DataFrame(
+            {
+                "_doc": [k[d] for d, _, _, _ in rows],
+                "_rep": [k[r] for _, r, _, _ in rows],
+                "_id": [f"{x}{d}" for d, _, _, x in rows],
+                "_rep_id": [f"{x}{r}" for _, r, _, x in rows],
+                "_jaccard": [j for _, _, j, _ in rows],
+            }
+        ).astype({"_id": "str", "_rep_id": "str"})
+
+    exact = groups([(4, 4, 1.0, "e"), (20, 4, 1.0, "e"), (7, 7, 1.0, "e"), (27, 7, 1.0, "e")])
+    fuzzy = groups([(2, 2, 1.0, "f"), (25, 2, 0.9, "f"), (9, 9, 1.0, "f"), (12, 9, 0.85, "f")])
+    exact, fuzzy = dd.from_pandas(exact, npartitions=2), dd.from_pandas(fuzzy, npartitions=2)
+    expected = [table.compute() for table in resolve(exact, fuzzy, docs.divisions)]
+    # The exact table's ids held as objects, the fuzzy table indexed by its ids, as pieces may be on a device.
+    odd = resolve(
+        exact.map_partitions(lambda p: p.astype({"_id": object}), meta=exact._meta),
+        fuzzy.map_partitions(lambda p: p.set_index(p._id.rename(None)), meta=fuzzy._meta),
+        docs.divisions,
+    )
+    monkeypatch.setitem(concat_dispatch._lookup, pd.DataFrame, cudf_concat)
+    removed, duplicates = (table.compute() for table in odd)
+    assert removed.id.tolist() == ["f12", "e20", "f25", "e27"]
+    pd.testing.assert_frame_equal(removed, expected[0])
+    pd.testing.assert_frame_equal(duplicates, expected[1])
 
 
 def test_joins_keep_a_documents_frame_lazy():

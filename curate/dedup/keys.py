@@ -151,25 +151,37 @@ def align(keys: dd.DataFrame, divisions: tuple[int, ...]) -> dd.DataFrame:
     """
     parts = len(divisions) - 1
     starts = np.asarray(divisions[:-1], dtype=np.int64)
-    meta = keys._meta.reset_index(drop=True).assign(**{_TARGET: pd.Series(dtype="int64")})
-    numbered = keys.map_partitions(_number, starts, dict(keys._meta.dtypes), meta=meta, clear_divisions=True)
+    keys = uniform(keys)  # the shuffle concatenates pieces of every partition
+    meta = keys._meta.assign(**{_TARGET: pd.Series(dtype="int64")})
+    numbered = keys.map_partitions(_number, starts, meta=meta, clear_divisions=True)
     # The partition number as a sorted index with divisions 0, 1, ..., parts - 1: row i goes to partition i.
     # The run's shuffle method (P2P with a client on the CPU): task shuffles cost ~n^2 tasks for n partitions.
     aligned = numbered.set_index(_TARGET, divisions=(*range(parts), parts - 1))
     return aligned.map_partitions(lambda part: stable_sort(part, DOC), meta=aligned._meta)
 
 
-def _number(part, starts, dtypes):
-    # The shuffle concatenates pieces of every partition of ``keys``, which may be a concat of
-    # tables from different stages. cudf's concat, unlike pandas', refuses columns whose dtypes
-    # differ (one string kind and another) and takes the index as a column unless every piece
-    # has a RangeIndex: a run with both exact and fuzzy removals failed on the first H200 run
-    # that reached it ("All columns must be the same type"). So every piece takes the meta's
-    # dtypes and a RangeIndex (the index is replaced by the target partition anyway).
-    differ = {name: dtype for name, dtype in dtypes.items() if part[name].dtype != dtype}
-    part = (part.astype(differ) if differ else part).reset_index(drop=True)
+def _number(part, starts):
     keys = to_host(part[DOC]).to_numpy()
     return part.assign(**{_TARGET: np.searchsorted(starts, keys, side="right").astype(np.int64) - 1})
+
+
+def uniform(frame: dd.DataFrame) -> dd.DataFrame:
+    """``frame`` with every partition in its meta's column dtypes and with a RangeIndex (lazy).
+
+    For frames whose partitions meet in one concat (a shuffle, ``dd.concat``) though they come
+    from different steps: cudf's concat, unlike pandas', refuses columns of one name whose
+    dtypes differ (one string dtype and another) and concatenates the index as a column unless
+    every piece has a RangeIndex. A run removing both exact and fuzzy duplicates failed so on
+    the H200 ("All columns must be the same type", where the two kinds' rows meet). The index
+    is dropped: callers key rows by ``_doc``.
+    """
+    dtypes = dict(frame._meta.dtypes)
+    return frame.map_partitions(_uniform, dtypes, meta=frame._meta.reset_index(drop=True), clear_divisions=True)
+
+
+def _uniform(part, dtypes):
+    differ = {name: dtype for name, dtype in dtypes.items() if part[name].dtype != dtype}
+    return (part.astype(differ) if differ else part).reset_index(drop=True)
 
 
 def select(
@@ -244,4 +256,15 @@ def _anti(part, aligned):
     return part[~_member(part, aligned)]
 
 
-__all__ = ["DOC", "add_doc_keys", "align", "doc_divisions", "drop", "fixed_partitions", "in_order", "keyed", "select"]
+__all__ = [
+    "DOC",
+    "add_doc_keys",
+    "align",
+    "doc_divisions",
+    "drop",
+    "fixed_partitions",
+    "in_order",
+    "keyed",
+    "select",
+    "uniform",
+]

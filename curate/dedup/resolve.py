@@ -8,7 +8,7 @@ duplicate points to that document's (kept) representative.
 import dask.dataframe as dd
 
 from curate.dedup.groups import group_meta
-from curate.dedup.keys import in_order
+from curate.dedup.keys import in_order, uniform
 from curate.dedup.stages import Stage, build_now
 from curate.schema import DOC
 
@@ -50,13 +50,12 @@ def removed_table(exact: dd.DataFrame, fuzzy: dd.DataFrame) -> dd.DataFrame:
     )
     moved = exact_removed.drop(columns="_jaccard").merge(onward, on="_rep")
     stayed = _left_only(exact_removed, onward[["_rep"]], "_rep")
-    return dd.concat(
-        [
-            _removed_rows(moved, "exact", "_onward", "_onward_jaccard"),
-            _removed_rows(stayed, "exact", "_rep_id", "_jaccard"),
-            _removed_rows(fuzzy_removed, "fuzzy", "_rep_id", "_jaccard"),
-        ]
-    )
+    pieces = [
+        _removed_rows(moved, "exact", "_onward", "_onward_jaccard"),
+        _removed_rows(stayed, "exact", "_rep_id", "_jaccard"),
+        _removed_rows(fuzzy_removed, "fuzzy", "_rep_id", "_jaccard"),
+    ]
+    return dd.concat([uniform(piece) for piece in pieces])  # rows of both kinds meet in later concats
 
 
 def duplicates_table(exact: dd.DataFrame, fuzzy: dd.DataFrame, removed: dd.DataFrame) -> dd.DataFrame:
@@ -76,7 +75,7 @@ def duplicates_table(exact: dd.DataFrame, fuzzy: dd.DataFrame, removed: dd.DataF
         the output), ``jaccard`` (float64, with the group's representative), one row per document
         per group it belongs to (unordered).
     """
-    members = dd.concat([exact.assign(kind="exact"), fuzzy.assign(kind="fuzzy")])
+    members = dd.concat([uniform(exact.assign(kind="exact")), uniform(fuzzy.assign(kind="fuzzy"))])
     members = members.merge(removed[[DOC]].assign(_gone=True), on=DOC, how="left")
     duplicates = members.assign(kept=~members._gone.fillna(False).astype(bool))
     duplicates = duplicates[[DOC, "_id", "_rep_id", "kind", "kept", "_jaccard"]]
