@@ -388,6 +388,11 @@ def normalize_text_pandas(
 def character_map(*, lowercase: bool, whitespace: bool, punctuation: bool) -> np.ndarray:
     """:func:`normalization_table`'s map as an array for :func:`curate.kernels.normalize.map_characters`.
 
+    Parameters
+    ----------
+    lowercase, whitespace, punctuation : bool
+        As :func:`normalize_text_pandas`.
+
     Returns
     -------
     numpy.ndarray of int32 (0x110000,), read-only

@@ -18,6 +18,9 @@ CODE_POINTS = 0x110000
 def map_characters(offsets, data, target, xp):
     """Each character replaced by ``target[code point]``, or removed where that is -1.
 
+    Characters are decoded and encoded as UTF-8 (RFC 3629): each is read where its first byte
+    lies, and its new bytes are placed by a prefix sum of the new characters' lengths.
+
     Parameters
     ----------
     offsets : array of int (n + 1,)
