@@ -193,7 +193,8 @@ def normalize_text_cudf(
     chars = plc.gpumemoryview(data if data.size else cupy.zeros(1, np.uint8))
     result = cudf.Series.from_pylibcudf(_strings(offsets, chars))
     result.index, result.name = text.index, text.name
-    result = result.where(text.notna().values)  # text_buffers gave a null as ""
+    if text.null_count:  # text_buffers gave a null as ""
+        result = result.where(text.notna().values)
     return result.str.strip(trim) if whitespace else result
 
 
