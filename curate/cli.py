@@ -757,7 +757,8 @@ def print_summary(summary: dict, out_dir: str) -> None:
     from rich.table import Table
 
     counts, seconds = summary["counts"], summary["seconds"]
-    table = Table(title=f"curate dedup -> {out_dir}", show_header=False)
+    # The backend in the title: `--backend auto` chose it.
+    table = Table(title=f"curate dedup -> {out_dir} (backend {summary['config']['backend']})", show_header=False)
     table.add_column(style="bold")
     table.add_column(justify="right", max_width=60)  # a long list of stages reused wraps in its cell
     table.add_row("documents in", f"{counts['input']['documents']:,}")

@@ -14,10 +14,23 @@ from tests.conftest import FIXTURES
 def test_cli_dedup_prints_summary_and_writes_outputs(tmp_path, joined):
     out = tmp_path / "out"
     result = CliRunner().invoke(
-        main, ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(out), *joined, "--output-format", "parquet"]
+        main,
+        [
+            "dedup",
+            str(FIXTURES / "docs.jsonl"),
+            "-o",
+            str(out),
+            *joined,
+            "--output-format",
+            "parquet",
+            "--backend",
+            "auto",
+        ],
     )
     assert result.exit_code == 0, result.output
     assert "documents kept" in result.output and "7" in result.output
+    # `--backend auto` said what it chose only in summary.json (a new user's trial)
+    assert "(backend cpu)" in " ".join(result.output.split())  # the title, wrapped with a long path
     summary = json.loads((out / "summary.json").read_text())
     assert summary["counts"]["output"] == {"kept": 7, "removed": 5, "rejected": 0}
     assert summary["config"]["fuzzy"]["num_bands"] == 28 and summary["output_format"] == "parquet"
@@ -492,7 +505,7 @@ def test_the_summary_keeps_a_row_to_a_line_in_a_log(capsys, monkeypatch):
             },
             "output": {"kept": 28607},
         },
-        "config": {"fuzzy": {"verify": True}},
+        "config": {"fuzzy": {"verify": True}, "backend": "cpu"},
         "output_format": None,
         "reused_stages": [],
         "seconds": {"total": 13.1},
