@@ -112,7 +112,7 @@ def test_report_counts_and_pairs(run):
         order += [g for turn in itertools.zip_longest(*by_kind) for g in turn if g]
     heads = re.findall(
         r'<summary><span class="kind (\w+)">\w+</span> removed <b>([^<]+)</b>(?: \(exact copy of <b>[^<]+</b>, '
-        r"removed as a near duplicate\))? · kept <b>([^<]+)</b>.*? group of (\d+)",
+        r"itself removed as a near duplicate\))? · kept <b>([^<]+)</b>.*? group of (\d+)",
         page,
     )
     assert len(heads) == 20 + 20
@@ -306,7 +306,7 @@ def test_inspect_group_and_id(run):
     similarity = ref.jaccard(texts["kjv-01001"], texts["akjv-01001"], 24)
     result = CliRunner().invoke(main, ["inspect", str(out), "--id", "copy-kjv-01001", "--width", "240"])
     assert (
-        f"exact: removed copy-kjv-01001 (exact copy of kjv-01001, removed as a near duplicate) · kept akjv-01001 · "
+        f"exact: removed copy-kjv-01001 (exact copy of kjv-01001, itself removed as a near duplicate) · kept akjv-01001 · "
         f"Jaccard {similarity:.3f} · exact group of 2"
     ) in result.output
     result = CliRunner().invoke(main, ["inspect", str(out), "--id", "no-such-id"])

@@ -195,7 +195,7 @@ class Pair:
         ``mark(id) -> str`` escapes and emphasises an id for the medium (HTML, rich markup); the
         rest is plain text.
         """
-        via = f" (exact copy of {mark(self.via)}, removed as a near duplicate)" if self.via is not None else ""
+        via = f" (exact copy of {mark(self.via)}, itself removed as a near duplicate)" if self.via is not None else ""
         similarity = "Jaccard not computed (--no-verify)" if np.isnan(self.jaccard) else f"Jaccard {self.jaccard:.3f}"
         line = f"removed {mark(self.removed)}{via} · kept {mark(self.representative)} · {similarity} · {self.kind} group of {self.group_size:,}"
         if self.diff is None:
