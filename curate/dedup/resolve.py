@@ -50,12 +50,14 @@ def removed_table(exact: dd.DataFrame, fuzzy: dd.DataFrame) -> dd.DataFrame:
     )
     moved = exact_removed.drop(columns="_jaccard").merge(onward, on="_rep")
     stayed = _left_only(exact_removed, onward[["_rep"]], "_rep")
-    pieces = [
-        _removed_rows(moved, "exact", "_onward", "_onward_jaccard"),
-        _removed_rows(stayed, "exact", "_rep_id", "_jaccard"),
-        _removed_rows(fuzzy_removed, "fuzzy", "_rep_id", "_jaccard"),
-    ]
-    return dd.concat([uniform(piece) for piece in pieces])  # rows of both kinds meet in later concats
+    # Both kinds' rows first meet in in_order's shuffle, which makes each piece uniform (keys.align).
+    return dd.concat(
+        [
+            _removed_rows(moved, "exact", "_onward", "_onward_jaccard"),
+            _removed_rows(stayed, "exact", "_rep_id", "_jaccard"),
+            _removed_rows(fuzzy_removed, "fuzzy", "_rep_id", "_jaccard"),
+        ]
+    )
 
 
 def duplicates_table(exact: dd.DataFrame, fuzzy: dd.DataFrame, removed: dd.DataFrame) -> dd.DataFrame:
@@ -75,6 +77,7 @@ def duplicates_table(exact: dd.DataFrame, fuzzy: dd.DataFrame, removed: dd.DataF
         the output), ``jaccard`` (float64, with the group's representative), one row per document
         per group it belongs to (unordered).
     """
+    # The merge below shuffles both kinds' rows together: each piece uniform first (keys.uniform).
     members = dd.concat([uniform(exact.assign(kind="exact")), uniform(fuzzy.assign(kind="fuzzy"))])
     members = members.merge(removed[[DOC]].assign(_gone=True), on=DOC, how="left")
     duplicates = members.assign(kept=~members._gone.fillna(False).astype(bool))
