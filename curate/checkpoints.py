@@ -316,15 +316,28 @@ def read_stage_frame(path: Path, divisions: tuple[int, ...] | None = None) -> dd
         raise ValueError(f"{path} holds {len(files)} partitions, its divisions {len(divisions) - 1}")
     frame_backend = dask.config.get("dataframe.backend", "pandas")  # workers do not see the client's config
     indexed = divisions is not None
-    meta = _stage_partition(pq.read_schema(files[0]).empty_table(), frame_backend, indexed)
+    schema = stage_schema(files)
+    meta = _stage_partition(schema.empty_table(), frame_backend, indexed)
     return dd.from_map(
-        _read_stage_file, [str(f) for f in files], frame_backend=frame_backend, indexed=indexed,
+        _read_stage_file, [str(f) for f in files], schema=schema, frame_backend=frame_backend, indexed=indexed,
         meta=meta, divisions=divisions, enforce_metadata=False, label="read-stage",
     )  # fmt: skip
 
 
-def _read_stage_file(path: str, frame_backend: str, indexed: bool):
-    return _stage_partition(pq.read_table(path), frame_backend, indexed)
+def stage_schema(files: list[Path]) -> pa.Schema:
+    """The one Arrow schema of a stage's files, read from their footers (no data is read).
+
+    Each partition is written on its own, so the files of one frame may type a column
+    differently: Arrow's ``null`` where a partition had no value to infer a type from, ``string``
+    or ``large_string``, narrower integers. pandas concatenates such partitions, cudf's concat
+    refuses them ("All columns must be the same type"), so every file is read in the types that
+    hold all of them (Arrow's permissive promotion).
+    """
+    return pa.unify_schemas([pq.read_schema(f) for f in files], promote_options="permissive")
+
+
+def _read_stage_file(path: str, schema: pa.Schema, frame_backend: str, indexed: bool):
+    return _stage_partition(pq.read_table(path, schema=schema), frame_backend, indexed)
 
 
 def _stage_partition(table: pa.Table, frame_backend: str, indexed: bool):

@@ -89,6 +89,26 @@ export PYTHONPATH="$REPO:$SITE${PYTHONPATH:+:$PYTHONPATH}"
 export CURATE_SHARED_DATA=$DATA PYTHONUNBUFFERED=1  # a step cut by its time limit keeps its output
 cd "$REPO" || exit 1
 
+# The smoke run's input: 20news and exact copies (new ids) of a third of one shard, so that it
+# removes both kinds of duplicates in several partitions; its CPU run goes on spare cores now.
+mkdir -p "$WORK/both"
+ln -sf "$DATA"/20news/part-* "$WORK/both/"
+"$PYTHON" - "$DATA/20news" "$WORK/both/copies.jsonl" <<'PY'
+import gzip, json, sys
+from pathlib import Path
+
+shard = sorted(Path(sys.argv[1]).glob("part-*"))[0]
+with gzip.open(shard, "rt") as lines, open(sys.argv[2], "w") as copies:
+    for i, line in enumerate(lines):
+        if i % 3 == 0:
+            record = json.loads(line)
+            copies.write(json.dumps({**record, "id": "copy-" + str(record["id"])}) + "\n")
+PY
+smoke_flags=(--overwrite --no-progress --keep-stages --blocksize 4MB)
+nice -n 10 timeout 200 "$PYTHON" -m curate dedup "$WORK/both" -o "$WORK/smoke-cpu" "${smoke_flags[@]}" --backend cpu \
+    >"$WORK/smoke-cpu.log" 2>&1 &
+smoke_cpu=$!
+
 if [[ ${BENCH:-1} != 0 ]]; then
     # The >= 1 GB corpus for the end-to-end figure (gutenberg books and edited copies), made on
     # the host's spare cores while the environment, smoke and kernel steps run.
@@ -117,8 +137,19 @@ PY
 grep -q MISSING "$RESULTS/environment.txt" && echo "some packages are missing (above); tests that need them will fail or skip"
 echo "data: $DATA"; ls "$DATA" "$DATA/gutenberg" 2>/dev/null | head -20
 
-step "smoke: one GPU run of 20news end to end"
-bounded 90 "$PYTHON" -m curate dedup "$DATA/20news" -o "$WORK/smoke" --overwrite --no-progress --backend gpu
+step "smoke: 20news and exact copies on the GPU (both kinds removed), against the CPU run"
+bounded 120 "$PYTHON" -m curate dedup "$WORK/both" -o "$WORK/smoke" "${smoke_flags[@]}" --backend gpu -v \
+    >"$RESULTS/smoke.log" 2>&1
+grep -v "^\s*$" "$RESULTS/smoke.log" | tail -45
+echo "-- the GPU run's stage files (do the files of each stage agree on their schema?)"
+"$PYTHON" scripts/stage_schemas.py "$WORK/smoke/_stages"
+if wait "$smoke_cpu"; then
+    for table in removed.parquet duplicates.parquet; do
+        cmp "$WORK/smoke-cpu/$table" "$WORK/smoke/$table" && echo "$table: byte-identical to the CPU run" || failed=1
+    done
+else
+    tail -5 "$WORK/smoke-cpu.log"; echo "the CPU run failed"; failed=1
+fi
 
 bench() {  # STEPS CAP [ARGS...]: bench_gpu.py's STEPS; the figures merge into one bench_gpu.json
     # shellcheck disable=SC2086

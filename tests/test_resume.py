@@ -392,3 +392,32 @@ def test_a_stages_log_line_says_what_its_rows_are(tmp_path):
     (tmp_path / "other" / "t").mkdir(parents=True)
     pq.write_table(pa.table({"u": [1]}), tmp_path / "other" / "t" / "part.0.parquet")
     assert _size(tmp_path / "other").startswith("t: 1 row; 1 Parquet file, ")
+
+
+def test_a_stages_files_typed_differently_read_back_in_one_type_per_column(tmp_path):
+    # Each partition of a stage is written on its own, so its files may type a column
+    # differently (Arrow's null type where a partition had no value, string or large_string,
+    # narrower integers). pandas concatenates such partitions, cudf's concat refuses them ("All
+    # columns must be the same type"), so each file is read in the types that hold all of them.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from curate.checkpoints import read_stage_frame
+
+    columns = [
+        {"_doc": pa.array([], pa.int32()), "_id": pa.array([], pa.null())},
+        {"_doc": pa.array([3], pa.int64()), "_id": pa.array(["a"], pa.large_string())},
+        {"_doc": pa.array([5], pa.int64()), "_id": pa.array(["b"], pa.string())},
+    ]
+    for i, table in enumerate(columns):
+        pq.write_table(pa.table(table), tmp_path / f"part.{i}.parquet")
+    with dask.config.set(scheduler="sync"):
+        frame = read_stage_frame(tmp_path)
+        parts = [frame.get_partition(i).compute() for i in range(frame.npartitions)]
+    assert [p.dtypes.astype(str).to_dict() for p in parts] == [frame._meta.dtypes.astype(str).to_dict()] * 3
+    assert frame._meta.dtypes["_doc"] == "int64"
+    assert [p.to_dict("list") for p in parts] == [
+        {"_doc": [], "_id": []},
+        {"_doc": [3], "_id": ["a"]},
+        {"_doc": [5], "_id": ["b"]},
+    ]
