@@ -344,7 +344,10 @@ def _stage_partition(table: pa.Table, frame_backend: str, indexed: bool):
     frame = table.to_pandas() if frame_backend == "pandas" else from_arrow(table, frame_backend)
     if indexed:
         frame.index = frame[DOC].values
-    return frame
+        return frame
+    # A RangeIndex, as pandas gives: cudf's from_arrow gave an integer Index on the H200 (RAPIDS
+    # 26.10), and cudf's concat takes such an index as a column unless every piece has a RangeIndex.
+    return frame.reset_index(drop=True)
 
 
 class Checkpoints:

@@ -27,13 +27,16 @@
 # default /tmp/curate-site), WORK (scratch, default /tmp/curate-gpu-check), BUDGET_S (the whole
 # call, default 540), E2E_BYTES (the end-to-end corpus, default 1.1GB), BENCH=0 to skip the
 # benchmark, BENCH_ARGS (default "--shards 8").
-# Writes into RESULTS: gpu_check.log, environment.txt, pytest-gpu-runs.xml, pytest-gpu.xml,
-# pytest-cpu-checks.xml, bench_gpu.json, runs/*.log (each benchmark run's verbose log, written as it
-# runs). Exit codes: 0 all passed, 1 a step failed, 10 RAPIDS not installed yet.
-# On 2026-12-04 the install took 86 s of device time (8 calls) and this script 523 s, which left
-# about 280 s: enough for one more call straight after (the host goes 30 s after a call), e.g. a
-# failing test with -v or a command with --verbose; /tmp/rapids-site and /tmp/curate-site are
-# still there (source /tmp/rapids-site.env; PYTHONPATH=$PWD:/tmp/curate-site:$PYTHONPATH).
+# Writes into RESULTS: gpu_check.log, environment.txt, smoke.log (20news with exact copies, -v),
+# pytest-gpu-runs.xml, pytest-gpu.xml, pytest-cpu-checks.xml, bench_gpu.json, runs/*.log (each
+# benchmark run's verbose log, written as it runs). Exit codes: 0 all passed, 1 a step failed,
+# 10 RAPIDS not installed yet.
+# On 2026-12-04 (the second session) the install took 76 s of device time (8 calls, start
+# included) and `BUDGET_S=588 bash scripts/gpu_check.sh` 501 s, which left about 320 s: enough
+# for one more call straight after (the host goes 30 s after a call; that session used 161 s to
+# run bench_gpu.py's gutenberg and corpus steps again, warm); /tmp/rapids-site, /tmp/curate-site
+# and /tmp/curate-gpu-check (the corpus) are still there (source /tmp/rapids-site.env;
+# PYTHONPATH=$PWD:/tmp/curate-site:$PYTHONPATH).
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-/opt/torch/.venv/bin/python3}

@@ -421,3 +421,29 @@ def test_a_stages_files_typed_differently_read_back_in_one_type_per_column(tmp_p
         {"_doc": [3], "_id": ["a"]},
         {"_doc": [5], "_id": ["b"]},
     ]
+
+
+def test_a_stage_read_back_on_a_device_backend_has_a_range_index(tmp_path, monkeypatch):
+    # cudf's from_arrow gave each partition read back an integer Index (the H200, RAPIDS 26.10),
+    # where pandas gives a RangeIndex; cudf's concat takes such an index as a column unless
+    # every piece has a RangeIndex. Here from_arrow gives such an Index, as it did there.
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from curate import checkpoints
+
+    def from_arrow(table, frame_backend):
+        frame = table.to_pandas()
+        frame.index = pd.Index(np.arange(10, 10 + len(frame)))
+        return frame
+
+    monkeypatch.setattr(checkpoints, "from_arrow", from_arrow)
+    for i, rows in enumerate([[1, 2], [3]]):
+        pq.write_table(pa.table({"_doc": rows}), tmp_path / f"part.{i}.parquet")
+    with dask.config.set({"dataframe.backend": "cudf", "scheduler": "sync"}):
+        frame = checkpoints.read_stage_frame(tmp_path)
+        parts = [frame.get_partition(i).compute() for i in range(frame.npartitions)]
+    assert [type(p.index).__name__ for p in [frame._meta, *parts]] == ["RangeIndex"] * 3
+    assert [p["_doc"].tolist() for p in parts] == [[1, 2], [3]]

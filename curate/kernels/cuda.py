@@ -402,7 +402,11 @@ def _jaccard_sets(offsets, data, x, y, width: int, words: bool, xp):
     # The document of each shingle: the last one starting at or before its byte (empty ones start where the next does).
     doc = xp.searchsorted(offsets.astype(xp.int64) - base, at, side="right") - 1
     del found, at
-    order = xp.lexsort(xp.stack([hashes, doc.astype(xp.uint64)]))
+    # Sorted by (document, hash) with two stable radix sorts, by hash then by document: one
+    # lexsort (cupy's compares the keys in a merge sort) made the device Jaccard of books 0.16 GB/s.
+    by_hash = xp.argsort(hashes, kind="stable")
+    order = by_hash[xp.argsort(doc.astype(xp.int32)[by_hash], kind="stable")]
+    del by_hash
     hashes, doc = hashes[order], doc[order]
     del order
     first = xp.ones(len(hashes), dtype=bool)
