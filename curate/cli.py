@@ -128,7 +128,7 @@ def main():
     "-v",
     "--verbose",
     is_flag=True,
-    help="Log the cluster (workers, dashboard), each stage's start and end with its size, and the cluster's own warnings and errors, with tracebacks.",
+    help="Log the cluster (workers, dashboard), each stage's start and end with its size and its largest kinds of task by compute time, and the cluster's own warnings and errors, with tracebacks.",
 )
 def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress, with_report, verbose, **flags):
     """Remove exact and near-duplicate documents from INPUT... into OUT.

@@ -252,6 +252,8 @@ def dedup(
             # On GPU workers: the most bytes allocated through RMM on each GPU (None on the CPU).
             "peak_device_bytes": stats.device_overall,
             "stage_peak_device_bytes": stats.device_peaks,
+            # Where each stage's time went: compute seconds per kind of task (on a cluster).
+            "stage_task_seconds": stats.tasks,
             "spilled_bytes": disk,  # to disk, by the workers
             "device_spilled_bytes": device,  # from GPUs to host memory, by cuDF (None on the CPU)
             "versions": versions(gpu=gpu),

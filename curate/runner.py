@@ -5,17 +5,23 @@
 holds what it measured, for ``summary.json``.
 """
 
+import logging
 import sys
 import time
 import warnings
+from collections import defaultdict
 from contextlib import contextmanager
 
 import dask
+from dask.utils import key_split
+from distributed import get_task_stream
 
 from curate.backend import on_host
 from curate.checkpoints import StageStore
 from curate.cluster import current_client, gather
 from curate.metrics import max_peaks, take_peaks
+
+logger = logging.getLogger(__name__)
 
 
 class Stats:
@@ -28,6 +34,7 @@ class Stats:
         self.overall: dict | None = None  # peak RSS over the whole run
         self.device_peaks: dict[str, dict] = {}  # the same for device memory, on GPU workers
         self.device_overall: dict | None = None
+        self.tasks: dict[str, dict[str, dict]] = {}  # stage -> task_times() of its tasks, on a cluster
         self.reused: list[str] = []  # stages taken from a previous run (--resume)
 
     def count(self, stage: str, **values) -> None:
@@ -106,15 +113,21 @@ class Runner:
                 else:
                     if self.show_progress:
                         print(f"[{stage}]", file=sys.stderr)
-                    results = gather(
-                        client,
-                        [on_host(c) for c in collections.values()],
-                        stall_timeout=self.stall_timeout,
-                        show_progress=self.show_progress,
-                        hint=self.hint,
-                    )
+                    with get_task_stream(client) as stream:
+                        results = gather(
+                            client,
+                            [on_host(c) for c in collections.values()],
+                            stall_timeout=self.stall_timeout,
+                            show_progress=self.show_progress,
+                            hint=self.hint,
+                        )
                     if self.show_progress:
                         print(file=sys.stderr)
+                    times = self.stats.tasks[stage] = task_times(stream.data)
+                    shown = ", ".join(
+                        f"{name} {t['seconds']:.1f} s ({t['tasks']})" for name, t in list(times.items())[:6]
+                    )
+                    logger.info("stage %s: compute time by task (tasks): %s", stage, shown or "no tasks")
         return dict(zip(names, results))
 
     def stage(self, name: str, key: str, compute, made_of: dict, also: tuple = ()) -> dict:
@@ -131,4 +144,30 @@ class Runner:
         return counts
 
 
-__all__ = ["Runner", "Stats"]
+def task_times(records: list[dict]) -> dict[str, dict]:
+    """Compute time per kind of task, from Dask's task stream (:func:`distributed.get_task_stream`).
+
+    Parameters
+    ----------
+    records : list of dict
+        The stream's records: ``key`` and ``startstops`` (spans with ``action``, ``start`` and
+        ``stop`` in seconds) per task run.
+
+    Returns
+    -------
+    dict
+        ``{kind: {"tasks": int, "seconds": float}}``, largest ``seconds`` first: a kind is the
+        task key's name without its token (:func:`dask.utils.key_split`, e.g. ``read-documents``
+        or ``host-split``), seconds the sum of its tasks' compute spans (not transfers or disk
+        reads), rounded to milliseconds.
+    """
+    tasks, seconds = defaultdict(int), defaultdict(float)
+    for record in records:
+        kind = key_split(record["key"])
+        tasks[kind] += 1
+        seconds[kind] += sum(s["stop"] - s["start"] for s in record.get("startstops", ()) if s["action"] == "compute")
+    order = sorted(tasks, key=lambda kind: -seconds[kind])
+    return {kind: {"tasks": tasks[kind], "seconds": round(seconds[kind], 3)} for kind in order}
+
+
+__all__ = ["Runner", "Stats", "task_times"]

@@ -172,6 +172,7 @@ def end_to_end(inputs: list[Path], out: Path, backend_name: str, n_workers: int,
         "text_bytes": text_bytes,
         "seconds": seconds,
         "stage_seconds": summary["seconds"],
+        "stage_task_seconds": summary.get("stage_task_seconds"),  # compute seconds per kind of task
         "peak_rss_bytes": summary["peak_rss_bytes"]["total"],
         # Per GPU worker: the most bytes allocated through RMM (None on the CPU backend).
         "peak_device_bytes": summary.get("peak_device_bytes"),

@@ -14,7 +14,7 @@ from curate.config import load_config
 from curate.dedup.keys import in_order
 from curate.dedup.resolve import AccountingError, resolve
 from curate.pipeline import check_accounting, dedup
-from curate.runner import Runner, Stats
+from curate.runner import Runner, Stats, task_times
 from tests.conftest import realignments
 
 try:  # tests/ is on sys.path under pytest's default (prepend) import mode
@@ -363,6 +363,30 @@ def test_summary_lists_input_files_and_stage_peaks(client, fixture_run):
         assert peak["total"] <= summary["peak_rss_bytes"]["total"]
     assert summary["peak_device_bytes"] is None and summary["stage_peak_device_bytes"] == {}  # no GPU worker
     assert summary["device_spilled_bytes"] is None
+    # Where each stage's time went: compute seconds per kind of task, within the stage's wall
+    # time on all the cluster's threads. The fixture is one partition: one read task per pass.
+    tasks = summary["stage_task_seconds"]
+    assert set(tasks) == set(summary["seconds"]) - {"total"}
+    assert tasks["read+exact"]["read-documents"]["tasks"] == 1 and tasks["read+exact"]["read-documents"]["seconds"] > 0
+    threads = sum(worker["nthreads"] for worker in client.scheduler_info()["workers"].values())
+    for stage, kinds in tasks.items():
+        assert 0 < sum(kind["seconds"] for kind in kinds.values()) <= summary["seconds"][stage] * threads, stage
+
+
+def test_task_times_sum_compute_spans_by_kind_of_task():
+    spans = lambda *pairs: [{"action": a, "start": s, "stop": e} for a, s, e in pairs]  # noqa: E731
+    records = [
+        {"key": ("read-documents-0123456789abcdef0123456789abcdef", 0), "startstops": spans(("compute", 1.0, 3.5))},
+        {"key": ("read-documents-0123456789abcdef0123456789abcdef", 1), "startstops": spans(("compute", 2.0, 2.25))},
+        {
+            "key": "host-split-fedcba9876543210fedcba9876543210",
+            "startstops": spans(("transfer", 0, 9), ("compute", 4, 7)),
+        },
+    ]
+    assert task_times(records) == {
+        "host-split": {"tasks": 1, "seconds": 3.0},
+        "read-documents": {"tasks": 2, "seconds": 2.75},
+    }
 
 
 def test_a_dictionary_encoded_keep_column_orders_by_its_values(sync, tmp_path):
