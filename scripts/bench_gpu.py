@@ -73,13 +73,25 @@ def kernel_rates(texts: pd.Series, on_gpu: bool, repeats: int = 3, save=None) ->
         ),
     }
     series, sync = texts, lambda: None  # on the CPU there is nothing to wait for
+    n_bytes = int(texts.map(lambda t: len(t.encode("utf-8"))).sum())
     if on_gpu:
         import cudf
         import cupy
 
         series = cudf.Series(texts)
         sync = cupy.cuda.runtime.deviceSynchronize
-    n_bytes = int(texts.map(lambda t: len(t.encode("utf-8"))).sum())
+        # The device Jaccard's sort of every shingle by (document, hash), one per text byte:
+        # cupy's lexsort as it was until 2026-12-04, and the two stable radix sorts that replaced it.
+        lengths = cupy.asarray(texts.map(lambda t: len(t.encode("utf-8"))).to_numpy())
+        doc = cupy.repeat(cupy.arange(len(texts), dtype=cupy.int64), lengths)
+        hashes = cupy.random.default_rng(0).integers(0, 2**63, n_bytes, dtype=cupy.int64).view(cupy.uint64)
+
+        def radix(_):
+            by_hash = cupy.argsort(hashes, kind="stable")
+            return by_hash[cupy.argsort(doc.astype(cupy.int32)[by_hash], kind="stable")]
+
+        operations["sort_doc_hash_lexsort"] = lambda _: cupy.lexsort(cupy.stack([hashes, doc.astype(cupy.uint64)]))
+        operations["sort_doc_hash_radix"] = radix
     rates = {"documents": len(texts), "bytes": n_bytes}
     for name, operation in operations.items():
         operation(series.iloc[:64])  # compile
