@@ -40,6 +40,7 @@ _INSTEAD = {
     "blocksize": "read_documents(..., blocksize=...) or the frame's own partitions decide",
     "files_per_partition": "read_documents(..., files_per_partition=...) or the frame's own partitions decide",
     "identify_only": "dask.compute(result.removed, result.duplicates) computes the tables alone",
+    "cache_input": "persist the frame (docs.persist()) before deduplicate, if it fits",
     "files": "write result.kept as you write frames (to_parquet, to_json)",
     "cluster": "start your own distributed.Client (LocalCluster, LocalCUDACluster) before computing",
 }

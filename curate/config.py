@@ -118,6 +118,12 @@ class IOConfig(_Section):
         False,
         description="Write the lists of duplicates (removed.parquet, duplicates.parquet) and summary.json, not the deduplicated copy OUT/deduplicated/ (with --keep-stages, a later --resume without it writes the copy).",
     )
+    # The stages read the input again for MinHash and for the candidates' texts; with this, the
+    # first read's partitions stay in the workers (Dask's persist) and those passes read memory.
+    cache_input: bool = Field(
+        False,
+        description="Keep the documents the stages read in the workers' memory (device memory with --backend gpu, spilled to host memory or disk when short) instead of reading the input again for MinHash and the candidates' texts: faster where they fit.",
+    )
     on_error: Literal["fail", "skip"] = Field(
         "fail",
         description="A record that cannot be read: fail (stop, naming file, line and field) or skip (list it in OUT/rejected/ and go on).",

@@ -156,13 +156,16 @@ def dedup(
     # compression, and whether it is written, only affect the last write).
     made_of = {
         "files": files,
-        "io": io.model_dump(exclude={"output_format", "output_compression", "identify_only"}),
+        "io": io.model_dump(exclude={"output_format", "output_compression", "identify_only", "cache_input"}),
         "curate": __version__,
         # The read hashes the texts for exact dedup in modes exact and both: one read serves both.
         "exact_dedup": config.mode in ("exact", "both"),
         "keep_columns": keep.columns(),  # exact dedup's candidates, written by the read, carry them
     }
     with _inputs_unchanged(inputs, files):  # a file rewritten meanwhile fails in ways that do not name it
+        if io.cache_input:  # read once into the workers, by the read stage's pass (or the next)
+            everything = everything.persist()
+            logger.info("--cache-input: the documents' %d partitions stay in the workers' memory", everything.npartitions)
         key = read_key = stage_key("read", made_of)
         docs, candidates = _read(everything, inputs, key, made_of, config, keep, run, stats)
         # From here on, the stages are the Python API's (curate.deduplicate), each written to disk.

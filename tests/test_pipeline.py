@@ -415,3 +415,20 @@ def test_a_dictionary_encoded_keep_column_orders_by_its_values(sync, tmp_path):
     docs = curate.read_documents([str(tmp_path / "in" / "a.parquet")])
     kept, _, _ = curate.deduplicate(docs, mode="exact", keep="min:cat").compute()
     assert kept.cat.astype(str).tolist() == ["x", "z"]
+
+
+def test_cache_input_reads_the_input_once_for_the_stages_and_writes_the_same_bytes(client, fixture_run, tmp_path):
+    # Without it, MinHash and the candidates' texts read the input again (a task of the reader
+    # in those stages); with it, the first read's partitions stay in the workers and serve them.
+    out, summary = run(tmp_path, ["tests/data/docs.jsonl"], io={"cache_input": True})
+    reads = lambda run_summary: {  # noqa: E731
+        stage: sum(t["tasks"] for kind, t in kinds.items() if kind.startswith("read-documents"))
+        for stage, kinds in run_summary["stage_task_seconds"].items()
+        if stage in ("minhash+lsh", "select")
+    }
+    assert reads(fixture_run[1]) == {"minhash+lsh": 1, "select": 1}
+    assert reads(summary) == {"minhash+lsh": 0, "select": 0}
+    cluster = fixture_run[0]
+    for name in ["deduplicated/part.0.jsonl", "duplicates.parquet", "removed.parquet"]:
+        assert (out / name).read_bytes() == (cluster / name).read_bytes(), name
+    assert summary["counts"] == fixture_run[1]["counts"]
