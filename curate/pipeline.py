@@ -165,7 +165,9 @@ def dedup(
     with _inputs_unchanged(inputs, files):  # a file rewritten meanwhile fails in ways that do not name it
         if io.cache_input:  # read once into the workers, by the read stage's pass (or the next)
             everything = everything.persist()
-            logger.info("--cache-input: the documents' %d partitions stay in the workers' memory", everything.npartitions)
+            logger.info(
+                "--cache-input: the documents' %d partitions stay in the workers' memory", everything.npartitions
+            )
         key = read_key = stage_key("read", made_of)
         docs, candidates = _read(everything, inputs, key, made_of, config, keep, run, stats)
         # From here on, the stages are the Python API's (curate.deduplicate), each written to disk.
