@@ -14,6 +14,7 @@ from curate.kernels.jaccard import (
     jaccard_indexed,
     jaccard_sorted,
     overlap_needed,
+    sorted_unique,
 )
 from curate.kernels.lsh import band_buckets
 from curate.kernels.minhash import MERSENNE_61, minhash, permutations
@@ -793,3 +794,17 @@ def test_normalize_whitespace_is_one_set_inside_and_at_the_ends():
     ends = _norm([f"{chr(c)}a{chr(c)}" for c in points], whitespace=True)
     assert [c for c, t in zip(points, inside) if t == "a b"] == [c for c in points if chr(c).isspace()]
     assert [c for c, t in zip(points, ends) if t == "a"] == [c for c in points if chr(c).isspace()]
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 4095, 4096, 4097, 300_000])
+def test_sorted_unique_is_numpys_unique(n):
+    # Long arrays take a radix sort (a book's set), short ones np.sort: both must give np.unique's
+    # array, with repeats, the extremes of uint64 and values that differ in one radix digit only.
+    rng = np.random.default_rng(n)
+    for values in [
+        rng.integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True),
+        rng.integers(0, 40, n).astype(np.uint64),
+        (rng.integers(0, 3, n).astype(np.uint64) << np.uint64(61)) | np.uint64(5),
+        np.full(n, 2**64 - 1, dtype=np.uint64),
+    ]:
+        assert np.array_equal(sorted_unique(values), np.unique(values))

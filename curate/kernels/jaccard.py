@@ -17,20 +17,59 @@ import numpy as np
 from numba import njit
 
 from curate.kernels.murmur import murmur3_64
-from curate.kernels.shingles import count_windows, first_window, next_window
+from curate.kernels.shingles import first_window, next_window
 
 
 @njit(nogil=True, cache=True)
 def shingle_set(data, start, end, width, words):
     """Sorted unique 64-bit shingle hashes of ``data[start:end]``: array of shape (n_distinct,), dtype uint64."""
-    out = np.empty(count_windows(data, start, end, width, words), dtype=np.uint64)
+    out = np.empty(end - start, dtype=np.uint64)  # at most one shingle starts at each byte: no counting walk
     lo, hi = first_window(data, start, end, width, words)
     n = 0
     while lo < hi:
         out[n] = murmur3_64(data, lo, hi, 0)
         n += 1
         lo, hi = next_window(data, lo, hi, end, words)
-    return np.unique(out)
+    return sorted_unique(out[:n])
+
+
+_RADIX_BITS = 11  # six passes over 64-bit values, a counting table that stays in L1
+
+
+@njit(nogil=True, cache=True)
+def sorted_unique(values):
+    """The distinct values of a uint64 array in increasing order (``np.unique``'s result).
+
+    A book's set holds about 300,000 hashes: sorted with a least-significant-digit radix sort
+    (six stable passes of 11 bits), about twice as fast as numba's ``np.sort`` (a quicksort)
+    there, which made the sort the larger half of building a set. Short arrays use ``np.sort``.
+    """
+    n = len(values)
+    if n < 4096:
+        ordered = np.sort(values)
+    else:
+        ordered, spare = values.copy(), np.empty_like(values)
+        count = np.empty(1 << _RADIX_BITS, dtype=np.int64)
+        mask = np.uint64((1 << _RADIX_BITS) - 1)
+        for shift in range(0, 64, _RADIX_BITS):
+            count[:] = 0
+            for i in range(n):
+                count[(ordered[i] >> np.uint64(shift)) & mask] += 1
+            total = 0
+            for digit in range(len(count)):
+                total, count[digit] = total + count[digit], total
+            for i in range(n):
+                digit = (ordered[i] >> np.uint64(shift)) & mask
+                spare[count[digit]] = ordered[i]
+                count[digit] += 1
+            ordered, spare = spare, ordered
+    if n == 0:
+        return ordered
+    keep = np.empty(n, dtype=np.bool_)
+    keep[0] = True
+    for i in range(1, n):
+        keep[i] = ordered[i] != ordered[i - 1]
+    return ordered[keep]
 
 
 @njit(inline="always")
