@@ -403,6 +403,7 @@ def _read_for_output(
             records=raw,
             compared=tuple(keep.columns()),  # as the first read: the same records rejected
             keep_null_text=True,
+            host=True,  # on GPU workers, beside the GPU's task: nothing here needs it
         )
     if repeated_ids.exists():
         docs = mark_repeated_ids(docs, str(repeated_ids), io.id_field)

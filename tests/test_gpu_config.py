@@ -437,7 +437,7 @@ HOST_STEPS = {
     f"host-{name}"
     for name in [
         "both-directions", "exact-groups", "fingerprint", "large-star", "later", "locate", "member-pairs",
-        "min-label", "orient", "over-cap", "self-labels", "small-star", "split", "write-part",
+        "min-label", "orient", "over-cap", "read-documents", "self-labels", "small-star", "split", "write-part",
     ]
 }  # fmt: skip
 
@@ -493,6 +493,7 @@ def test_gpu_workers_take_the_gpu_one_task_at_a_time_and_host_steps_run_beside(g
     host = host_names(restrictions)
     # Host steps that follow another step in a fused task (the large-/small-star steps) hold the GPU.
     assert {"host-exact-groups", "host-split", "host-member-pairs", "host-write-part", "host-min-label"} <= host
+    assert "host-read-documents" in host  # the last pass's read (pandas), beside the GPU's task
     assert "host-later" in host  # the repeated ids' host step held the GPU
     # Dask names a fused task after its steps, first first: a host step followed by device work
     # in one task would be named host-… too. None is: every host-named task is one host step.

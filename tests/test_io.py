@@ -4,6 +4,7 @@ import gzip
 import json
 import os
 
+import dask
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -11,6 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import zstandard
+from dask.utils import key_split
 from pydantic import ValidationError
 
 import curate.io.read
@@ -234,3 +236,13 @@ def test_a_skip_mode_partition_past_2_gib_puts_its_rejected_records_in_order(tmp
     got = read_documents(str(path), on_error="skip", records=True).compute(scheduler="sync")
     pd.testing.assert_frame_equal(got, expected)
     assert got["_kind"].notna().tolist() == [False, True, False] and got["_line"].tolist() == [1, 2, 3]
+
+
+def test_a_host_read_is_a_pandas_read():
+    # A read named as a host step runs beside the GPU's task on GPU workers: device partitions
+    # made there would hold the GPU unaccounted for.
+    with dask.config.set({"dataframe.backend": "cudf"}):
+        with pytest.raises(ValueError, match="host=True reads pandas partitions only; dataframe.backend is 'cudf'"):
+            read_documents(str(FIXTURES / "docs.jsonl"), host=True)
+    names = {key_split(key) for key in read_documents(str(FIXTURES / "docs.jsonl"), host=True).__dask_graph__()}
+    assert "host-read-documents" in names and "read-documents" not in names

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from dask.utils import parse_bytes
 from fsspec.utils import infer_compression, read_block, seek_delimiter
 
-from curate.backend import from_arrow
+from curate.backend import HOST_STEP, from_arrow
 from curate.io.files import (
     BOM,
     Broken,
@@ -87,6 +87,7 @@ def read_documents(
     compared: tuple[str, ...] = (),
     keep_null_text: bool = False,
     check_all: bool = False,
+    host: bool = False,
 ) -> dd.DataFrame:
     """Read documents into a Dask DataFrame with ``_doc``, the id and text fields and all other fields.
 
@@ -135,6 +136,12 @@ def read_documents(
         With ``columns``: parse and check every field, as ``columns=None`` does, but return
         only ``columns``, so that exactly the records a read of every field would reject are
         rejected, while the partitions hold only what is used.
+    host : bool, default=False
+        Name the read's tasks as a host step (``host-read-documents``, see
+        :func:`curate.backend.host_step`), for a read into pandas partitions that no device step
+        follows in the same task: on GPU workers such reads then run on the host's threads beside
+        the GPU's one task instead of one at a time (``curate dedup``'s last pass, whose records
+        host steps write).
 
     Returns
     -------
@@ -157,7 +164,8 @@ def read_documents(
     ValueError
         If no file has the text field (or the given id field, or a field in ``columns``), or
         a field read is named as a column the reader adds (:data:`RESERVED`: ``_doc``,
-        ``_line``, ``_kind``, ``_field``, ``_reason``, ``_record``).
+        ``_line``, ``_kind``, ``_field``, ``_reason``, ``_record``), or ``host`` is set where
+        ``dataframe.backend`` is not pandas.
     curate.io.records.BadRecordError
         A ``ValueError``, when computed with ``on_error="fail"``, at a record that cannot be read
         (the first of its partition: partitions are read in parallel; ``first`` when that is the
@@ -234,6 +242,8 @@ def read_documents(
         sources = with_line_numbers(fs, sources)
     # Workers do not see the client's dask.config: the backend travels with the tasks.
     frame_backend = dask.config.get("dataframe.backend", "pandas")
+    if host and frame_backend != "pandas":
+        raise ValueError(f"host=True reads pandas partitions only; dataframe.backend is {frame_backend!r}")
     return dd.from_map(
         _load_partition,
         sources,
@@ -242,7 +252,7 @@ def read_documents(
         meta=_frame(reader.output_schema().empty_table(), reader.keys(), frame_backend),
         divisions=source_divisions(sources),
         enforce_metadata=False,
-        label="read-documents",
+        label=f"{HOST_STEP if host else ''}read-documents",
     )
 
 
