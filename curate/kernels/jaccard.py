@@ -43,6 +43,15 @@ def sorted_unique(values):
     A book's set holds about 300,000 hashes: sorted with a least-significant-digit radix sort
     (six stable passes of 11 bits), about twice as fast as numba's ``np.sort`` (a quicksort)
     there, which made the sort the larger half of building a set. Short arrays use ``np.sort``.
+
+    Parameters
+    ----------
+    values : array of shape (n,), dtype uint64
+        Not changed.
+
+    Returns
+    -------
+    array of shape (n_distinct,), dtype uint64
     """
     n = len(values)
     if n < 4096:
