@@ -808,3 +808,15 @@ def test_sorted_unique_is_numpys_unique(n):
         np.full(n, 2**64 - 1, dtype=np.uint64),
     ]:
         assert np.array_equal(sorted_unique(values), np.unique(values))
+
+
+@SETTINGS
+@given(st.lists(texts_st, min_size=1, max_size=4), width_st, st.booleans())
+def test_shingle_sets_are_the_hashes_of_the_reference_shingles(texts, width, words):
+    # Pure-ASCII texts take a path of their own for character shingles (windows of bytes).
+    from curate.kernels.jaccard import shingle_set
+
+    offsets, data = buffers(texts)
+    for i, text in enumerate(texts):
+        expected = sorted({ref.murmur3_x64_128_first(s) for s in ref.shingles(text, width, words)})
+        assert shingle_set(data, offsets[i], offsets[i + 1], width, words).tolist() == expected

@@ -24,13 +24,28 @@ from curate.kernels.shingles import first_window, next_window
 def shingle_set(data, start, end, width, words):
     """Sorted unique 64-bit shingle hashes of ``data[start:end]``: array of shape (n_distinct,), dtype uint64."""
     out = np.empty(end - start, dtype=np.uint64)  # at most one shingle starts at each byte: no counting walk
-    lo, hi = first_window(data, start, end, width, words)
     n = 0
+    if not words and _ascii(data, start, end):
+        # One byte per character: the shingles are the windows of `width` bytes (one shorter
+        # text: itself), found without the walk, which cost more than hashing them.
+        for lo in range(start, max(end - width, start) + 1 if end > start else start):
+            out[n] = murmur3_64(data, lo, min(lo + width, end), 0)
+            n += 1
+        return sorted_unique(out[:n])
+    lo, hi = first_window(data, start, end, width, words)
     while lo < hi:
         out[n] = murmur3_64(data, lo, hi, 0)
         n += 1
         lo, hi = next_window(data, lo, hi, end, words)
     return sorted_unique(out[:n])
+
+
+@njit(inline="always")
+def _ascii(data, start, end):
+    for i in range(start, end):
+        if data[i] >= 0x80:
+            return False
+    return True
 
 
 _RADIX_BITS = 11  # six passes over 64-bit values, a counting table that stays in L1
