@@ -10,6 +10,7 @@ The pandas implementations are below, named ``<op>_pandas``; the cudf ones are i
 own cudf dispatches), so nothing imports cudf until a cudf partition reaches a dispatcher.
 """
 
+import ctypes
 import functools
 import importlib.util
 
@@ -81,6 +82,21 @@ def missing_gpu_packages() -> list[str]:
     return [name for name in GPU_PACKAGES if importlib.util.find_spec(name) is None]
 
 
+def driver_devices() -> int:
+    """CUDA devices the NVIDIA driver reports, asked through its C library (``cuInit``,
+    ``cuDeviceGetCount``) with ctypes, so without any GPU package; 0 where no driver loads."""
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            driver = ctypes.CDLL(name)
+        except OSError:
+            continue
+        count = ctypes.c_int(0)
+        if driver.cuInit(0) == 0 and driver.cuDeviceGetCount(ctypes.byref(count)) == 0:
+            return count.value
+        return 0
+    return 0
+
+
 def gpu_usable() -> bool:
     """Whether a CUDA device can be used: the driver answers and reports at least one device.
 
@@ -102,7 +118,8 @@ def resolve_backend(name: str) -> str:
     ------
     ValueError
         If ``name`` is unknown, or ``gpu`` is asked for and its packages or a CUDA device are
-        missing; the message says how to install them.
+        missing; the message says how to install the packages, or, where no driver reports a
+        device, to use the CPU.
     """
     if name == "auto":
         return "gpu" if not missing_gpu_packages() and gpu_usable() else "cpu"
@@ -110,6 +127,11 @@ def resolve_backend(name: str) -> str:
         raise ValueError(f"unknown backend {name!r}; available: {sorted(BACKENDS)} or 'auto'")
     if name == "gpu":
         missing = missing_gpu_packages()
+        if missing and not driver_devices():  # installing the packages would not help
+            raise ValueError(
+                f"backend 'gpu' needs a CUDA device and none is here (no NVIDIA driver reports one), nor "
+                f"{', '.join(missing)}; use --backend cpu (or auto, which takes a GPU where one is usable)"
+            )
         if missing:
             raise ValueError(f"backend 'gpu' needs {', '.join(missing)}, not installed: {GPU_INSTALL_HINT}")
         if not gpu_usable():

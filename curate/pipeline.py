@@ -166,7 +166,7 @@ def dedup(
         if io.cache_input:  # read once into the workers, by the read stage's pass (or the next)
             everything = everything.persist()
             logger.info(
-                "--cache-input: the documents' %d partitions stay in the workers' memory", everything.npartitions
+                "--cache-input: the documents (%d partitions) stay in the workers' memory", everything.npartitions
             )
         key = read_key = stage_key("read", made_of)
         docs, candidates = _read(everything, inputs, key, made_of, config, keep, run, stats)

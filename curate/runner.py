@@ -127,7 +127,7 @@ class Runner:
                     shown = ", ".join(
                         f"{name} {t['seconds']:.1f} s ({t['tasks']})" for name, t in list(times.items())[:6]
                     )
-                    logger.info("stage %s: compute time by task (tasks): %s", stage, shown or "no tasks")
+                    logger.info("time %s: compute seconds by kind of task (tasks): %s", stage, shown or "no tasks")
         return dict(zip(names, results))
 
     def stage(self, name: str, key: str, compute, made_of: dict, also: tuple = ()) -> dict:

@@ -330,6 +330,7 @@ def test_yaml_gpu_section(tmp_path):
 
 def test_backend_gpu_without_packages_says_how_to_install(tmp_path, monkeypatch):
     monkeypatch.setattr(curate.backend, "missing_gpu_packages", lambda: ["cudf", "dask_cuda"])
+    monkeypatch.setattr(curate.backend, "driver_devices", lambda: 1)  # a GPU, without the packages
     result = CliRunner().invoke(
         main,
         [
@@ -392,7 +393,13 @@ def test_backend_gpu_on_this_machine(tmp_path):
         ],
     )
     assert result.exit_code == 1 and "backend 'gpu'" in result.output
-    assert "pip install '.[gpu-cu13]'" in result.output or "no usable CUDA device" in result.output
+    if curate.backend.missing_gpu_packages() and not curate.backend.driver_devices():
+        # Neither a device nor the packages (CI's machines): installing them would not help.
+        assert "needs a CUDA device and none is here (no NVIDIA driver reports one)" in result.output
+        assert "use --backend cpu (or auto, which takes a GPU where one is usable)" in result.output
+        assert "pip install" not in result.output
+    else:
+        assert "pip install '.[gpu-cu13]'" in result.output or "no usable CUDA device" in result.output
 
 
 def test_auto_runs_on_cpu_here_and_the_summary_names_it(tmp_path, monkeypatch):
