@@ -31,8 +31,8 @@
 # pytest-gpu-runs.xml, pytest-gpu.xml, pytest-cpu-checks.xml, bench_gpu.json, runs/*.log (each
 # benchmark run's verbose log, written as it runs). Exit codes: 0 all passed, 1 a step failed,
 # 10 RAPIDS not installed yet.
-# On 2026-12-04 (the second session) the install took 76 s of device time (8 calls, start
-# included) and `BUDGET_S=588 bash scripts/gpu_check.sh` 501 s, which left about 320 s: enough
+# On 2026-12-04 (the day's second device session) the install took 76 s of device time (8
+# calls, start included) and `BUDGET_S=588 bash scripts/gpu_check.sh` 501 s, which left 320 s: enough
 # for one more call straight after (the host goes 30 s after a call; that session used 161 s to
 # run bench_gpu.py's gutenberg and corpus steps again, warm); /tmp/rapids-site, /tmp/curate-site
 # and /tmp/curate-gpu-check (the corpus) are still there (source /tmp/rapids-site.env;
