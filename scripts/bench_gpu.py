@@ -82,9 +82,9 @@ def kernel_rates(texts: pd.Series, on_gpu: bool, repeats: int = 3, save=None) ->
         sync = cupy.cuda.runtime.deviceSynchronize
         # The device Jaccard's sort of every shingle by (document, hash), one per text byte:
         # cupy's lexsort as it was until 2026-12-04, and the two stable radix sorts that replaced it.
-        lengths = cupy.asarray(texts.map(lambda t: len(t.encode("utf-8"))).to_numpy())
-        doc = cupy.repeat(cupy.arange(len(texts), dtype=cupy.int64), lengths)
-        hashes = cupy.random.default_rng(0).integers(0, 2**63, n_bytes, dtype=cupy.int64).view(cupy.uint64)
+        ends = cupy.asarray(np.cumsum(texts.map(lambda t: len(t.encode("utf-8"))).to_numpy()))
+        doc = cupy.searchsorted(ends, cupy.arange(n_bytes), side="right")  # each byte's text, as in the kernel
+        hashes = cupy.arange(n_bytes, dtype=cupy.uint64) * cupy.uint64(0x9E3779B97F4A7C15)  # spread like hashes
 
         def radix(_):
             by_hash = cupy.argsort(hashes, kind="stable")
