@@ -25,10 +25,10 @@ def shingle_set(data, start, end, width, words):
     """Sorted unique 64-bit shingle hashes of ``data[start:end]``: array of shape (n_distinct,), dtype uint64."""
     out = np.empty(end - start, dtype=np.uint64)  # at most one shingle starts at each byte: no counting walk
     n = 0
-    if not words and _ascii(data, start, end):
+    if not words and end > start and _ascii(data, start, end):
         # One byte per character: the shingles are the windows of `width` bytes (one shorter
         # text: itself), found without the walk, which cost more than hashing them.
-        for lo in range(start, max(end - width, start) + 1 if end > start else start):
+        for lo in range(start, max(end - width, start) + 1):
             out[n] = murmur3_64(data, lo, min(lo + width, end), 0)
             n += 1
         return sorted_unique(out[:n])
