@@ -15,6 +15,7 @@ marker also keeps what the key was made of, so that such a run can say what chan
 the dedup classes: each stage computed, written here and read back.
 """
 
+import functools
 import hashlib
 import json
 import logging
@@ -29,7 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from dask.utils import format_bytes
 
-from curate.backend import from_arrow, to_parquet
+from curate.backend import arrow_partitions, from_arrow, to_parquet
 from curate.checks import MARKER
 from curate.io.files import counted, expand_paths
 from curate.schema import DOC
@@ -318,9 +319,10 @@ def read_stage_frame(path: Path, divisions: tuple[int, ...] | None = None) -> dd
     indexed = divisions is not None
     schema = stage_schema(files)
     meta = _stage_partition(schema.empty_table(), frame_backend, indexed)
-    return dd.from_map(
-        _read_stage_file, [str(f) for f in files], schema=schema, frame_backend=frame_backend, indexed=indexed,
-        meta=meta, divisions=divisions, enforce_metadata=False, label="read-stage",
+    return arrow_partitions(
+        functools.partial(pq.read_table, schema=schema), [str(f) for f in files],
+        functools.partial(_stage_partition, frame_backend=frame_backend, indexed=indexed),
+        meta=meta, divisions=divisions, label="read-stage",
     )  # fmt: skip
 
 
@@ -334,10 +336,6 @@ def stage_schema(files: list[Path]) -> pa.Schema:
     hold all of them (Arrow's permissive promotion).
     """
     return pa.unify_schemas([pq.read_schema(f) for f in files], promote_options="permissive")
-
-
-def _read_stage_file(path: str, schema: pa.Schema, frame_backend: str, indexed: bool):
-    return _stage_partition(pq.read_table(path, schema=schema), frame_backend, indexed)
 
 
 def _stage_partition(table: pa.Table, frame_backend: str, indexed: bool):

@@ -717,3 +717,27 @@ def test_a_categorical_keep_column_orders_by_the_frames_categories(sync, ordered
         curate.deduplicate(stray, keep="max:tier", mode="exact").removed.compute()
     with pytest.raises(ValueError, match=r"categories unknown to Dask, which order it; docs\['tier'\].cat.as_known()"):
         curate.deduplicate(docs.assign(tier=docs.tier.cat.as_unknown()), keep="max:tier")
+
+
+def test_groups_take_the_verified_edges_similarities_instead_of_computing_them_again():
+    # The split of components into groups reads a member's similarity with its component's label
+    # (here the first document) from their verified edge: three unrelated texts whose edges say
+    # 0.9 and 0.85 form one group at those values. Without the edges, or where the label is not
+    # its group's first row (keep longest), the split compares the texts: three singletons.
+    from curate.config import FuzzyConfig
+    from curate.dedup.fuzzy import FuzzyDedup
+
+    texts = ["alpha beta gamma", "delta epsilon", "zeta eta theta iota"]
+    docs = curate.add_doc_keys(dd.from_pandas(pd.DataFrame({"id": [1, 2, 3], "text": texts}), npartitions=2))
+    with dask.config.set({"scheduler": "sync", "dataframe.shuffle.method": "tasks"}):  # (a client may exist)
+        keys = docs["_doc"].compute().tolist()
+        components = dd.from_pandas(pd.DataFrame({"node": keys, "component": [keys[0]] * 3}), npartitions=1)
+        edges = pd.DataFrame({"u": [keys[0]] * 2, "v": keys[1:], "jaccard": [0.9, 0.85]})
+        edges = dd.from_pandas(edges, npartitions=2)
+        fuzzy = FuzzyDedup(FuzzyConfig(threshold=0.8, width=3))
+        given = fuzzy.groups(components, docs, edges).compute().sort_values("_doc")
+        computed = fuzzy.groups(components, docs).compute()
+        longest = FuzzyDedup(FuzzyConfig(threshold=0.8, width=3), keep="longest").groups(components, docs, edges)
+        longest = longest.compute()
+    assert given["_rep"].tolist() == [keys[0]] * 3 and given["_jaccard"].tolist() == [1.0, 0.9, 0.85]
+    assert computed.empty and longest.empty

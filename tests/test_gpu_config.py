@@ -444,7 +444,7 @@ HOST_STEPS = {
     f"host-{name}"
     for name in [
         "both-directions", "exact-groups", "fingerprint", "large-star", "later", "locate", "member-pairs",
-        "min-label", "orient", "over-cap", "read-documents", "self-labels", "small-star", "split", "write-part",
+        "min-label", "orient", "over-cap", "read-documents", "read-stage", "self-labels", "small-star", "split", "write-part",
     ]
 }  # fmt: skip
 
@@ -512,6 +512,42 @@ def test_gpu_workers_take_the_gpu_one_task_at_a_time_and_host_steps_run_beside(g
         dedup([str(FIXTURES / "docs.jsonl")], str(tmp_path / "sync"), config)
     for name in ["removed.parquet", "duplicates.parquet", "deduplicated/part.0.jsonl"]:
         assert (tmp_path / "gpu" / name).read_bytes() == (tmp_path / "sync" / name).read_bytes(), name
+
+
+def test_a_device_read_parses_on_the_host_beside_the_gpus_task(gpu_workers, as_if_on_device, monkeypatch):
+    # A read into device partitions, built as for cudf (pandas stand in: the reader's from_arrow
+    # gives pandas, and its meta counts as on the device).
+    client, restrictions = gpu_workers
+    path = str(FIXTURES / "docs.jsonl")
+    with monkeypatch.context() as patch, dask.config.set({"dataframe.backend": "cudf"}):
+        patch.setattr(curate.io.read, "from_arrow", lambda table, backend: table.to_pandas())
+        patch.setattr(curate.backend, "on_device", lambda frame: True)
+        docs = curate.io.read.read_documents(path, blocksize=600)
+    lengths = docs.map_partitions(len)  # a later step, which Dask would fuse into the read's task
+    graph = dict(lengths.optimize().__dask_graph__())
+    reads = {key: task for key, task in graph.items() if key_name(key).startswith("host-read-documents")}
+    # Each host-named task parses one partition's records, or names such a task's result (an
+    # alias): no later step is fused into it.
+    parses = [task[0] if isinstance(task, tuple) else task.func for task in reads.values() if not is_alias(task)]
+    assert docs.npartitions > 1 and len(parses) == docs.npartitions and len(reads) == 2 * docs.npartitions
+    assert all(func.__name__ == "read" for func in parses)
+    restrictions.clear()
+    client.run(lambda: setattr(curate.io.read, "from_arrow", lambda table, backend: table.to_pandas()))
+    try:
+        with client.as_current(), one_task_per_gpu():
+            device_read = docs.compute()
+    finally:
+        client.run(lambda: setattr(curate.io.read, "from_arrow", curate.backend.from_arrow))
+    assert {key: needs for key, needs in restrictions.items() if key_name(key).startswith("host-")}
+    for key, needs in restrictions.items():  # the parse beside the GPU's task; the copy to the device holds it
+        assert needs == ({} if key_name(key).startswith("host-read-documents") else {"GPU": 1}), key
+    assert any(key_name(key).startswith("read-documents") for key in restrictions)
+    # The same documents as a pandas read (the stand-in's string dtypes differ).
+    pd.testing.assert_frame_equal(device_read, curate.io.read.read_documents(path).compute(), check_dtype=False)
+
+
+def is_alias(task) -> bool:
+    return type(task).__name__ == "Alias"
 
 
 def test_the_api_takes_the_gpu_one_task_at_a_time(gpu_workers, as_if_on_device, fixture_docs):

@@ -678,6 +678,42 @@ def test_greedy_representatives_compare_only_prefix_sharing_rows_and_miss_none(t
     assert (rep.tolist(), similarity.tolist()) == _greedy_by_hand(texts, starts.tolist(), threshold, width, words)
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.text("ab c", max_size=14), min_size=1, max_size=30),
+    st.data(),
+    st.sampled_from([1 / 3, 0.5, 0.8, 1.0]),
+    st.integers(1, 3),
+    st.booleans(),
+)
+def test_greedy_representatives_with_known_similarities_give_the_same_groups(texts, data, threshold, width, words):
+    # The verified edges give some rows' similarity with their group's first row: taken as known,
+    # the groups and similarities are those found by comparing every row.
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(texts) - 1), max_size=4))) if len(texts) > 1 else []
+    starts = [0, *cuts, len(texts)]
+    known = np.full(len(texts), np.nan)
+    for lo, hi in zip(starts[:-1], starts[1:]):
+        for k in range(lo + 1, hi):
+            if data.draw(st.booleans()):
+                known[k] = ref.jaccard(texts[k], texts[lo], width, words)
+    rep, similarity = greedy_representatives(*buffers(texts), np.array(starts), threshold, width, words, known=known)
+    assert (rep.tolist(), similarity.tolist()) == _greedy_by_hand(texts, starts, threshold, width, words)
+
+
+def test_greedy_representatives_take_a_known_similarity_as_given():
+    # Unrelated texts, but the edges say both rows match the first: nothing is compared again.
+    texts = ["alpha beta", "gamma delta", "epsilon zeta"]
+    known = np.array([np.nan, 0.9, 0.85])
+    rep, similarity = greedy_representatives(*buffers(texts), np.array([0, 3]), 0.8, 1, True, known=known)
+    assert rep.tolist() == [0, 0, 0] and similarity.tolist() == [1.0, 0.9, 0.85]
+    # Only the second known: the third is compared with the first, and fails.
+    known[2] = np.nan
+    rep, similarity = greedy_representatives(*buffers(texts), np.array([0, 3]), 0.8, 1, True, known=known)
+    assert rep.tolist() == [0, 0, 2] and similarity.tolist() == [1.0, 0.9, 1.0]
+    with pytest.raises(ValueError, match="known has 2 values for 3 documents"):
+        greedy_representatives(*buffers(texts), np.array([0, 3]), 0.8, 1, True, known=known[:2])
+
+
 # ---------------------------------------------------------------------------------------------
 # LSH banding
 

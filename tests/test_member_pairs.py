@@ -95,6 +95,10 @@ def test_member_pairs_of_buckets_where_a_member_failed():
     # |J(0, 3) - J(0, 5)| = 0.25 > 1 - 0.8, so J(3, 5) < 0.8 (Jaccard distance is a metric);
     # 3-4 stays, at exactly 0.2. Bucket 6: 33 is 0.65 away from the others' similarity to 30.
     assert pairs_of(member_pairs(stars, scored, components, 0.8, 100)) == [(1, 3), (2, 3), (3, 4)]
+    # In as many partitions as the verified edges: the concatenations it shuffles added theirs
+    # up (2 + 2 star rows and edges, then 4 + 2 pairs and edges: 6), and the second round's
+    # stages ran that many tasks.
+    assert member_pairs(stars, scored, components, 0.8, 100).npartitions == scored.npartitions == 2
     # Bucket 1 has 7 such pairs: over a cap of 6 its smallest failed member (1) is its one extra
     # anchor (6 // 4 = 1), so 2-3 is not compared; bucket 2 still gives 3-4.
     assert pairs_of(member_pairs(stars, scored, components, 0.8, 6)) == [(1, 3), (3, 4)]

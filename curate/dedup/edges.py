@@ -146,8 +146,11 @@ def member_pairs(
     )
     # Pairs are found on the host; they join the verified edges in the run's backend.
     pairs = pairs.to_backend(backend_of(scored._meta))
-    # Each pair once, and none already compared: old pairs sort before an equal new one.
-    both = dd.concat([pairs.assign(**{_OLD: False}), scored[["u", "v"]].assign(**{_OLD: True})]).shuffle("u")
+    # Each pair once, and none already compared: old pairs sort before an equal new one. As many
+    # partitions as the verified edges (a concatenation has both frames' partitions): the
+    # second round's stages then run as many tasks as the first's, not three times as many.
+    both = dd.concat([pairs.assign(**{_OLD: False}), scored[["u", "v"]].assign(**{_OLD: True})])
+    both = both.shuffle("u", npartitions=scored.npartitions)
     return both.map_partitions(_new_pairs, meta=_EDGE_META)
 
 
@@ -178,7 +181,8 @@ def _bucket_rows(stars, scored, components):
     component = edges._high.fillna(-1).astype("int64") * _HALF + edges._low.fillna(_HALF - 1).astype("int64")
     edges = edges.assign(**{_COMPONENT: component, BUCKET: np.uint64(0)})  # -1: in none
     rows = stars_with_member_pairs(stars)[[BUCKET, "u", "v"]].assign(**{JACCARD: np.nan, _COMPONENT: np.int64(-1)})
-    return dd.concat([rows, edges[[BUCKET, "u", "v", JACCARD, _COMPONENT]]]).shuffle("u")
+    both = dd.concat([rows, edges[[BUCKET, "u", "v", JACCARD, _COMPONENT]]])
+    return both.shuffle("u", npartitions=max(rows.npartitions, edges.npartitions))
 
 
 def _failed_buckets(part, threshold):

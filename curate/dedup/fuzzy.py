@@ -106,10 +106,17 @@ class FuzzyDedup:
             edges[["u", "v"]], local_max_edges=self.config.local_components_max_edges, n_edges=n_edges
         )
 
-    def groups(self, components: dd.DataFrame, docs: dd.DataFrame) -> dd.DataFrame:
-        """The group table; see :func:`curate.dedup.representatives.component_groups`."""
+    def groups(self, components: dd.DataFrame, docs: dd.DataFrame, edges: dd.DataFrame | None = None) -> dd.DataFrame:
+        """The group table, given the verified ``edges`` of the components if at hand (their
+        similarities are not computed again); see :func:`curate.dedup.representatives.component_groups`."""
         return component_groups(
-            components, docs, text_field=self.text_field, id_field=self.id_field, keep=self.keep, config=self.config
+            components,
+            docs,
+            text_field=self.text_field,
+            id_field=self.id_field,
+            keep=self.keep,
+            config=self.config,
+            edges=edges,
         )
 
     def columns(self) -> list[str]:
@@ -185,7 +192,8 @@ class FuzzyDedup:
             edges = dd.concat([edges, members])
             out.update(member_pairs=second["pairs"], member_edges=members, buckets_over_cap=second["buckets_over_cap"])
         graph = stage("components", {}, lambda: components(edges))
-        groups = stage("groups", {"keep": str(self.keep)}, lambda: self.groups(graph, chosen))
+        known = edges if config.verify else None  # the similarities the split would compute again
+        groups = stage("groups", {"keep": str(self.keep)}, lambda: self.groups(graph, chosen, known))
         return {**out, "edges": edges, "components": graph, "groups": groups}
 
     def __call__(self, docs: dd.DataFrame) -> dd.DataFrame:

@@ -18,6 +18,7 @@ that cannot be read (see :mod:`curate.io.records`) stops the read with its file,
 :func:`split_rejected`).
 """
 
+import functools
 import logging
 from dataclasses import dataclass
 from typing import Literal
@@ -31,7 +32,7 @@ import pyarrow.parquet as pq
 from dask.utils import parse_bytes
 from fsspec.utils import infer_compression, read_block, seek_delimiter
 
-from curate.backend import HOST_STEP, from_arrow
+from curate.backend import arrow_partitions, from_arrow
 from curate.io.files import (
     BOM,
     Broken,
@@ -141,7 +142,9 @@ def read_documents(
         :func:`curate.backend.host_step`), for a read into pandas partitions that no device step
         follows in the same task: on GPU workers such reads then run on the host's threads beside
         the GPU's one task instead of one at a time (``curate dedup``'s last pass, whose records
-        host steps write).
+        host steps write). Reads into device partitions need not: their parsing is always a host
+        step of its own, and the copy to the device the first step of the next task
+        (:func:`curate.backend.arrow_partitions`).
 
     Returns
     -------
@@ -244,15 +247,15 @@ def read_documents(
     frame_backend = dask.config.get("dataframe.backend", "pandas")
     if host and frame_backend != "pandas":
         raise ValueError(f"host=True reads pandas partitions only; dataframe.backend is {frame_backend!r}")
-    return dd.from_map(
-        _load_partition,
+    to_frame = functools.partial(_frame, keys=reader.keys(), frame_backend=frame_backend)
+    return arrow_partitions(
+        reader.read,
         sources,
-        reader=reader,
-        frame_backend=frame_backend,
-        meta=_frame(reader.output_schema().empty_table(), reader.keys(), frame_backend),
+        to_frame,
+        meta=to_frame(reader.output_schema().empty_table()),
         divisions=source_divisions(sources),
-        enforce_metadata=False,
-        label=f"{HOST_STEP if host else ''}read-documents",
+        label="read-documents",
+        host=host,
     )
 
 
@@ -280,10 +283,6 @@ def split_rejected(docs: dd.DataFrame, records: bool = False) -> tuple[dd.DataFr
     present = [c for c in REJECT_COLUMNS if c in docs.columns]  # a device read has no _record (_frame)
     dropped = [c for c in present if not (records and c == "_record")]
     return docs[~bad].drop(columns=dropped), docs[bad][[DOC, *present]]
-
-
-def _load_partition(src: Source, reader: "_Reader", frame_backend: str):
-    return _frame(reader.read(src), reader.keys(), frame_backend)
 
 
 def _frame(table: pa.Table, keys: tuple[str, ...], frame_backend: str):

@@ -331,23 +331,36 @@ def document_blocks(offsets, size):
 
 
 @njit(nogil=True, cache=True)
-def _greedy(offsets, data, group_starts, threshold, width, words, rep, similarity):
+def _greedy(offsets, data, group_starts, threshold, width, words, known, rep, similarity):
     for g in range(len(group_starts) - 1):
         lo, hi = group_starts[g], group_starts[g + 1]
         if lo == hi:
             continue
-        sets = [shingle_set(data, offsets[k], offsets[k + 1], width, words) for k in range(lo, hi)]
+        # Sets are built when first needed: a row whose similarity with the first is known needs
+        # none (in a group of a document and its copies, verified against it, no row does).
+        sets = [np.empty(0, dtype=np.uint64) for _ in range(lo, hi)]
+        built = np.zeros(hi - lo, dtype=np.bool_)
         # The first row is compared with every other: most groups are then assigned whole.
         rep[lo] = lo
         similarity[lo] = 1.0
         left = 0
         for k in range(lo + 1, hi):
-            s = jaccard_sorted(sets[k - lo], sets[0])
+            s = known[k]
+            if np.isnan(s):
+                for i in (0, k - lo):
+                    if not built[i]:
+                        sets[i] = shingle_set(data, offsets[lo + i], offsets[lo + i + 1], width, words)
+                        built[i] = True
+                s = jaccard_sorted(sets[k - lo], sets[0])
             rep[k] = lo if s >= threshold else -1
             similarity[k] = s
             left += s < threshold
         if left == 0:
             continue
+        for i in range(1, hi - lo):  # the rows left are compared with each other: their sets
+            if rep[lo + i] == -1 and not built[i]:
+                sets[i] = shingle_set(data, offsets[lo + i], offsets[lo + i + 1], width, words)
+                built[i] = True
         # The rows left, through a prefix filter: J(x, y) >= t needs |x ∩ y| >= t max(|x|, |y|),
         # so the first |x| - ceil(t |x|) + 1 shingles of x (in hash order) and those of y share
         # one. One more than that, against rounding in t |x|: a wider prefix only adds candidates.
@@ -391,7 +404,7 @@ def _greedy(offsets, data, group_starts, threshold, width, words, rep, similarit
                             similarity[lo + k] = s
 
 
-def greedy_representatives(offsets, data, group_starts, threshold, width, words=False):
+def greedy_representatives(offsets, data, group_starts, threshold, width, words=False, known=None):
     """Split groups of candidate duplicates so every member is similar to its representative.
 
     Within each group (rows ``group_starts[g]:group_starts[g + 1]``, already sorted best first by
@@ -419,6 +432,12 @@ def greedy_representatives(offsets, data, group_starts, threshold, width, words=
     width : int
         Characters (or words) per shingle.
     words : bool, default=False
+    known : array of shape (n_docs,), dtype float64, optional
+        Each row's Jaccard similarity with its group's first row where it is already known (a
+        verified edge), NaN elsewhere: those rows are not compared again, so their sets are not
+        built unless they are compared with another row. It must be the value
+        :func:`jaccard_sorted` gives (as :func:`jaccard_indexed` and the GPU's kernel do);
+        default: none known.
 
     Returns
     -------
@@ -426,8 +445,16 @@ def greedy_representatives(offsets, data, group_starts, threshold, width, words=
         Row index of each row's representative (a representative points to itself).
     similarity : array of shape (n_docs,), dtype float64
         Jaccard similarity of each row with its representative (1.0 for a representative).
+
+    Raises
+    ------
+    ValueError
+        If ``known`` does not hold one value per document.
     """
     rep = np.empty(len(offsets) - 1, dtype=np.int64)
     similarity = np.empty(len(offsets) - 1, dtype=np.float64)
-    _greedy(offsets, data, group_starts, threshold, width, words, rep, similarity)
+    known = np.full(len(rep), np.nan) if known is None else np.asarray(known, dtype=np.float64)
+    if len(known) != len(rep):
+        raise ValueError(f"known has {len(known)} values for {len(rep)} documents")
+    _greedy(offsets, data, group_starts, threshold, width, words, known, rep, similarity)
     return rep, similarity
