@@ -676,14 +676,26 @@ def task_resources(key) -> dict[str, int]:
     none for a host step (key ``host-…``, :func:`curate.backend.host_step`), one GPU for any other task.
 
     Every task that is not named a host step holds the GPU, Dask's own (shuffles, concatenations,
-    conversions) included: they may run on cudf partitions. Dask names a task fused from a chain
-    of partition-wise steps after the chain's steps, first step first (``host-getitem-…``): a
-    host step that follows another step in one task holds the GPU; one followed by others would
+    conversions) included: they may run on cudf partitions; but not a task shuffle's ``split-…``
+    tasks, which take a piece out of a dict and compute nothing. Dask names a task fused from a
+    chain of partition-wise steps after the chain's steps, first step first (``host-getitem-…``):
+    a host step that follows another step in one task holds the GPU; one followed by others would
     take them along, which no graph of curate's does (``tests/test_gpu_config.py`` checks that
     every ``host-`` task is a single host step).
     """
-    name = key[0] if isinstance(key, tuple) else key
-    return {} if str(name).startswith(HOST_STEP) else {GPU: 1}
+    name = str(key[0] if isinstance(key, tuple) else key)
+    if name.startswith(HOST_STEP) or _shuffle_piece(key, name):
+        return {}
+    return {GPU: 1}
+
+
+def _shuffle_piece(key, name: str) -> bool:
+    # Dask's task shuffle: a `group-…` task splits a partition into a dict of pieces, one per
+    # output partition, and a `split-…` task per piece takes it out of the dict
+    # (operator.getitem, key (name, output, input)): nothing reaches the device. Holding the GPU,
+    # each waited for its turn and a scheduler round trip: a shuffle of n partitions has n² of
+    # them: 8,521 of the 16,861 tasks of a 20-partition run (docs/benchmarks.md).
+    return isinstance(key, tuple) and len(key) == 3 and name.startswith("split-")
 
 
 @contextlib.contextmanager

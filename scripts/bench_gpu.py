@@ -1,14 +1,15 @@
 """GPU benchmark: per-partition throughput (GB/s) against the targets, and end-to-end dedup (MB/s per GPU).
 
     python scripts/bench_gpu.py --data ../shared/data --out results/bench_gpu.json [--shards 8] [--copies 2]
-        [--corpus DIR] [--steps kernels,corpus,corpus-cached,gutenberg,copies,one-thread]
+        [--corpus DIR] [--steps kernels,corpus,corpus-cached,corpus-256MB,gutenberg,copies,one-thread]
 
 Per-partition operations (MinHash + bands, md5, Jaccard verification, normalisation) on the first ``--shards`` gutenberg shards
 (whole books: the case where one thread per document starves the GPU) and on 20news (short
 posts). End to end: ``curate dedup`` on the gutenberg shards, and with ``--copies N`` on those
 plus N edited copies of them (every copy replaces about 1% of the words of each book, so the
 copies are near duplicates), and with ``--corpus DIR`` on a ready corpus (e.g. one GB from
-``scripts/make_edited_corpus.py``), then with ``--cache-input``. ``--steps`` runs a subset; the figures merge into an
+``scripts/make_edited_corpus.py``), then with ``--cache-input``, then in partitions of 256 MB
+(``--blocksize 256MB``: a GPU takes one task at a time, so fewer, larger partitions mean fewer tasks). ``--steps`` runs a subset; the figures merge into an
 existing ``--out``, which is rewritten after each one, so a time limit keeps what was measured. On the GPU, the gutenberg run once more with one thread per
 worker (``--threads-per-worker 1``: the layout before host steps ran beside the GPU task).
 Figures are text bytes (UTF-8) per second of wall time; the end-to-end figure is divided by
@@ -227,7 +228,7 @@ def main():
     )
     parser.add_argument(
         "--steps",
-        default="kernels,corpus,corpus-cached,gutenberg,copies,one-thread",
+        default="kernels,corpus,corpus-cached,corpus-256MB,gutenberg,copies,one-thread",
         help="comma-separated subset, run in this order; results merge into an existing --out",
     )
     args = parser.parse_args()
@@ -271,6 +272,18 @@ def main():
             log=logs / "corpus-cached.log",
         )
         print("corpus, --cache-input", args.corpus, results["corpus_cached"], flush=True)
+        _save(results, args.out)
+    if "corpus-256MB" in steps and args.corpus:  # partitions of 256 MB instead of 64: fewer tasks, each larger
+        results["corpus_256MB"] = end_to_end(
+            [args.corpus],
+            args.work / "out-corpus-256MB",
+            args.backend,
+            n_workers,
+            "--blocksize",
+            "256MB",
+            log=logs / "corpus-256MB.log",
+        )
+        print("corpus, --blocksize 256MB", args.corpus, results["corpus_256MB"], flush=True)
         _save(results, args.out)
     if "gutenberg" in steps:
         results["gutenberg"] = end_to_end(

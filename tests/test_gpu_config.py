@@ -454,6 +454,19 @@ def test_task_resources_free_host_steps_only():
     assert task_resources(("host-write-part-9c1e", 4)) == {}
     for key in [("minhash-3f2a", 0), ("shuffle-split-3f2a", 2), "finalize-3f2a", ("to_host-3f2a", 1)]:
         assert task_resources(key) == {"GPU": 1}, key
+    # A task shuffle's pieces (a getitem on a dict): not a step named split (a map_partitions), nor its concatenation.
+    assert (
+        task_resources(("split-taskshuffle-9c1e", 3, 1))
+        == task_resources(("split-stage-0-taskshuffle-9c1e", 1, (0, 2)))
+        == {}
+    )
+    assert task_resources(("split-9c1e", 3)) == task_resources(("taskshuffle-9c1e", 3)) == {"GPU": 1}
+
+
+def needs_gpu(key) -> bool:
+    """Whether a task holds the GPU: every one but the host steps and a task shuffle's pieces."""
+    piece = isinstance(key, tuple) and len(key) == 3 and key_name(key).startswith("split-")
+    return not (key_name(key).startswith("host-") or piece)
 
 
 @pytest.fixture(scope="module")
@@ -506,7 +519,9 @@ def test_gpu_workers_take_the_gpu_one_task_at_a_time_and_host_steps_run_beside(g
     # in one task would be named host-… too. None is: every host-named task is one host step.
     assert host <= HOST_STEPS, host - HOST_STEPS
     for key, needs in restrictions.items():
-        assert needs == ({} if key_name(key).startswith("host-") else {"GPU": 1}), key
+        assert needs == ({"GPU": 1} if needs_gpu(key) else {}), key
+    # The task shuffles' pieces (n² per shuffle of n partitions) ran without waiting for the GPU.
+    assert any(key_name(key).startswith("split-taskshuffle") and not needs for key, needs in restrictions.items())
     # The same bytes as without GPU resources.
     with dask.config.set(scheduler="sync"):
         dedup([str(FIXTURES / "docs.jsonl")], str(tmp_path / "sync"), config)
@@ -556,9 +571,7 @@ def test_the_api_takes_the_gpu_one_task_at_a_time(gpu_workers, as_if_on_device, 
     restrictions.clear()
     result = curate.deduplicate(docs, threshold=0.8)
     kept, removed, _ = result.compute()
-    assert restrictions and all(
-        needs == ({} if key_name(key).startswith("host-") else {"GPU": 1}) for key, needs in restrictions.items()
-    )
+    assert restrictions and all(needs == ({"GPU": 1} if needs_gpu(key) else {}) for key, needs in restrictions.items())
     host = host_names(restrictions)
     assert {"host-exact-groups", "host-split"} <= host <= HOST_STEPS, host
     assert len(kept) + len(removed) == len(fixture_docs) and len(removed) == result.counts["removed"] > 0
