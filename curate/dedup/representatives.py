@@ -127,8 +127,7 @@ def _known(part, group_starts):
     (see :func:`with_label_similarity`) when that first row is the component's label; else NaN."""
     if LABEL_JACCARD not in part.columns:
         return None
-    first = part[DOC].to_numpy()[
-        np.repeat(group_starts[:-1], np.diff(group_starts))
-    ]  # (an empty part: one empty group)
+    firsts = np.repeat(group_starts[:-1], np.diff(group_starts))  # each row's group's first row
+    first = part[DOC].to_numpy()[firsts]
     similarity = part[LABEL_JACCARD].to_numpy(dtype=np.float64, na_value=np.nan)
     return np.where(first == part[COMPONENT].to_numpy(), similarity, np.nan)
