@@ -192,8 +192,7 @@ class FuzzyDedup:
             edges = dd.concat([edges, members])
             out.update(member_pairs=second["pairs"], member_edges=members, buckets_over_cap=second["buckets_over_cap"])
         graph = stage("components", {}, lambda: components(edges))
-        known = edges if config.verify else None  # the similarities the split would compute again
-        groups = stage("groups", {"keep": str(self.keep)}, lambda: self.groups(graph, chosen, known))
+        groups = stage("groups", {"keep": str(self.keep)}, lambda: self.groups(graph, chosen, edges))
         return {**out, "edges": edges, "components": graph, "groups": groups}
 
     def __call__(self, docs: dd.DataFrame) -> dd.DataFrame:

@@ -54,7 +54,8 @@ def component_groups(
         document) is taken from their edge where there is one, when the label is its group's
         first row (keep ``first``, or a label that the policy ranks first), so its shingle set is
         built only if it is compared with another row: in a group of a document and its copies,
-        verified against it as their buckets' anchor, no set is built.
+        verified against it as their buckets' anchor, no set is built. Read only with
+        ``config.verify`` and components in one partition (a graph solved in one task).
 
     Returns
     -------
@@ -63,7 +64,7 @@ def component_groups(
     """
     cols = [DOC, id_field, *keep.columns()] + ([text_field] if config.verify or keep.rule == "longest" else [])
     wanted, columns = components.rename(columns={"node": DOC}), (COMPONENT,)
-    if edges is not None and config.verify:
+    if edges is not None and config.verify and components.npartitions == 1:  # (a graph solved in one task)
         wanted, columns = with_label_similarity(wanted, edges), (COMPONENT, LABEL_JACCARD)
     # The members' rows are selected where they lie: each text moves once, to its component's partition.
     members = select(docs[list(dict.fromkeys(cols))], wanted, columns)
@@ -75,18 +76,15 @@ def component_groups(
 
 
 def with_label_similarity(components: dd.DataFrame, edges: dd.DataFrame) -> dd.DataFrame:
-    """``components`` (``_doc``, ``component``, int64) with ``_label_jaccard`` (float64): each
-    document's similarity with its component's label from their verified edge in ``edges``
-    (``u < v``, ``jaccard``), NaN where they share none (the label itself included).
+    """``components`` (``_doc``, ``component``, int64; one partition) with ``_label_jaccard``
+    (float64): each document's similarity with its component's label from their verified edge in
+    ``edges`` (``u < v``, ``jaccard``), NaN where they share none (the label itself included).
 
-    Where the components are one partition (a graph solved in one task, whose edges were
-    gathered into one task too), found in one task; otherwise ``components`` with NaN only.
-    In the partitions' backend of ``edges``.
+    Found in one task, the edges gathered into it as the components' own task gathers them; in
+    the partitions' backend of ``edges``.
     """
     labels = components.to_backend(backend_of(edges._meta))
     meta = labels._meta.assign(**{LABEL_JACCARD: np.float64(0)})
-    if labels.npartitions > 1:
-        return labels.assign(**{LABEL_JACCARD: np.nan})
     edges = edges[["u", "v", JACCARD]].repartition(npartitions=1)
     return dd.map_partitions(_from_label, labels, edges, meta=meta, align_dataframes=False)
 
