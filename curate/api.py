@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from curate.backend import first_non_string, is_missing, on_host, shown, to_host
 from curate.cluster import current_client, local_shuffles, one_task_per_gpu, shuffles_need_workers
 from curate.config import ClusterConfig, FuzzyConfig, IOConfig, RunConfig, field_problem, peer_answer
+from curate.dask_fixes import fused
 from curate.dedup.exact import ExactDedup
 from curate.dedup.fuzzy import FuzzyDedup
 from curate.dedup.keep import KeepPolicy, dictionary_decoded
@@ -140,7 +141,7 @@ class Deduplication:
             with local_shuffles(), one_task_per_gpu(self.kept):
                 try:
                     results = dask.compute(
-                        self.kept, self.removed, self.duplicates, *self._lazy_counts.values(), **kwargs
+                        *fused([self.kept, self.removed, self.duplicates, *self._lazy_counts.values()]), **kwargs
                     )
                 except RuntimeError as err:
                     found = self._id_kinds_error(err) or self._unordered(err)

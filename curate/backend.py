@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from dask.utils import Dispatch
 
-import curate.dask_fixes  # noqa: F401  (Dask's expression cache, fixed before a graph is built)
+from curate.dask_fixes import HOST_STEP  # (Dask's expressions fixed before a graph is built)
 from curate.kernels import components as _components
 from curate.kernels import digests as _digests
 from curate.kernels import jaccard as _jaccard
@@ -195,9 +195,6 @@ def backend_of(frame) -> str:
     return "cudf" if on_device(frame) else "pandas"
 
 
-HOST_STEP = "host-"
-
-
 def host_step(func) -> str:
     """Key prefix of a step that computes on the host whatever the backend: ``host-<name>``
     from ``func``'s name (``_split`` -> ``host-split``), for ``map_partitions(..., token=...)``.
@@ -210,32 +207,37 @@ def host_step(func) -> str:
     return HOST_STEP + func.__name__.strip("_").replace("_", "-")
 
 
-def arrow_partitions(read, items, convert, *, meta, divisions=None, label: str, host: bool = False) -> dd.DataFrame:
-    """A frame of one partition per item: ``convert(read(item))``, where ``read`` makes an Arrow
-    table on the host (parsing JSONL, decoding Parquet) and ``convert`` a partition like ``meta``.
+def arrow_partitions(
+    read, partitions, convert, *, meta, divisions=None, label: str, host: bool = False
+) -> dd.DataFrame:
+    """A frame of one partition per entry of ``partitions``: ``convert`` of the Arrow tables that
+    ``read`` makes of the entry's pieces on the host (parsing JSONL, decoding Parquet), in order.
 
-    Pandas partitions (``meta`` on the host): one task per item (``dd.from_map``), named
+    Pandas partitions (``meta`` on the host): one task per partition (``dd.from_map``), named
     ``label``, or ``host-<label>`` with ``host`` (a read that no device step follows in its task:
-    see :func:`host_step`). Device partitions: each read is a host step of its own,
-    ``host-<label>`` (``dd.from_graph``: Dask fuses no later step into it), and ``convert`` the
-    first step of the next task, named ``label``, which holds the GPU. So on GPU workers the
-    reads run on the host's threads side by side while the GPU takes one task at a time; fused,
-    each read held the GPU (on the H200, each of four passes over a 1.1 GB input took about
-    11 s: one thread's JSON parsing).
+    see :func:`host_step`). Device partitions: each piece's read is a host step of its own,
+    ``host-<label>`` (``dd.from_graph``: Dask fuses no later step into it), a partition of several
+    pieces joins their tables in one more such step (Arrow's concatenation, which copies
+    nothing), and ``convert`` is the first step of the next task, named ``label``, which holds the
+    GPU. So on GPU workers the reads run on the host's threads side by side while the GPU takes
+    one task at a time, and a device partition may hold many pieces (a GPU computes a few large
+    partitions faster than many small ones: each of its tasks waits its turn) while its input is
+    still parsed in pieces on all of them. Fused, each read held the GPU (on the H200, each of four
+    passes over a 1.1 GB input took about 11 s: one thread's JSON parsing).
 
     Parameters
     ----------
     read : callable
-        ``read(item)`` returns a ``pyarrow.Table``; picklable (a module-level function or a
+        ``read(piece)`` returns a ``pyarrow.Table``; picklable (a module-level function or a
         ``functools.partial`` of one).
-    items : list
-        One per partition, in order.
+    partitions : list of list
+        Each partition's pieces, in order (usually one each; see :func:`curate.io.plan.parse_pieces`).
     convert : callable
         ``convert(table)`` returns the partition (pandas or cudf); picklable.
     meta : pandas.DataFrame or cudf.DataFrame
         The partitions' empty frame.
     divisions : tuple, optional
-        ``len(items) + 1`` values; default unknown.
+        ``len(partitions) + 1`` values; default unknown.
     label : str
         The tasks' name (without ``host-``).
     host : bool, default=False
@@ -252,20 +254,32 @@ def arrow_partitions(read, items, convert, *, meta, divisions=None, label: str, 
     """
     if not on_device(meta):
         return dd.from_map(
-            _read_then, items, read=read, convert=convert, meta=meta, divisions=divisions,
+            _read_then, partitions, read=read, convert=convert, meta=meta, divisions=divisions,
             enforce_metadata=False, label=f"{HOST_STEP if host else ''}{label}",
         )  # fmt: skip
     if host:
         raise ValueError(f"{label}: a read into device partitions cannot be a host step")
     name = f"{HOST_STEP}{label}"
-    key = f"{name}-{dask.base.tokenize(read, items)}"
-    layer = {(key, i): (read, item) for i, item in enumerate(items)}
-    tables = dd.from_graph(layer, meta, divisions or (None,) * (len(items) + 1), list(layer), name)
+    key = f"{name}-{dask.base.tokenize(read, partitions)}"
+    layer = {}
+    for i, pieces in enumerate(partitions):
+        if len(pieces) == 1:
+            layer[(key, i)] = (read, pieces[0])
+        else:
+            layer |= {(key, i, j): (read, piece) for j, piece in enumerate(pieces)}
+            layer[(key, i)] = (_joined, [(key, i, j) for j in range(len(pieces))])
+    keys = [(key, i) for i in range(len(partitions))]
+    tables = dd.from_graph(layer, meta, divisions or (None,) * (len(partitions) + 1), keys, name)
     return tables.map_partitions(convert, meta=meta, enforce_metadata=False, token=label)
 
 
-def _read_then(item, read, convert):
-    return convert(read(item))
+def _read_then(pieces, read, convert):
+    return convert(_joined([read(piece) for piece in pieces]))
+
+
+def _joined(tables: list[pa.Table]) -> pa.Table:
+    # Permissive: a skip-mode read past 2 GiB comes with large offsets, the others not (curate.io.read).
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
 
 
 def on_host(collection):

@@ -320,7 +320,7 @@ def read_stage_frame(path: Path, divisions: tuple[int, ...] | None = None) -> dd
     schema = stage_schema(files)
     meta = _stage_partition(schema.empty_table(), frame_backend, indexed)
     return arrow_partitions(
-        functools.partial(pq.read_table, schema=schema), [str(f) for f in files],
+        functools.partial(pq.read_table, schema=schema), [[str(f)] for f in files],
         functools.partial(_stage_partition, frame_backend=frame_backend, indexed=indexed),
         meta=meta, divisions=divisions, label="read-stage",
     )  # fmt: skip

@@ -678,10 +678,10 @@ def task_resources(key) -> dict[str, int]:
     Every task that is not named a host step holds the GPU, Dask's own (shuffles, concatenations,
     conversions) included: they may run on cudf partitions; but not a task shuffle's ``split-…``
     tasks, which take a piece out of a dict and compute nothing. Dask names a task fused from a
-    chain of partition-wise steps after the chain's steps, first step first (``host-getitem-…``):
-    a host step that follows another step in one task holds the GPU; one followed by others would
-    take them along, which no graph of curate's does (``tests/test_gpu_config.py`` checks that
-    every ``host-`` task is a single host step).
+    chain of partition-wise steps after its first step, so a host step fused with device steps
+    after it would take them along: host steps are never fused
+    (:func:`curate.dask_fixes.apply_host_steps_unfused`; ``tests/test_gpu_config.py`` checks
+    that every ``host-`` task is a single host step).
     """
     name = str(key[0] if isinstance(key, tuple) else key)
     if name.startswith(HOST_STEP) or _shuffle_piece(key, name):

@@ -1,6 +1,8 @@
-"""Three fixes to Dask's expressions, applied when curate's stages are imported: the expression
-cache, substitution's cost on shared subexpressions (:func:`_substitute`), and Python 3.11's
-locks on their cached properties (:func:`apply_unlocked`).
+"""Fixes to Dask's expressions, applied when curate's stages are imported: the expression
+cache, substitution's cost on shared subexpressions (:func:`_substitute`), Python 3.11's
+locks on their cached properties (:func:`apply_unlocked`), host steps kept out of blockwise
+fusion (:func:`apply_host_steps_unfused`); and :func:`fused`, the fusion that Dask's compute
+leaves out.
 
 Dask (2026.8) deduplicates expressions in a :class:`weakref.WeakValueDictionary` per class
 (``SingletonExpr._instances``) and reads it in two steps: ``name in cache``, then
@@ -18,7 +20,14 @@ import inspect
 import sys
 import weakref
 
-from dask._expr import Expr, SingletonExpr
+import dask.dataframe.dask_expr._expr as dataframe_expr
+from dask._expr import Expr, SingletonExpr, _ExprSequence
+from dask.base import collections_to_expr
+from dask.dataframe.dask_expr._collection import FrameBase, new_collection
+from dask.utils import key_split
+
+# Key prefix of a step that computes on the host whatever the backend (curate.backend.host_step).
+HOST_STEP = "host-"
 
 
 def _new(cls, *args, _determ_token=None, **kwargs):
@@ -153,3 +162,87 @@ def apply_unlocked() -> bool:
 
 
 apply_unlocked()
+
+
+_blockwise_op = dataframe_expr.is_valid_blockwise_op
+
+
+def _fusable(expr) -> bool:
+    return _blockwise_op(expr) and not expr._name.startswith(HOST_STEP)
+
+
+def apply_host_steps_unfused() -> bool:
+    """Keep host steps (expressions named ``host-…``) out of Dask's blockwise fusion; True if done.
+
+    A fused task is named after its first step (``Fused.__str__``), and on GPU workers a task named
+    ``host-…`` runs without the GPU (:func:`curate.cluster.task_resources`): a host step fused with
+    device steps after it would run them beside the GPU's task. Unfused, each host step is a task
+    of its own, as :func:`curate.backend.host_step` describes, and the device steps before and
+    after it fuse among themselves. Dask (2026.8) asks ``is_valid_blockwise_op`` which
+    expressions may fuse; it is replaced where it is still that function.
+    """
+    if dataframe_expr.is_valid_blockwise_op is _fusable:
+        return True
+    if dataframe_expr.is_valid_blockwise_op is not _blockwise_op or not hasattr(
+        dataframe_expr, "optimize_blockwise_fusion"
+    ):
+        return False
+    dataframe_expr.is_valid_blockwise_op = _fusable
+    return True
+
+
+apply_host_steps_unfused()
+
+
+def fused(collections: list) -> list:
+    """``collections`` with their chains of partition-wise steps fused into one task per partition,
+    as Dask fuses a collection it persists or optimizes on its own.
+
+    Dask (2026.8) computes without blockwise fusion (``Client.compute`` and ``dask.compute``
+    optimize to the "simplified-physical" stage only: dask/distributed#8833), so every step of a
+    partition was a task of its own, stored between steps, each a scheduler round trip: 16,861
+    tasks in a 20-partition run, where a GPU worker takes its tasks one at a time. The collections
+    are fused together, so a step that several of them use stays one task (optimized one by one,
+    it would be computed once for each); host steps stay tasks of their own
+    (:func:`apply_host_steps_unfused`). Collections that are not Dask DataFrame expressions
+    (delayed objects) are returned as they are.
+
+    Parameters
+    ----------
+    collections : list
+        Dask collections, to be computed together.
+
+    Returns
+    -------
+    list
+        The same results, in the same order, for ``dask.compute`` or ``Client.compute``.
+    """
+    frames = [i for i, collection in enumerate(collections) if isinstance(collection, FrameBase)]
+    if not frames:
+        return list(collections)
+    expr = collections_to_expr([collections[i] for i in frames]).optimize()  # lowered, as compute does
+    expr = dataframe_expr.optimize_blockwise_fusion(expr)
+    exprs = expr.operands if isinstance(expr, _ExprSequence) else [expr]
+    out = list(collections)
+    for i, fused_expr in zip(frames, exprs, strict=True):
+        out[i] = new_collection(fused_expr)
+    return out
+
+
+def fused_kinds(collections: list) -> dict[str, str]:
+    """A kind of task for each fused step in ``collections`` (from :func:`fused`), by the name of
+    its tasks' keys: its kinds of steps (:func:`dask.utils.key_split`), each once, first first, e.g.
+    ``{"read-fused-operation-<token>": "read-documents+to_string_dtype+fingerprints+operation"}``.
+
+    Dask names a fused task after its first and last steps' first words only (``read`` for
+    ``read-documents`` and ``read-stage`` alike), which hides where a stage's time goes.
+    """
+    kinds = {}
+    for collection in collections:
+        if isinstance(collection, FrameBase):
+            for expr in collection.expr.find_operations(dataframe_expr.Fused):
+                steps = [
+                    key_split(step._name).strip("_") for step in sorted(expr.exprs, key=lambda step: step._depth())
+                ]
+                kinds[expr._name] = "+".join(dict.fromkeys(steps))  # each kind of step once
+    return kinds

@@ -19,6 +19,7 @@ from distributed import get_task_stream
 from curate.backend import on_host
 from curate.checkpoints import StageStore
 from curate.cluster import current_client, gather
+from curate.dask_fixes import fused, fused_kinds
 from curate.metrics import max_peaks, take_peaks
 
 logger = logging.getLogger(__name__)
@@ -108,22 +109,23 @@ class Runner:
             with warnings.catch_warnings():
                 # to_parquet(compute=False) is graph-backed, counts are expressions; mixing is fine.
                 warnings.filterwarnings("ignore", "Computing mixed collections", UserWarning)
+                todo = fused([on_host(c) for c in collections.values()])
                 if client is None:
-                    results = dask.compute(*map(on_host, collections.values()))
+                    results = dask.compute(*todo)
                 else:
                     if self.show_progress:
                         print(f"[{stage}]", file=sys.stderr)
                     with get_task_stream(client) as stream:
                         results = gather(
                             client,
-                            [on_host(c) for c in collections.values()],
+                            todo,
                             stall_timeout=self.stall_timeout,
                             show_progress=self.show_progress,
                             hint=self.hint,
                         )
                     if self.show_progress:
                         print(file=sys.stderr)
-                    times = self.stats.tasks[stage] = task_times(stream.data)
+                    times = self.stats.tasks[stage] = task_times(stream.data, fused_kinds(todo))
                     shown = ", ".join(
                         f"{name} {t['seconds']:.1f} s ({t['tasks']})" for name, t in list(times.items())[:6]
                     )
@@ -144,7 +146,7 @@ class Runner:
         return counts
 
 
-def task_times(records: list[dict]) -> dict[str, dict]:
+def task_times(records: list[dict], kinds: dict[str, str] | None = None) -> dict[str, dict]:
     """Compute time per kind of task, from Dask's task stream (:func:`distributed.get_task_stream`).
 
     Parameters
@@ -152,18 +154,22 @@ def task_times(records: list[dict]) -> dict[str, dict]:
     records : list of dict
         The stream's records: ``key`` and ``startstops`` (spans with ``action``, ``start`` and
         ``stop`` in seconds) per task run.
+    kinds : dict, optional
+        The kind of the tasks of a key name, where :func:`dask.utils.key_split` would not say it
+        (fused steps: :func:`curate.dask_fixes.fused_kinds`).
 
     Returns
     -------
     dict
         ``{kind: {"tasks": int, "seconds": float}}``, largest ``seconds`` first: a kind is the
-        task key's name without its token (:func:`dask.utils.key_split`, e.g. ``read-documents``
-        or ``host-split``), seconds the sum of its tasks' compute spans (not transfers or disk
+        task key's name without its token (:func:`dask.utils.key_split`, e.g. ``host-split``) or
+        given by ``kinds`` (``read-documents+to_string_dtype+fingerprints``), seconds the sum of its tasks' compute spans (not transfers or disk
         reads), rounded to milliseconds.
     """
     tasks, seconds = defaultdict(int), defaultdict(float)
     for record in records:
-        kind = key_split(record["key"])
+        key = record["key"]
+        kind = (kinds or {}).get(key[0] if isinstance(key, tuple) else key) or key_split(key)
         tasks[kind] += 1
         seconds[kind] += sum(s["stop"] - s["start"] for s in record.get("startstops", ()) if s["action"] == "compute")
     order = sorted(tasks, key=lambda kind: -seconds[kind])

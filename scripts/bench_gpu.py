@@ -1,15 +1,17 @@
 """GPU benchmark: per-partition throughput (GB/s) against the targets, and end-to-end dedup (MB/s per GPU).
 
     python scripts/bench_gpu.py --data ../shared/data --out results/bench_gpu.json [--shards 8] [--copies 2]
-        [--corpus DIR] [--steps kernels,corpus,corpus-cached,corpus-256MB,gutenberg,copies,one-thread]
+        [--corpus DIR] [--steps kernels,corpus,corpus-cached,corpus-1GB,corpus-256MB,gutenberg,copies,one-thread]
 
 Per-partition operations (MinHash + bands, md5, Jaccard verification, normalisation) on the first ``--shards`` gutenberg shards
 (whole books: the case where one thread per document starves the GPU) and on 20news (short
 posts). End to end: ``curate dedup`` on the gutenberg shards, and with ``--copies N`` on those
 plus N edited copies of them (every copy replaces about 1% of the words of each book, so the
 copies are near duplicates), and with ``--corpus DIR`` on a ready corpus (e.g. one GB from
-``scripts/make_edited_corpus.py``), then with ``--cache-input``, then in partitions of 256 MB
-(``--blocksize 256MB``: a GPU takes one task at a time, so fewer, larger partitions mean fewer tasks). ``--steps`` runs a subset; the figures merge into an
+``scripts/make_edited_corpus.py``), then with ``--cache-input``, then in partitions of another
+size (step ``corpus-<SIZE>``, e.g. ``corpus-1GB``: ``--blocksize 1GB``; a GPU takes one task at a
+time, so fewer, larger partitions mean fewer tasks, while the input is still parsed in 64 MB pieces
+on the host). ``--steps`` runs a subset; the figures merge into an
 existing ``--out``, which is rewritten after each one, so a time limit keeps what was measured. On the GPU, the gutenberg run once more with one thread per
 worker (``--threads-per-worker 1``: the layout before host steps ran beside the GPU task).
 Figures are text bytes (UTF-8) per second of wall time; the end-to-end figure is divided by
@@ -228,7 +230,7 @@ def main():
     )
     parser.add_argument(
         "--steps",
-        default="kernels,corpus,corpus-cached,corpus-256MB,gutenberg,copies,one-thread",
+        default="kernels,corpus,corpus-cached,corpus-1GB,corpus-256MB,gutenberg,copies,one-thread",
         help="comma-separated subset, run in this order; results merge into an existing --out",
     )
     args = parser.parse_args()
@@ -273,18 +275,20 @@ def main():
         )
         print("corpus, --cache-input", args.corpus, results["corpus_cached"], flush=True)
         _save(results, args.out)
-    if "corpus-256MB" in steps and args.corpus:  # partitions of 256 MB instead of 64: fewer tasks, each larger
-        results["corpus_256MB"] = end_to_end(
-            [args.corpus],
-            args.work / "out-corpus-256MB",
-            args.backend,
-            n_workers,
-            "--blocksize",
-            "256MB",
-            log=logs / "corpus-256MB.log",
-        )
-        print("corpus, --blocksize 256MB", args.corpus, results["corpus_256MB"], flush=True)
-        _save(results, args.out)
+    for step in steps:  # corpus-<SIZE>: partitions of SIZE instead of 64 MB: fewer tasks, each larger
+        if step.startswith("corpus-") and step != "corpus-cached" and args.corpus:
+            size = step.removeprefix("corpus-")
+            results[f"corpus_{size}"] = end_to_end(
+                [args.corpus],
+                args.work / f"out-{step}",
+                args.backend,
+                n_workers,
+                "--blocksize",
+                size,
+                log=logs / f"{step}.log",
+            )
+            print(f"corpus, --blocksize {size}", args.corpus, results[f"corpus_{size}"], flush=True)
+            _save(results, args.out)
     if "gutenberg" in steps:
         results["gutenberg"] = end_to_end(
             shards, args.work / "out-gutenberg", args.backend, n_workers, log=logs / "gutenberg.log"

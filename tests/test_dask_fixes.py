@@ -78,3 +78,54 @@ def test_cached_properties_of_expressions_take_no_lock_across_threads():
     for thread in threads:
         thread.join(timeout=30)
     assert done == {"a.first": 21, "b.second": 11}, "the two threads waited for each other's lock"
+
+
+def _step(part, calls, name):
+    calls.append(name)
+    return part.assign(a=part.a + 1)
+
+
+def test_collections_computed_together_fuse_their_chains_and_share_steps():
+    # Dask (2026.8) computes without blockwise fusion: each partition-wise step was a task of its
+    # own. fused() fuses the collections together: one task per partition for the chain, and the
+    # chain computed once though both results use it.
+    import dask
+    import dask.dataframe as dd
+
+    calls, graphs = [], []
+
+    def recording_get(graph, keys, **kwargs):
+        graphs.append(dict(graph.__dask_graph__()))
+        return dask.get(graph, keys, **kwargs)
+
+    frame = dd.from_pandas(pd.DataFrame({"a": range(12)}), npartitions=3)
+    chain = frame.map_partitions(_step, calls, "f").map_partitions(_step, calls, "g")
+    results = [chain.a.sum(), chain.a.max()]
+    with dask.config.set(scheduler=recording_get):
+        total, top = dask.compute(*dask_fixes.fused(results))
+        assert (total, top) == (sum(range(12)) + 24, 13) and sorted(calls) == ["f"] * 3 + ["g"] * 3
+        calls.clear()
+        assert dask.compute(*results) == (total, top) and len(calls) == 6
+    fused_graph, plain_graph = graphs
+    # f, g and the column taken from them: one task per partition, not three.
+    assert len(fused_graph) == len(plain_graph) - 6 == 14
+
+
+def test_host_steps_stay_tasks_of_their_own():
+    # A fused task is named after its first step, and a task named host-… runs without the GPU:
+    # device steps after a host step must not fuse into it (curate.cluster.task_resources).
+    import dask
+    import dask.dataframe as dd
+
+    calls = []
+    frame = dd.from_pandas(pd.DataFrame({"a": range(12)}), npartitions=3)
+    chain = (
+        frame.map_partitions(_step, calls, "device")
+        .map_partitions(_step, calls, "host", token="host-step")
+        .map_partitions(_step, calls, "after")
+    )
+    (collection,) = dask_fixes.fused([chain.a.sum()])
+    names = {key[0] if isinstance(key, tuple) else key for key in dict(collection.__dask_graph__())}
+    hosts = [name for name in names if name.startswith("host-")]
+    assert hosts and all(name.startswith("host-step-") for name in hosts)  # the step alone, not host-…-fused
+    assert dask.compute(collection, scheduler="sync")[0] == sum(range(12)) + 36

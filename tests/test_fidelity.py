@@ -23,7 +23,7 @@ from curate.config import load_config
 from curate.io import read_documents
 from curate.io import records as record_parsing
 from curate.io.files import expand_paths, find_inputs, overlap_message
-from curate.io.plan import plan_sources
+from curate.io.plan import parse_pieces, plan_sources
 from curate.pipeline import dedup
 
 
@@ -635,6 +635,25 @@ def test_packing_keeps_input_order_around_split_files():
         ((3, 4), 0),
         ((5,), 0),
     ]
+
+
+def test_parse_pieces_cut_ranges_to_the_file_end_and_pack_whole_files():
+    paths = ["a.jsonl.gz", "b.jsonl.gz", "big.jsonl", "c.jsonl.gz", "d.jsonl.gz", "e.jsonl.gz"]
+    sizes = [40, 50, 250, 30, 80, 10]
+    (whole,) = plan_sources(paths, "jsonl", 1000, None, sizes)
+    assert [p.file_indices for p in parse_pieces(whole, sizes, 100)] == [(0, 1), (2,), (3,), (4, 5)]
+    assert [p.paths for p in parse_pieces(whole, sizes, 100)][-1] == ("d.jsonl.gz", "e.jsonl.gz")
+    ranges = [s for s in plan_sources(paths, "jsonl", 200, None, sizes) if s.length is not None]
+    assert [(s.offset, s.length) for s in ranges] == [(0, 200), (200, 200)]  # the last passes the end (250)
+    first, last = (parse_pieces(s, sizes, 64) for s in ranges)
+    assert [(p.offset, p.length, p.first_line) for p in first] == [
+        (0, 64, 1),
+        (64, 64, None),
+        (128, 64, None),
+        (192, 8, None),
+    ]
+    assert [(p.offset, p.length) for p in last] == [(200, 50)]
+    assert parse_pieces(whole, sizes, 1000) == [whole]
 
 
 def test_compressed_size_is_estimated_from_the_sample(tmp_path):

@@ -1,5 +1,6 @@
 """GPU configuration and backend selection: checked without a GPU."""
 
+import gzip
 import json
 import os
 import re
@@ -559,6 +560,56 @@ def test_a_device_read_parses_on_the_host_beside_the_gpus_task(gpu_workers, as_i
     assert any(key_name(key).startswith("read-documents") for key in restrictions)
     # The same documents as a pandas read (the stand-in's string dtypes differ).
     pd.testing.assert_frame_equal(device_read, curate.io.read.read_documents(path).compute(), check_dtype=False)
+
+
+def test_a_device_partition_is_parsed_in_pieces_beside_the_gpus_task(
+    gpu_workers, as_if_on_device, monkeypatch, tmp_path
+):
+    # Device partitions larger than a parse piece (curate.io.read.PARSE_PIECE, 64 MB; here 1,000
+    # bytes): a byte range of a large file and a run of small compressed files, each parsed in
+    # pieces, each piece a host step, joined on the host. The same documents, assigned ids, line
+    # numbers and rejected records as the pandas read, whose partitions are read whole.
+    client, restrictions = gpu_workers
+    texts = [" ".join(f"w{(i * 7 + j) % 50}" for j in range(i % 23 + 2)) for i in range(160)]
+    lines = [json.dumps({"text": text}) for text in texts]
+    lines[131] = '{"text": 5}'  # in a later piece of the big file: its line number is counted
+    (tmp_path / "big.jsonl").write_text("\n".join(lines[:140]) + "\n")
+    for n in range(4):
+        (tmp_path / f"small{n}.jsonl.gz").write_bytes(
+            gzip.compress(("\n".join(lines[140 + 5 * n : 145 + 5 * n]) + "\n").encode())
+        )
+    options = {"blocksize": 4000, "on_error": "skip"}  # (no id field: ids are assigned from the lines)
+
+    def stand_in(table, backend):
+        return table.to_pandas()
+
+    with monkeypatch.context() as patch, dask.config.set({"dataframe.backend": "cudf"}):
+        patch.setattr(curate.io.read, "from_arrow", stand_in)
+        patch.setattr(curate.backend, "on_device", lambda frame: True)
+        patch.setattr(curate.io.read, "PARSE_PIECE", 1000)
+        docs = curate.io.read.read_documents(str(tmp_path), **options)
+    graph = dict(docs.__dask_graph__())
+    parsing = {key: task for key, task in graph.items() if key_name(key).startswith("host-read") and not is_alias(task)}
+    funcs = [(task[0] if isinstance(task, tuple) else task.func).__name__ for task in parsing.values()]
+    reads, joins = funcs.count("read"), funcs.count("_joined")
+    assert reads + joins == len(parsing) and 2 <= joins <= docs.npartitions < reads
+    restrictions.clear()
+    client.run(lambda: setattr(curate.io.read, "from_arrow", stand_in))
+    try:
+        with client.as_current(), one_task_per_gpu():
+            device_read = docs.compute()
+    finally:
+        client.run(lambda: setattr(curate.io.read, "from_arrow", curate.backend.from_arrow))
+    for key, needs in restrictions.items():
+        assert needs == ({} if key_name(key).startswith("host-read-documents") else {"GPU": 1}), key
+    assert set(parsing) <= set(restrictions)  # each piece's parse and each join ran as a task of its own
+    expected = curate.io.read.read_documents(str(tmp_path), **options)
+    assert expected.divisions == docs.divisions
+    with dask.config.set(scheduler="sync"):
+        expected = expected.compute().drop(columns="_record", errors="ignore")
+    pd.testing.assert_frame_equal(device_read, expected, check_dtype=False)
+    assert device_read.loc[device_read._kind.notnull(), "_line"].tolist() == [132]
+    assert device_read.id.iloc[-1] == "small3.jsonl.gz:5" and len(device_read) == 160
 
 
 def is_alias(task) -> bool:

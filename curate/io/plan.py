@@ -80,6 +80,42 @@ def plan_sources(
     return sources
 
 
+def parse_pieces(source: Source, sizes: list[int], piece: int) -> list[Source]:
+    """``source`` as consecutive sources of at most about ``piece`` bytes each, read separately
+    and concatenated in order: the same records, rows and keys as ``source`` read whole.
+
+    A byte range is cut into ranges of ``piece`` bytes (the records of consecutive ranges tile
+    the whole range's, :func:`fsspec.utils.read_block`); whole files are packed into runs of at
+    most ``piece`` bytes (at least one file each). The first piece keeps ``first_line``; the
+    others' are unknown (``None``: :func:`with_line_numbers` counts them).
+
+    Parameters
+    ----------
+    source : Source
+        One partition's input (from :func:`plan_sources`).
+    sizes : list of int
+        Every input file's size in bytes, by file index (as given to :func:`plan_sources`).
+    piece : int
+        The largest piece in bytes.
+    """
+    if source.length is not None:
+        end = min(source.offset + source.length, sizes[source.file_indices[0]])  # a file's last range may pass its end
+        return [
+            replace(source, offset=cut, length=min(piece, end - cut),
+                    first_line=source.first_line if cut == source.offset else None)
+            for cut in range(source.offset, end, piece)
+        ]  # fmt: skip
+    runs, total = [], 0
+    for path, index in zip(source.paths, source.file_indices):
+        if runs and total + sizes[index] <= piece:
+            runs[-1].append((path, index))
+            total += sizes[index]
+        else:
+            runs.append([(path, index)])
+            total = sizes[index]
+    return [replace(source, paths=tuple(p for p, _ in run), file_indices=tuple(i for _, i in run)) for run in runs]
+
+
 def source_divisions(sources: list[Source]) -> tuple[int, ...]:
     """The ``_doc`` range of each partition, as Dask divisions: partition ``i`` holds keys in
     ``[divisions[i], divisions[i + 1])`` (the last bound included).
@@ -108,4 +144,4 @@ def with_line_numbers(fs, sources: list[Source]) -> list[Source]:
     return out
 
 
-__all__ = ["Source", "plan_sources", "source_divisions", "with_line_numbers"]
+__all__ = ["Source", "parse_pieces", "plan_sources", "source_divisions", "with_line_numbers"]

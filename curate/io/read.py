@@ -47,7 +47,7 @@ from curate.io.files import (
     source_names,
     unify_schemas,
 )
-from curate.io.plan import Source, plan_sources, source_divisions, with_line_numbers
+from curate.io.plan import Source, parse_pieces, plan_sources, source_divisions, with_line_numbers
 from curate.io.records import (
     SMALL_OFFSETS_LIMIT,
     Bad,
@@ -73,6 +73,9 @@ _SAID: set[str] = set()  # warnings given in this process
 # selects rows of a binary column with Arrow's take, which joins its chunks into one array first.
 _REJECT_TYPES = (pa.int64(), pa.string(), pa.string(), pa.string(), pa.large_binary())  # of REJECT_COLUMNS
 RESERVED = (DOC, *REJECT_COLUMNS)  # the reader's own columns, which no input field read may be named
+# Device partitions may be much larger than what one host thread parses quickly (pyarrow's JSON
+# reader: about 125 MB/s here); each is parsed in pieces of at most this many bytes, side by side.
+PARSE_PIECE = parse_bytes("64MB")
 
 
 def read_documents(
@@ -240,17 +243,21 @@ def read_documents(
     returned = None if columns is None else tuple(columns)
     versions = tuple(fs.ukey(path) for path in paths)
     reader = _Reader(fs, names, layout, returned, assign_ids, on_error == "skip", records, versions)
-    sources = plan_sources(paths, fmt, blocksize, files_per_partition, [size for _, size in samples])
-    if assign_ids or reader.skip:
-        sources = with_line_numbers(fs, sources)
+    sizes = [size for _, size in samples]
+    sources = plan_sources(paths, fmt, blocksize, files_per_partition, sizes)
     # Workers do not see the client's dask.config: the backend travels with the tasks.
     frame_backend = dask.config.get("dataframe.backend", "pandas")
     if host and frame_backend != "pandas":
         raise ValueError(f"host=True reads pandas partitions only; dataframe.backend is {frame_backend!r}")
+    # A device partition's input is parsed in pieces on the host's threads (arrow_partitions).
+    pieces = [parse_pieces(s, sizes, PARSE_PIECE) if frame_backend != "pandas" else [s] for s in sources]
+    if assign_ids or reader.skip:
+        numbered = iter(with_line_numbers(fs, [p for partition in pieces for p in partition]))
+        pieces = [[next(numbered) for _ in partition] for partition in pieces]
     to_frame = functools.partial(_frame, keys=reader.keys(), frame_backend=frame_backend)
     return arrow_partitions(
         reader.read,
-        sources,
+        pieces,
         to_frame,
         meta=to_frame(reader.output_schema().empty_table()),
         divisions=source_divisions(sources),
