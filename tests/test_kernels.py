@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from numba import njit
 
@@ -14,12 +14,22 @@ from curate.kernels.jaccard import (
     jaccard_indexed,
     jaccard_sorted,
     overlap_needed,
+    shingle_set,
+    shingle_sets,
     sorted_unique,
 )
 from curate.kernels.lsh import band_buckets
 from curate.kernels.minhash import MERSENNE_61, minhash, permutations
-from curate.kernels.murmur import murmur3_32, murmur3_64
-from curate.kernels.shingles import window_at
+from curate.kernels.murmur import (
+    little_endian_words,
+    murmur3_32,
+    murmur3_32_at,
+    murmur3_32_run,
+    murmur3_64,
+    murmur3_64_at,
+    murmur3_64_run,
+)
+from curate.kernels.shingles import char_windows, first_window, next_window, shingle_hashes, window_at, window_scratch
 
 try:  # tests/ is on sys.path under pytest's default (prepend) import mode
     import reference as ref
@@ -196,6 +206,46 @@ def test_murmur3_every_length_and_offset():
 def test_murmur3_random(data, seed):
     assert kernel_m32(data, seed) == ref.murmur3_x86_32(data, seed)
     assert kernel_m64(data, seed) == ref.murmur3_x64_128_first(data, seed)
+
+
+@njit
+def _hash_at(data, end, pos, n, seed, wide):
+    # The window data[pos:pos + n] of the text data[:end], hashed from its little-endian words.
+    words = np.empty(end, dtype=np.uint64)
+    little_endian_words(data, 0, end, words)
+    return murmur3_64_at(words, pos, n, seed) if wide else murmur3_32_at(words, pos, n, seed)
+
+
+@njit
+def _hash_run(data, n, seed, wide):
+    # Every window of n bytes of data, hashed together.
+    words = np.empty(len(data), dtype=np.uint64)
+    little_endian_words(data, 0, len(data), words)
+    out, spare = np.empty(len(data) - n + 1, dtype=np.uint64), np.empty(len(data) - n + 1, dtype=np.uint64)
+    if wide:
+        murmur3_64_run(words, len(out), n, seed, out, spare)
+    else:
+        murmur3_32_run(words, len(out), n, seed, out)
+    return out
+
+
+def test_murmur3_from_words_every_length_and_offset():
+    # Lengths 0..40 (every tail of both variants): a window that ends where the text ends (its
+    # words padded with zeros) and one that ends before it (the bytes after it masked off).
+    rng = np.random.default_rng(8)
+    buf = rng.integers(0, 256, size=64, dtype=np.uint8)
+    raw = buf.tobytes()
+    for seed in (0, 1, 0x9747B28C, M32):
+        for n in range(41):
+            for pos in (0, 3, 64 - n):
+                piece = raw[pos : pos + n]
+                for end in (pos + n, 64):
+                    assert int(_hash_at(buf, end, pos, n, seed, False)) == ref.murmur3_x86_32(piece, seed)
+                    assert int(_hash_at(buf, end, pos, n, seed, True)) == ref.murmur3_x64_128_first(piece, seed)
+            if n:
+                for wide, hash_of in ((False, ref.murmur3_x86_32), (True, ref.murmur3_x64_128_first)):
+                    expected = [hash_of(raw[i : i + n], seed) for i in range(64 - n + 1)]
+                    assert _hash_run(buf, n, seed, wide).tolist() == expected, (seed, n, wide)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -435,6 +485,92 @@ def test_permutations_ranges(bits):
     assert int(MERSENNE_61) == M61
 
 
+@njit
+def _walked_windows(data, width):
+    lo, hi = first_window(data, 0, len(data), width, False)
+    out = []
+    while lo < hi:
+        out.append((lo, hi - lo))
+        lo, hi = next_window(data, lo, hi, len(data), False)
+    return out
+
+
+@njit
+def _char_windows(data, width):
+    lo, length = np.empty(len(data) + 1, dtype=np.int64), np.empty(len(data) + 1, dtype=np.int64)
+    count = char_windows(data, 0, len(data), width, lo, length)
+    return [(lo[k], length[k]) for k in range(count)]
+
+
+@njit
+def _shingle_hashes(data, width, words, seed, wide):
+    out = np.empty(len(data), dtype=np.uint64)
+    n = shingle_hashes(data, 0, len(data), width, words, np.uint64(seed), wide, window_scratch(len(data)), out)
+    return out[:n]
+
+
+# Text mostly in ASCII, a multi-byte character now and then: most character shingles are
+# `width` bytes, hashed together, and the others one by one.
+mostly_ascii_st = st.lists(st.sampled_from(list("abcdefgh ijk.") * 6 + ["é", "😀", "東", "\t"]), max_size=120).map(
+    "".join
+)
+
+
+@SETTINGS
+@given(st.one_of(texts_st, small_texts_st, mostly_ascii_st).map(str.encode), width_st)
+@example(b"\x80\x80abc\xc3", 2)  # not UTF-8: a continuation byte first, a lead byte last
+@example(b"\x80", 1)
+def test_char_windows_are_the_walks_windows(text, width):
+    data = np.frombuffer(text, dtype=np.uint8)
+    assert _char_windows(data, width) == _walked_windows(data, width)
+
+
+@SETTINGS
+@given(st.one_of(texts_st, small_texts_st, mostly_ascii_st), width_st, st.booleans(), st.sampled_from([0, 7, M32]))
+def test_shingle_hashes_are_the_references_hashes(text, width, words, seed):
+    data = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    shingles = ref.shingles(text, width, words)
+    for wide, hash_of in ((False, ref.murmur3_x86_32), (True, ref.murmur3_x64_128_first)):
+        got = _shingle_hashes(data, width, words, seed, wide)
+        assert sorted(got.tolist()) == sorted(hash_of(s, seed) for s in shingles), wide
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "abcdefghij" * 30,  # ASCII: every window together
+        "abcdefghij" * 15 + "é" + "abcdefghij" * 15,  # together, and the windows holding é one by one
+        "éèêë" * 60,  # none of width bytes: one by one
+        "東京は日本の首都です" * 20,
+        "a" * 300,  # one distinct shingle
+    ],
+)
+def test_shingle_hashes_of_long_texts(text):
+    data = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    for width in (1, 5, 24):
+        for wide, hash_of in ((False, ref.murmur3_x86_32), (True, ref.murmur3_x64_128_first)):
+            got = _shingle_hashes(data, width, False, 3, wide)
+            assert sorted(got.tolist()) == sorted(hash_of(s, 3) for s in ref.shingles(text, width)), (width, wide)
+
+
+def test_shingle_sets_are_each_documents_shingle_set():
+    # Sets above and below NUMPY_SORT (sorted by numpy or in numba), empty ones, and documents
+    # picked out of order and twice: each equals shingle_set of its document.
+    rng = np.random.default_rng(3)
+    words = ["".join(rng.choice(list("abcdefgé"), rng.integers(1, 8))) for _ in range(400)]
+    texts = [" ".join(rng.choice(words, n)) for n in (0, 3, 60, 400, 3000, 1)] + ["", "x" * 5000]
+    offsets, data = buffers(texts)
+    for docs in (None, [4, 0, 7, 4, 2, 1]):
+        for width, as_words in ((5, False), (24, False), (2, True)):
+            set_offsets, hashes = shingle_sets(offsets, data, width, as_words, docs)
+            picked = range(len(texts)) if docs is None else docs
+            assert len(set_offsets) == len(picked) + 1 and set_offsets[-1] == len(hashes)
+            for i, d in enumerate(picked):
+                expected = shingle_set(data, offsets[d], offsets[d + 1], width, as_words)
+                assert np.array_equal(hashes[set_offsets[i] : set_offsets[i + 1]], expected), (docs, width, d)
+    assert len(shingle_set(data, offsets[4], offsets[5], 5, False)) > 1024  # the numpy path was taken
+
+
 # ---------------------------------------------------------------------------------------------
 # Jaccard
 
@@ -562,9 +698,20 @@ def test_jaccard_indexed_builds_each_set_once_per_tile(monkeypatch):
     # most once per tile its document is in (6), not once per chunk of a few pairs (~3,000 in all).
     import curate.kernels.jaccard as kernel
 
-    built = []
-    original = kernel._jaccard_indexed
-    monkeypatch.setattr(kernel, "_jaccard_indexed", lambda *args: built.append(original(*args)))
+    built, calls = [], []  # sets built by each jaccard_indexed call, by each shingle_sets call
+    original = kernel.shingle_sets
+
+    def counted(offsets, data, width, words, docs):
+        calls.append(len(docs))
+        return original(offsets, data, width, words, docs)
+
+    def jaccard_indexed(*args, **kwargs):
+        calls.clear()
+        similarity = kernel.jaccard_indexed(*args, **kwargs)
+        built.append(sum(calls))
+        return similarity
+
+    monkeypatch.setattr(kernel, "shingle_sets", counted)
     rng = np.random.default_rng(0)
     texts = ["".join(rng.choice(list("abcd"), 100)) for _ in range(60)]
     x, y = np.triu_indices(60, 1)
@@ -849,9 +996,6 @@ def test_sorted_unique_is_numpys_unique(n):
 @SETTINGS
 @given(st.lists(texts_st, min_size=1, max_size=4), width_st, st.booleans())
 def test_shingle_sets_are_the_hashes_of_the_reference_shingles(texts, width, words):
-    # Pure-ASCII texts take a path of their own for character shingles (windows of bytes).
-    from curate.kernels.jaccard import shingle_set
-
     offsets, data = buffers(texts)
     for i, text in enumerate(texts):
         expected = sorted({ref.murmur3_x64_128_first(s) for s in ref.shingles(text, width, words)})

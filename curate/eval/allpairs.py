@@ -21,59 +21,11 @@ References
 import numpy as np
 from numba import njit
 
-from curate.kernels.jaccard import jaccard_sorted, shingle_set
-from curate.kernels.shingles import count_windows
+from curate.kernels.jaccard import jaccard_sorted
 
 # ceil(t * n) computed in floating point can land one above the true value (0.7 * 10 =
 # 7.000000000000001); taking a hair less keeps the prefix long enough, which is always safe.
 _EPS = 1e-9
-
-
-@njit(nogil=True, cache=True)
-def _shingle_sets(offsets, data, width, words, set_offsets, hashes):
-    n = 0
-    for i in range(len(offsets) - 1):
-        shingles = shingle_set(data, offsets[i], offsets[i + 1], width, words)
-        hashes[n : n + len(shingles)] = shingles
-        n += len(shingles)
-        set_offsets[i + 1] = n
-    return n
-
-
-@njit(nogil=True, cache=True)
-def _count_all(offsets, data, width, words):
-    total = 0
-    for i in range(len(offsets) - 1):
-        total += count_windows(data, offsets[i], offsets[i + 1], width, words)
-    return total
-
-
-def shingle_sets(offsets, data, width, words=False):
-    """Every document's set of shingles as sorted unique 64-bit hashes, in CSR form.
-
-    The shingles and their hash are those of curate's verification
-    (:func:`curate.kernels.jaccard.shingle_set`: first word of MurmurHash3_x64_128, seed 0).
-
-    Parameters
-    ----------
-    offsets : array of shape (n_docs + 1,), dtype int64
-    data : array, dtype uint8
-        UTF-8 text buffer.
-    width : int
-        Characters (or words) per shingle.
-    words : bool, default=False
-
-    Returns
-    -------
-    set_offsets : array of shape (n_docs + 1,), dtype int64
-        Document ``i``'s set is ``hashes[set_offsets[i]:set_offsets[i + 1]]``.
-    hashes : array of shape (set_offsets[-1],), dtype uint64
-        Sorted within each document.
-    """
-    hashes = np.empty(_count_all(offsets, data, width, words), dtype=np.uint64)
-    set_offsets = np.zeros(len(offsets), dtype=np.int64)
-    n = _shingle_sets(offsets, data, width, words, set_offsets, hashes)
-    return set_offsets, hashes[:n]
 
 
 @njit(nogil=True, cache=True)

@@ -23,7 +23,8 @@ import pandas as pd
 from curate.backend import text_buffers
 from curate.config import FuzzyConfig
 from curate.dedup.text import prepare_text
-from curate.eval.allpairs import all_pairs, shingle_sets
+from curate.eval.allpairs import all_pairs
+from curate.kernels.jaccard import shingle_sets
 
 
 def similar_pairs(text: pd.Series, config: FuzzyConfig, threshold: float) -> pd.DataFrame:

@@ -53,7 +53,24 @@ def _device_function(cpu_function, namespace: dict):
 
 _DEVICE: dict = {}
 for _module, _names in (
-    (murmur, ("_rotl32", "_rotl64", "_load", "_fmix64", "murmur3_32", "murmur3_64")),
+    (
+        murmur,
+        (
+            "_rotl32",
+            "_rotl64",
+            "_load",
+            "_fmix32",
+            "_fmix64",
+            "_k32",
+            "_round32",
+            "_k1_64",
+            "_k2_64",
+            "_round64",
+            "_final64",
+            "murmur3_32",
+            "murmur3_64",
+        ),
+    ),
     (
         shingles,
         (

@@ -20,8 +20,7 @@ References
 import numpy as np
 from numba import njit
 
-from curate.kernels.murmur import murmur3_32, murmur3_64
-from curate.kernels.shingles import first_window, next_window
+from curate.kernels.shingles import shingle_hashes, window_scratch
 
 MERSENNE_61 = np.uint64((1 << 61) - 1)
 
@@ -58,34 +57,27 @@ def _reduce64(hashes, a, b, row):
 
 
 @njit(nogil=True, cache=True)
-def _minhash(offsets, data, seed, a, b, width, words, out, counts):
+def _minhash(offsets, data, seed, a, b, width, words, scratch, out, counts):
     # Two passes per document, as libcudf: hash every shingle into a scratch buffer, then one
     # min-reduction per permutation over that buffer. The output dtype picks the scheme; it is
     # part of the compiled signature, so the branches on `wide` are resolved at compile time.
     wide = out.itemsize == 8
-    longest = 0
-    for i in range(offsets.shape[0] - 1):
-        longest = max(longest, offsets[i + 1] - offsets[i])
+    longest = len(scratch[0]) - 1
     # At most one shingle per byte. Separate uint32 storage keeps the 32-bit reduction narrow.
-    hashes64 = np.empty(longest + 1 if wide else 0, dtype=np.uint64)
+    hashes64 = np.empty(longest + 1, dtype=np.uint64)
     hashes32 = np.empty(0 if wide else longest + 1, dtype=np.uint32)
     for i in range(offsets.shape[0] - 1):
-        end = offsets[i + 1]
-        lo, hi = first_window(data, offsets[i], end, width, words)
-        n = 0
-        while lo < hi:
-            if wide:
-                hashes64[n] = max(murmur3_64(data, lo, hi, seed), np.uint64(1))  # libcudf reserves 0
-            else:
-                hashes32[n] = np.uint32(max(murmur3_32(data, lo, hi, seed), np.uint64(1)))
-            n += 1
-            lo, hi = next_window(data, lo, hi, end, words)
+        n = shingle_hashes(data, offsets[i], offsets[i + 1], width, words, seed, wide, scratch, hashes64)
         counts[i] = n
         if n == 0:
             out[i, :] = 0
         elif wide:
+            for k in range(n):
+                hashes64[k] = max(hashes64[k], np.uint64(1))  # libcudf reserves 0
             _reduce64(hashes64[:n], a, b, out[i])
         else:
+            for k in range(n):
+                hashes32[k] = np.uint32(max(hashes64[k], np.uint64(1)))
             _reduce32(hashes32[:n], a, b, out[i])
 
 
@@ -123,7 +115,8 @@ def minhash(offsets, data, seed, a, b, width, words=False):
     n_docs = len(offsets) - 1
     out = np.empty((n_docs, len(a)), dtype=a.dtype)
     counts = np.empty(n_docs, dtype=np.int64)
-    _minhash(offsets, data, np.uint64(seed), a, b, width, words, out, counts)
+    longest = int(np.diff(offsets).max()) if n_docs else 0
+    _minhash(offsets, data, np.uint64(seed), a, b, width, words, window_scratch(longest), out, counts)
     return out, counts
 
 

@@ -18,6 +18,7 @@ _C1_32 = np.uint64(0xCC9E2D51)
 _C2_32 = np.uint64(0x1B873593)
 _C1_64 = np.uint64(0x87C37B91114253D5)
 _C2_64 = np.uint64(0x4CF5AD432745937F)
+_ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 @njit(inline="always")
@@ -40,6 +41,16 @@ def _load(data, pos, nbytes):
 
 
 @njit(inline="always")
+def _fmix32(h):
+    h ^= h >> np.uint64(16)
+    h = (h * np.uint64(0x85EBCA6B)) & _M32
+    h ^= h >> np.uint64(13)
+    h = (h * np.uint64(0xC2B2AE35)) & _M32
+    h ^= h >> np.uint64(16)
+    return h
+
+
+@njit(inline="always")
 def _fmix64(k):
     k ^= k >> np.uint64(33)
     k *= np.uint64(0xFF51AFD7ED558CCD)
@@ -47,6 +58,61 @@ def _fmix64(k):
     k *= np.uint64(0xC4CEB9FE1A85EC53)
     k ^= k >> np.uint64(33)
     return k
+
+
+@njit(inline="always")
+def _k32(k):
+    # A block (or the tail) of MurmurHash3_x86_32, before it enters the state.
+    k = (k * _C1_32) & _M32
+    k = _rotl32(k, 15)
+    return (k * _C2_32) & _M32
+
+
+@njit(inline="always")
+def _round32(h, k):
+    h ^= _k32(k)
+    h = _rotl32(h, 13)
+    return (h * np.uint64(5) + np.uint64(0xE6546B64)) & _M32
+
+
+@njit(inline="always")
+def _k1_64(k1):
+    # The first lane's block (or tail) of MurmurHash3_x64_128, before it enters h1.
+    k1 *= _C1_64
+    k1 = _rotl64(k1, 31)
+    return k1 * _C2_64
+
+
+@njit(inline="always")
+def _k2_64(k2):
+    k2 *= _C2_64
+    k2 = _rotl64(k2, 33)
+    return k2 * _C1_64
+
+
+@njit(inline="always")
+def _round64(h1, h2, k1, k2):
+    # One 16-byte block of MurmurHash3_x64_128: the state (h1, h2) after it.
+    h1 ^= _k1_64(k1)
+    h1 = _rotl64(h1, 27)
+    h1 += h2
+    h1 = h1 * np.uint64(5) + np.uint64(0x52DCE729)
+    h2 ^= _k2_64(k2)
+    h2 = _rotl64(h2, 31)
+    h2 += h1
+    h2 = h2 * np.uint64(5) + np.uint64(0x38495AB5)
+    return h1, h2
+
+
+@njit(inline="always")
+def _final64(h1, h2, n):
+    h1 ^= np.uint64(n)
+    h2 ^= np.uint64(n)
+    h1 += h2
+    h2 += h1
+    h1 = _fmix64(h1)
+    h2 = _fmix64(h2)
+    return h1 + h2
 
 
 @njit(inline="always")
@@ -70,28 +136,12 @@ def murmur3_32(data, start, end, seed):
     n = end - start
     pos = start
     for _ in range(n // 4):
-        k = _load(data, pos, 4)
-        k = (k * _C1_32) & _M32
-        k = _rotl32(k, 15)
-        k = (k * _C2_32) & _M32
-        h ^= k
-        h = _rotl32(h, 13)
-        h = (h * np.uint64(5) + np.uint64(0xE6546B64)) & _M32
+        h = _round32(h, _load(data, pos, 4))
         pos += 4
     tail = n & 3
     if tail:
-        k = _load(data, pos, tail)
-        k = (k * _C1_32) & _M32
-        k = _rotl32(k, 15)
-        k = (k * _C2_32) & _M32
-        h ^= k
-    h ^= np.uint64(n)
-    h ^= h >> np.uint64(16)
-    h = (h * np.uint64(0x85EBCA6B)) & _M32
-    h ^= h >> np.uint64(13)
-    h = (h * np.uint64(0xC2B2AE35)) & _M32
-    h ^= h >> np.uint64(16)
-    return h
+        h ^= _k32(_load(data, pos, tail))
+    return _fmix32(h ^ np.uint64(n))
 
 
 @njit(inline="always")
@@ -115,41 +165,102 @@ def murmur3_64(data, start, end, seed):
     n = end - start
     pos = start
     for _ in range(n // 16):
-        k1 = _load(data, pos, 8)
-        k2 = _load(data, pos + 8, 8)
-        k1 *= _C1_64
-        k1 = _rotl64(k1, 31)
-        k1 *= _C2_64
-        h1 ^= k1
-        h1 = _rotl64(h1, 27)
-        h1 += h2
-        h1 = h1 * np.uint64(5) + np.uint64(0x52DCE729)
-        k2 *= _C2_64
-        k2 = _rotl64(k2, 33)
-        k2 *= _C1_64
-        h2 ^= k2
-        h2 = _rotl64(h2, 31)
-        h2 += h1
-        h2 = h2 * np.uint64(5) + np.uint64(0x38495AB5)
+        h1, h2 = _round64(h1, h2, _load(data, pos, 8), _load(data, pos + 8, 8))
         pos += 16
     tail = n & 15
     if tail > 8:
-        k2 = _load(data, pos + 8, tail - 8)
-        k2 *= _C2_64
-        k2 = _rotl64(k2, 33)
-        k2 *= _C1_64
-        h2 ^= k2
+        h2 ^= _k2_64(_load(data, pos + 8, tail - 8))
     if tail > 0:
-        k1 = _load(data, pos, min(tail, 8))
-        k1 *= _C1_64
-        k1 = _rotl64(k1, 31)
-        k1 *= _C2_64
-        h1 ^= k1
-    h1 ^= np.uint64(n)
-    h2 ^= np.uint64(n)
-    h1 += h2
-    h2 += h1
-    h1 = _fmix64(h1)
-    h2 = _fmix64(h2)
-    h1 += h2
-    return h1
+        h1 ^= _k1_64(_load(data, pos, min(tail, 8)))
+    return _final64(h1, h2, n)
+
+
+# The same two hashes read from words: ``words[i]`` holds the 8 bytes from byte ``i`` of a text
+# (little_endian_words), so a block is one load instead of eight, and the hashes of many windows
+# of one length, computed a step at a time across all of them (murmur3_32_run, murmur3_64_run),
+# compile to vector instructions: about three times the speed of a window at a time on long texts.
+
+
+@njit(inline="always")
+def little_endian_words(data, start, end, out):
+    """``out[i]`` = the 8 bytes of ``data`` from ``start + i`` as a little-endian uint64, bytes at
+    or past ``end`` as zeros, for ``0 <= i < end - start`` (``out``: uint64, at least that long)."""
+    word = np.uint64(0)
+    for i in range(end - 1, start - 1, -1):
+        word = (word << np.uint64(8)) | np.uint64(data[i])
+        out[i - start] = word
+
+
+@njit(inline="always")
+def _low_bytes(word, nbytes):
+    # The first `nbytes` (1..8) bytes of a little-endian word.
+    return word & (_ALL_ONES >> np.uint64(64 - 8 * nbytes))
+
+
+@njit(inline="always")
+def murmur3_32_at(words, pos, n, seed):
+    """:func:`murmur3_32` of the ``n`` bytes from byte ``pos`` of the text that ``words`` holds
+    (:func:`little_endian_words`; ``words`` has at least ``pos + n`` entries)."""
+    h = np.uint64(seed) & _M32
+    for b in range(n // 4):
+        h = _round32(h, words[pos + 4 * b] & _M32)
+    tail = n & 3
+    if tail:
+        h ^= _k32(_low_bytes(words[pos + n - tail], tail))
+    return _fmix32(h ^ np.uint64(n))
+
+
+@njit(inline="always")
+def murmur3_64_at(words, pos, n, seed):
+    """:func:`murmur3_64` of the ``n`` bytes from byte ``pos`` of the text that ``words`` holds
+    (:func:`little_endian_words`; ``words`` has at least ``pos + n`` entries)."""
+    h1 = np.uint64(seed)
+    h2 = np.uint64(seed)
+    for b in range(n // 16):
+        h1, h2 = _round64(h1, h2, words[pos + 16 * b], words[pos + 16 * b + 8])
+    pos += n - (n & 15)
+    tail = n & 15
+    if tail > 8:
+        h2 ^= _k2_64(_low_bytes(words[pos + 8], tail - 8))
+    if tail > 0:
+        h1 ^= _k1_64(_low_bytes(words[pos], min(tail, 8)))
+    return _final64(h1, h2, n)
+
+
+@njit(inline="always")
+def murmur3_32_run(words, count, n, seed, out):
+    """``out[i]`` = :func:`murmur3_32_at` ``(words, i, n, seed)`` for ``0 <= i < count``
+    (``words`` has at least ``count + n - 1`` entries), a step at a time across the windows."""
+    for i in range(count):
+        out[i] = np.uint64(seed) & _M32
+    for b in range(n // 4):
+        for i in range(count):
+            out[i] = _round32(out[i], words[i + 4 * b] & _M32)
+    tail = n & 3
+    for i in range(count):
+        h = out[i]
+        if tail:
+            h ^= _k32(_low_bytes(words[i + n - tail], tail))
+        out[i] = _fmix32(h ^ np.uint64(n))
+
+
+@njit(inline="always")
+def murmur3_64_run(words, count, n, seed, out, h2):
+    """``out[i]`` = :func:`murmur3_64_at` ``(words, i, n, seed)`` for ``0 <= i < count``
+    (``words`` has at least ``count + n - 1`` entries; ``h2``: uint64 scratch of ``count``),
+    a step at a time across the windows."""
+    for i in range(count):
+        out[i] = np.uint64(seed)
+        h2[i] = np.uint64(seed)
+    for b in range(n // 16):
+        for i in range(count):
+            out[i], h2[i] = _round64(out[i], h2[i], words[i + 16 * b], words[i + 16 * b + 8])
+    pos = n - (n & 15)
+    tail = n & 15
+    for i in range(count):
+        h1, g2 = out[i], h2[i]
+        if tail > 8:
+            g2 ^= _k2_64(_low_bytes(words[i + pos + 8], tail - 8))
+        if tail > 0:
+            h1 ^= _k1_64(_low_bytes(words[i + pos], min(tail, 8)))
+        out[i] = _final64(h1, g2, n)

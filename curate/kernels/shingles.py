@@ -22,6 +22,8 @@ References
 import numpy as np
 from numba import njit
 
+from curate.kernels.murmur import little_endian_words, murmur3_32_at, murmur3_32_run, murmur3_64_at, murmur3_64_run
+
 
 @njit(inline="always")
 def _is_continuation(byte):
@@ -132,15 +134,106 @@ def window_at(data, start, pos, end, width, words):
 
 
 @njit(inline="always")
-def count_windows(data, start, end, width, words):
-    """Number of shingles of ``data[start:end]`` (an int; repeats counted), as :func:`first_window` /
-    :func:`next_window` enumerate them."""
-    n = 0
-    lo, hi = first_window(data, start, end, width, words)
-    while lo < hi:
-        n += 1
-        lo, hi = next_window(data, lo, hi, end, words)
-    return n
+def char_windows(data, start, end, width, lo, length):
+    """The character shingles of ``data[start:end]`` as :func:`first_window` / :func:`next_window`
+    enumerate them, found from the characters' first bytes instead of by that walk (eight times
+    its speed): shingle ``k`` is ``length[k]`` bytes from byte ``start + lo[k]``.
+
+    ``lo`` and ``length`` are int64 arrays of at least ``end - start`` entries; returns the
+    number of shingles (an int).
+    """
+    chars = 0
+    for i in range(start, end):  # lo[c]: the first byte of character c (the start counts as one)
+        lo[chars] = i - start
+        chars += (i == start) | ((data[i] & 0xC0) != 0x80)
+    if chars == 0:
+        return 0
+    if chars < width:
+        lo[0], length[0] = 0, end - start
+        return 1
+    count = chars - width + 1
+    for k in range(count - 1):
+        length[k] = lo[k + width] - lo[k]
+    length[count - 1] = end - start - lo[count - 1]
+    return count
+
+
+@njit(cache=True)
+def window_scratch(longest):
+    """Scratch arrays for :func:`shingle_hashes` on documents of at most ``longest`` bytes (a tuple)."""
+    n = longest + 1
+    return (
+        np.empty(n, np.int64),
+        np.empty(n, np.int64),
+        np.empty(n, np.uint64),
+        np.empty(n, np.uint64),
+        np.empty(n, np.uint64),
+    )
+
+
+@njit(nogil=True, cache=True)
+def shingle_hashes(data, start, end, width, words, seed, wide, scratch, out):
+    """MurmurHash3 of every shingle of ``data[start:end]``, in no particular order.
+
+    The hash :func:`curate.kernels.murmur.murmur3_64` (``wide``) or ``murmur3_32`` gives each
+    window of :func:`first_window` / :func:`next_window`, with ``seed``. Where most character
+    shingles are ``width`` bytes long (text mostly in ASCII), the windows of ``width`` bytes at
+    every byte are hashed together (:func:`curate.kernels.murmur.murmur3_64_run`, vectorised:
+    about three times the speed) and the others one by one; word shingles, and text mostly
+    outside ASCII, one by one.
+
+    Parameters
+    ----------
+    data : array, dtype uint8
+    start, end : int
+        The document's byte range.
+    width : int
+        Characters (or words) per shingle.
+    words : bool
+    seed : uint64
+    wide : bool
+        64-bit hashes (else 32-bit ones, held in uint64).
+    scratch : tuple
+        :func:`window_scratch` for at least ``end - start`` bytes.
+    out : array, dtype uint64
+        At least ``end - start`` entries (at most one shingle starts at each byte).
+
+    Returns
+    -------
+    int
+        Shingles hashed, into ``out[:count]``.
+    """
+    lo, length, text_words, run, spare = scratch
+    if words:
+        count = 0
+        a, b = first_window(data, start, end, width, words)
+        while a < b:
+            lo[count], length[count] = a - start, b - a
+            count += 1
+            a, b = next_window(data, a, b, end, words)
+    else:
+        count = char_windows(data, start, end, width, lo, length)
+    if count == 0:
+        return 0
+    little_endian_words(data, start, end, text_words)
+    runs = end - start - width + 1  # windows of `width` bytes, one at each byte
+    full = 0
+    if not words:
+        for k in range(count):
+            full += length[k] == width
+    together = runs > 0 and 2 * full >= runs  # at least half of them are shingles
+    if together and wide:
+        murmur3_64_run(text_words, runs, width, seed, run, spare)
+    elif together:
+        murmur3_32_run(text_words, runs, width, seed, run)
+    for k in range(count):
+        if together and length[k] == width:
+            out[k] = run[lo[k]]
+        elif wide:
+            out[k] = murmur3_64_at(text_words, lo[k], length[k], seed)
+        else:
+            out[k] = murmur3_32_at(text_words, lo[k], length[k], seed)
+    return count
 
 
 def shingle_spans(text: str, width: int, words: bool) -> list[bytes]:
