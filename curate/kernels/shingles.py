@@ -134,53 +134,58 @@ def window_at(data, start, pos, end, width, words):
 
 
 @njit(inline="always")
-def char_windows(data, start, end, width, lo, length):
-    """The character shingles of ``data[start:end]`` as :func:`first_window` / :func:`next_window`
-    enumerate them, found from the characters' first bytes instead of by that walk (eight times
-    its speed): shingle ``k`` is ``length[k]`` bytes from byte ``start + lo[k]``.
+def char_starts(data, start, end, lo):
+    """The first byte of each character of ``data[start:end]``, as an offset from ``start``, in
+    ``lo[:chars]``, and ``lo[chars] = end - start``; returns ``chars``.
 
-    ``lo`` and ``length`` are int64 arrays of at least ``end - start`` entries; returns the
-    number of shingles (an int).
+    Character shingle ``k`` of :func:`first_window` / :func:`next_window` is then the bytes from
+    ``lo[k]`` to ``lo[min(k + width, chars)]`` (``max(chars - width + 1, 1)`` shingles, none
+    where ``chars == 0``): found without their walk, at eight times its speed. ``lo`` is an int64
+    array of at least ``end - start + 1`` entries; ``start`` counts as a character's first byte
+    whatever it holds, as in the walk.
     """
     chars = 0
-    for i in range(start, end):  # lo[c]: the first byte of character c (the start counts as one)
+    for i in range(start, end):  # branch-free: every byte written, the count moved on a first byte
         lo[chars] = i - start
         chars += (i == start) | ((data[i] & 0xC0) != 0x80)
-    if chars == 0:
-        return 0
-    if chars < width:
-        lo[0], length[0] = 0, end - start
-        return 1
-    count = chars - width + 1
-    for k in range(count - 1):
-        length[k] = lo[k + width] - lo[k]
-    length[count - 1] = end - start - lo[count - 1]
-    return count
+    lo[chars] = end - start
+    return chars
+
+
+# Windows of `width` bytes hashed together at most this many at a time: their state (two uint64
+# lanes each) stays in the L1 cache, and the scratch does not grow with the document.
+RUN = 2048
 
 
 @njit(cache=True)
 def window_scratch(longest):
-    """Scratch arrays for :func:`shingle_hashes` on documents of at most ``longest`` bytes (a tuple)."""
-    n = longest + 1
+    """Scratch arrays for :func:`shingle_hashes` on documents of at most ``longest`` bytes (a tuple):
+    16 bytes per byte of the longest document and 32 KiB."""
     return (
-        np.empty(n, np.int64),
-        np.empty(n, np.int64),
-        np.empty(n, np.uint64),
-        np.empty(n, np.uint64),
-        np.empty(n, np.uint64),
+        np.empty(longest + 1, np.int64),
+        np.empty(longest + 1, np.uint64),
+        np.empty(RUN, np.uint64),
+        np.empty(RUN, np.uint64),
     )
+
+
+@njit(inline="always")
+def _hash_at(text_words, pos, n, seed, wide):
+    if wide:
+        return murmur3_64_at(text_words, pos, n, seed)
+    return murmur3_32_at(text_words, pos, n, seed)
 
 
 @njit(nogil=True, cache=True)
 def shingle_hashes(data, start, end, width, words, seed, wide, scratch, out):
-    """MurmurHash3 of every shingle of ``data[start:end]``, in no particular order.
+    """MurmurHash3 of every shingle of ``data[start:end]``, in the order of :func:`first_window` /
+    :func:`next_window`.
 
     The hash :func:`curate.kernels.murmur.murmur3_64` (``wide``) or ``murmur3_32`` gives each
-    window of :func:`first_window` / :func:`next_window`, with ``seed``. Where most character
-    shingles are ``width`` bytes long (text mostly in ASCII), the windows of ``width`` bytes at
-    every byte are hashed together (:func:`curate.kernels.murmur.murmur3_64_run`, vectorised:
-    about three times the speed) and the others one by one; word shingles, and text mostly
-    outside ASCII, one by one.
+    window, with ``seed``. Where at least half the windows of ``width`` bytes are character
+    shingles (text mostly in ASCII), all those windows are hashed together, :data:`RUN` at a time
+    (:func:`curate.kernels.murmur.murmur3_64_run`, vectorised: about three times the speed), and
+    the other shingles one by one; word shingles, and text mostly outside ASCII, one by one.
 
     Parameters
     ----------
@@ -203,36 +208,38 @@ def shingle_hashes(data, start, end, width, words, seed, wide, scratch, out):
     int
         Shingles hashed, into ``out[:count]``.
     """
-    lo, length, text_words, run, spare = scratch
+    lo, text_words, run, spare = scratch
+    little_endian_words(data, start, end, text_words)
+    count = 0
     if words:
-        count = 0
         a, b = first_window(data, start, end, width, words)
         while a < b:
-            lo[count], length[count] = a - start, b - a
+            out[count] = _hash_at(text_words, a - start, b - a, seed, wide)
             count += 1
             a, b = next_window(data, a, b, end, words)
-    else:
-        count = char_windows(data, start, end, width, lo, length)
-    if count == 0:
+        return count
+    chars = char_starts(data, start, end, lo)
+    if chars == 0:
         return 0
-    little_endian_words(data, start, end, text_words)
+    count = max(chars - width + 1, 1)
     runs = end - start - width + 1  # windows of `width` bytes, one at each byte
     full = 0
-    if not words:
-        for k in range(count):
-            full += length[k] == width
-    together = runs > 0 and 2 * full >= runs  # at least half of them are shingles
-    if together and wide:
-        murmur3_64_run(text_words, runs, width, seed, run, spare)
-    elif together:
-        murmur3_32_run(text_words, runs, width, seed, run)
     for k in range(count):
-        if together and length[k] == width:
-            out[k] = run[lo[k]]
-        elif wide:
-            out[k] = murmur3_64_at(text_words, lo[k], length[k], seed)
-        else:
-            out[k] = murmur3_32_at(text_words, lo[k], length[k], seed)
+        full += lo[min(k + width, chars)] - lo[k] == width
+    k = 0
+    if runs > 0 and 2 * full >= runs:
+        for first in range(0, runs, RUN):
+            m = min(RUN, runs - first)
+            if wide:
+                murmur3_64_run(text_words[first:], m, width, seed, run, spare)
+            else:
+                murmur3_32_run(text_words[first:], m, width, seed, run)
+            while k < count and lo[k] < first + m:  # all k: a shingle of `width` characters starts by byte `runs - 1`
+                n = lo[min(k + width, chars)] - lo[k]
+                out[k] = run[lo[k] - first] if n == width else _hash_at(text_words, lo[k], n, seed, wide)
+                k += 1
+    for j in range(k, count):
+        out[j] = _hash_at(text_words, lo[j], lo[min(j + width, chars)] - lo[j], seed, wide)
     return count
 
 
