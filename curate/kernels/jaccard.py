@@ -18,6 +18,10 @@ from numba import njit
 
 from curate.kernels.shingles import shingle_hashes, window_scratch
 
+# 64-bit shingle hashes for the sets. A numpy bool, not the literal True: numba types a literal
+# argument apart, and would compile shingle_hashes (seconds) again beside MinHash's.
+_WIDE = np.bool_(True)
+
 
 @njit(nogil=True, cache=True)
 def shingle_set(data, start, end, width, words):
@@ -27,7 +31,7 @@ def shingle_set(data, start, end, width, words):
     at once sort faster with :func:`shingle_sets`.
     """
     out = np.empty(end - start, dtype=np.uint64)  # at most one shingle starts at each byte
-    n = shingle_hashes(data, start, end, width, words, np.uint64(0), True, window_scratch(end - start), out)
+    n = shingle_hashes(data, start, end, width, words, np.uint64(0), _WIDE, window_scratch(end - start), out)
     return sorted_unique(out[:n])
 
 
@@ -78,7 +82,7 @@ def _hash_documents(offsets, data, docs, room, width, words, hashes):
     for i in range(len(docs)):
         d = docs[i]
         n = shingle_hashes(
-            data, offsets[d], offsets[d + 1], width, words, np.uint64(0), True, scratch, hashes[room[i] :]
+            data, offsets[d], offsets[d + 1], width, words, np.uint64(0), _WIDE, scratch, hashes[room[i] :]
         )
         counts[i] = n
         if n < NUMPY_SORT:
