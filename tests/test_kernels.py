@@ -1,5 +1,6 @@
 """The numba kernels against libcudf's documented values and the plain-Python reference."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -540,26 +541,28 @@ def test_shingle_hashes_are_the_references_hashes(text, width, words, seed):
         assert got.tolist() == [hash_of(s, seed) for s in shingles], wide
 
 
-def test_shingle_hashes_is_compiled_once():
-    # MinHash at 32 and 64 bits, verification's sets and the greedy split's call shingle_hashes
-    # with one signature: a literal True among the arguments was a type of its own, and compiled
-    # it (seconds, in every new environment) a second time. A process of its own, so that no
-    # test's call adds a signature.
+def test_shingle_hashes_is_compiled_once(tmp_path):
+    # MinHash at 32 and 64 bits, verification's sets and the greedy split's (shingle_set) call
+    # shingle_hashes with one signature: a literal True among the arguments was a type of its
+    # own, and compiled it (seconds, in every new environment) a second time. A process of its
+    # own, so that no test's call adds a signature, with a cache of its own: code loaded from a
+    # cache links its callees without them (no signature at all).
     code = """
 import numpy as np, pandas as pd
 from curate import backend
-from curate.kernels.jaccard import greedy_representatives, jaccard_indexed
+from curate.kernels.jaccard import jaccard_indexed, shingle_set
 from curate.kernels.minhash import minhash, permutations
 from curate.kernels.shingles import shingle_hashes
 offsets, data = backend.text_buffers(pd.Series(["some text of words", "other text of words"], dtype="str"))
 for bits in (32, 64):
     minhash(offsets, data, 0, *permutations(4, 1, bits), 5)
 jaccard_indexed(offsets, data, np.array([0]), np.array([1]), 5, at_least=0.5)
-greedy_representatives(offsets, data, np.array([0, 2]), 0.8, 5)
+shingle_set(data, offsets[0], offsets[1], 5, False)
 print(len(shingle_hashes.signatures))
 """
     root = Path(__file__).resolve().parents[1]
-    run = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    run = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split()[-1] == "1"
 
