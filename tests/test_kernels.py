@@ -189,23 +189,6 @@ def test_murmur3_x64_128_vectors(data, seed, expected):
     assert kernel_m64(data, seed) == expected
 
 
-def test_murmur3_every_length_and_offset():
-    """Lengths 0..40 (every tail size of both variants), several seeds, ranges not at 0."""
-    rng = np.random.default_rng(7)
-    buf = rng.integers(0, 256, size=64, dtype=np.uint8)
-    raw = buf.tobytes()
-    for seed in (0, 1, 0x9747B28C, M32):
-        for n in range(41):
-            for start in (0, 3, 64 - n):
-                piece = raw[start : start + n]
-                assert int(_k32(buf, start, start + n, seed)) == ref.murmur3_x86_32(piece, seed), (seed, n, start)
-                assert int(_k64(buf, start, start + n, seed)) == ref.murmur3_x64_128_first(piece, seed), (
-                    seed,
-                    n,
-                    start,
-                )
-
-
 @SETTINGS
 @given(st.binary(max_size=70), st.integers(0, M32))
 def test_murmur3_random(data, seed):
@@ -234,19 +217,23 @@ def _hash_run(data, n, seed, wide):
     return out
 
 
-def test_murmur3_from_words_every_length_and_offset():
-    # Lengths 0..40 (every tail of both variants): a window that ends where the text ends (its
-    # words padded with zeros) and one that ends before it (the bytes after it masked off).
-    rng = np.random.default_rng(8)
+def test_murmur3_every_length_and_offset():
+    """Lengths 0..40 (every tail of both variants), several seeds, ranges not at 0; and the same
+    hashes from little-endian words, for a window that ends where the text ends (its words padded
+    with zeros) and one that ends before it (the bytes after it masked off), and for every window
+    of a length hashed together."""
+    rng = np.random.default_rng(7)
     buf = rng.integers(0, 256, size=64, dtype=np.uint8)
     raw = buf.tobytes()
     for seed in (0, 1, 0x9747B28C, M32):
         for n in range(41):
             for pos in (0, 3, 64 - n):
                 piece = raw[pos : pos + n]
+                expected = ref.murmur3_x86_32(piece, seed), ref.murmur3_x64_128_first(piece, seed)
+                assert (int(_k32(buf, pos, pos + n, seed)), int(_k64(buf, pos, pos + n, seed))) == expected
                 for end in (pos + n, 64):
-                    assert int(_hash_at(buf, end, pos, n, seed, False)) == ref.murmur3_x86_32(piece, seed)
-                    assert int(_hash_at(buf, end, pos, n, seed, True)) == ref.murmur3_x64_128_first(piece, seed)
+                    got = int(_hash_at(buf, end, pos, n, seed, False)), int(_hash_at(buf, end, pos, n, seed, True))
+                    assert got == expected, (seed, n, pos, end)
             if n:
                 for wide, hash_of in ((False, ref.murmur3_x86_32), (True, ref.murmur3_x64_128_first)):
                     expected = [hash_of(raw[i : i + n], seed) for i in range(64 - n + 1)]
