@@ -153,7 +153,7 @@ def sorted_unique(values):
     return ordered[keep]
 
 
-@njit(inline="always")
+@njit
 def jaccard_sorted(x, y):
     """Jaccard similarity of two sorted arrays of unique values (both empty: 1.0), by one merge."""
     if len(x) == 0 and len(y) == 0:
@@ -173,7 +173,7 @@ def jaccard_sorted(x, y):
     return common / (len(x) + len(y) - common)
 
 
-@njit(inline="always")
+@njit
 def overlap_needed(total, threshold):
     """Least count ``c`` of shared values with ``c / (total - c) >= threshold`` as :func:`jaccard_sorted`
     divides (``total`` = the two sets' sizes added), found in float64 arithmetic: a pair stopped
@@ -185,7 +185,7 @@ def overlap_needed(total, threshold):
     return c
 
 
-@njit(inline="always")
+@njit
 def jaccard_at_least(x, y, threshold):
     """:func:`jaccard_sorted` where it is at least ``threshold``; else a number below ``threshold``,
     an upper bound of the similarity.

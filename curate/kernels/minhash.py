@@ -25,7 +25,7 @@ from curate.kernels.shingles import shingle_hashes, window_scratch
 MERSENNE_61 = np.uint64((1 << 61) - 1)
 
 
-@njit(inline="always")
+@njit
 def _reduce32(hashes, a, b, row):
     # 32-bit lanes: (h * a + b) mod 2**32 is exactly uint32 arithmetic, so the loop over a
     # document's shingle hashes is a min-reduction that vectorises 16 lanes wide.
@@ -37,7 +37,7 @@ def _reduce32(hashes, a, b, row):
         row[j] = m
 
 
-@njit(inline="always")
+@njit
 def mod_mersenne61(x):
     """``x mod (2**61 - 1)`` of a uint64 ``x``, without a division (shared with the CUDA kernel)."""
     # x = hi * 2**61 + lo, and 2**61 = 1 there; then r < 2 * (2**61 - 1), and min(r, r - P)
@@ -46,7 +46,7 @@ def mod_mersenne61(x):
     return min(r, r - MERSENNE_61)
 
 
-@njit(inline="always")
+@njit
 def _reduce64(hashes, a, b, row):
     for j in range(a.shape[0]):
         aj, bj = a[j], b[j]

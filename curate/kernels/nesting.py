@@ -38,7 +38,7 @@ def _deepest(line) -> int:
         at, q = quotes[q] + 1, q + 1
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(nogil=True, cache=True)
 def _escaped(line, at: int) -> bool:
     """Whether the byte at ``at`` follows an odd run of backslashes."""
     run = 0

@@ -25,17 +25,17 @@ from numba import njit
 from curate.kernels.murmur import little_endian_words, murmur3_32_at, murmur3_32_run, murmur3_64_at, murmur3_64_run
 
 
-@njit(inline="always")
+@njit
 def _is_continuation(byte):
     return (byte & 0xC0) == 0x80
 
 
-@njit(inline="always")
+@njit
 def _is_space(byte):
     return byte == 32 or (9 <= byte <= 13)
 
 
-@njit(inline="always")
+@njit
 def _next_char(data, pos, end):
     pos += 1
     while pos < end and _is_continuation(data[pos]):
@@ -43,21 +43,21 @@ def _next_char(data, pos, end):
     return pos
 
 
-@njit(inline="always")
+@njit
 def _skip_space(data, pos, end):
     while pos < end and _is_space(data[pos]):
         pos += 1
     return pos
 
 
-@njit(inline="always")
+@njit
 def _skip_word(data, pos, end):
     while pos < end and not _is_space(data[pos]):
         pos += 1
     return pos
 
 
-@njit(inline="always")
+@njit
 def first_window(data, start, end, width, words):
     """First shingle ``(lo, hi)`` of ``data[start:end]``; ``lo == hi == end`` when there is none."""
     if words:
@@ -81,7 +81,7 @@ def first_window(data, start, end, width, words):
     return start, hi
 
 
-@njit(inline="always")
+@njit
 def next_window(data, lo, hi, end, words):
     """Shingle after ``(lo, hi)``; ``lo == hi == end`` when ``(lo, hi)`` was the last."""
     if words:
@@ -95,7 +95,7 @@ def next_window(data, lo, hi, end, words):
     return _next_char(data, lo, end), _next_char(data, hi, end)
 
 
-@njit(inline="always")
+@njit
 def window_at(data, start, pos, end, width, words):
     """The shingle of ``data[start:end]`` that starts at byte ``pos``, as ``(lo, hi)``; ``(pos, pos)`` when none does.
 
@@ -133,7 +133,7 @@ def window_at(data, start, pos, end, width, words):
     return pos, hi
 
 
-@njit(inline="always")
+@njit
 def char_starts(data, start, end, lo):
     """The first byte of each character of ``data[start:end]``, as an offset from ``start``, in
     ``lo[:chars]``, and ``lo[chars] = end - start``; returns ``chars``.
@@ -169,7 +169,7 @@ def window_scratch(longest):
     )
 
 
-@njit(inline="always")
+@njit(inline="always")  # per window: see curate.kernels.murmur
 def _hash_at(text_words, pos, n, seed, wide):
     if wide:
         return murmur3_64_at(text_words, pos, n, seed)
