@@ -19,9 +19,7 @@ from curate.kernels.jaccard import (
     jaccard_indexed,
     jaccard_sorted,
     overlap_needed,
-    shingle_set,
     shingle_sets,
-    sorted_unique,
 )
 from curate.kernels.lsh import band_buckets
 from curate.kernels.minhash import MERSENNE_61, minhash, permutations
@@ -529,7 +527,7 @@ def test_shingle_hashes_are_the_references_hashes(text, width, words, seed):
 
 
 def test_shingle_hashes_is_compiled_once(tmp_path):
-    # MinHash at 32 and 64 bits, verification's sets and the greedy split's (shingle_set) call
+    # MinHash at 32 and 64 bits, verification's sets and the greedy split's call
     # shingle_hashes with one signature: a literal True among the arguments was a type of its
     # own, and compiled it (seconds, in every new environment) a second time. A process of its
     # own, so that no test's call adds a signature, with a cache of its own: code loaded from a
@@ -537,14 +535,14 @@ def test_shingle_hashes_is_compiled_once(tmp_path):
     code = """
 import numpy as np, pandas as pd
 from curate import backend
-from curate.kernels.jaccard import jaccard_indexed, shingle_set
+from curate.kernels.jaccard import greedy_representatives, jaccard_indexed
 from curate.kernels.minhash import minhash, permutations
 from curate.kernels.shingles import shingle_hashes
 offsets, data = backend.text_buffers(pd.Series(["some text of words", "other text of words"], dtype="str"))
 for bits in (32, 64):
     minhash(offsets, data, 0, *permutations(4, 1, bits), 5)
 jaccard_indexed(offsets, data, np.array([0]), np.array([1]), 5, at_least=0.5)
-shingle_set(data, offsets[0], offsets[1], 5, False)
+greedy_representatives(offsets, data, np.array([0, 2]), 0.99, 5)
 print(len(shingle_hashes.signatures))
 """
     root = Path(__file__).resolve().parents[1]
@@ -573,9 +571,10 @@ def test_shingle_hashes_of_long_texts(text):
             assert got.tolist() == [hash_of(s, 3) for s in ref.shingles(text, width)], (width, wide)
 
 
-def test_shingle_sets_are_each_documents_shingle_set():
+def test_shingle_sets_are_each_documents_distinct_shingle_hashes():
     # Sets above and below NUMPY_SORT (sorted by numpy or in numba), empty ones, and documents
-    # picked out of order and twice: each equals shingle_set of its document.
+    # picked out of order and twice: each is the distinct 64-bit hashes of its document's
+    # shingles (shingle_hashes, seed 0: tested against the reference above), in increasing order.
     rng = np.random.default_rng(3)
     words = ["".join(rng.choice(list("abcdefgé"), rng.integers(1, 8))) for _ in range(400)]
     texts = [" ".join(rng.choice(words, n)) for n in (0, 3, 60, 400, 3000, 1)] + ["", "x" * 5000]
@@ -586,9 +585,9 @@ def test_shingle_sets_are_each_documents_shingle_set():
             picked = range(len(texts)) if docs is None else docs
             assert len(set_offsets) == len(picked) + 1 and set_offsets[-1] == len(hashes)
             for i, d in enumerate(picked):
-                expected = shingle_set(data, offsets[d], offsets[d + 1], width, as_words)
+                expected = np.unique(_shingle_hashes(data[offsets[d] : offsets[d + 1]], width, as_words, 0, True))
                 assert np.array_equal(hashes[set_offsets[i] : set_offsets[i + 1]], expected), (docs, width, d)
-    assert len(shingle_set(data, offsets[4], offsets[5], 5, False)) > 1024  # the numpy path was taken
+    assert np.diff(shingle_sets(offsets, data, 5)[0])[4] > 1024  # the numpy path was taken
 
 
 # ---------------------------------------------------------------------------------------------
@@ -839,9 +838,11 @@ def _greedy_by_hand(texts, starts, threshold, width, words):
 def test_greedy_representatives_compare_only_prefix_sharing_rows_and_miss_none(texts, data, threshold, width, words):
     # A chain of 8,000 near duplicates took 158 s: each representative was compared with every
     # row left, n² / 6 comparisons; now only rows sharing a prefix shingle, with the same result.
+    # Budgets of a few bytes split the rows left into batches (a group each, or a few).
     cuts = sorted(data.draw(st.sets(st.integers(1, len(texts) - 1), max_size=4))) if len(texts) > 1 else []
     starts = np.array([0, *cuts, len(texts)], dtype=np.int64)
-    rep, similarity = greedy_representatives(*buffers(texts), starts, threshold, width, words)
+    budget = data.draw(st.sampled_from([1, 30, 1 << 25]))
+    rep, similarity = greedy_representatives(*buffers(texts), starts, threshold, width, words, budget=budget)
     assert (rep.tolist(), similarity.tolist()) == _greedy_by_hand(texts, starts.tolist(), threshold, width, words)
 
 
@@ -863,7 +864,10 @@ def test_greedy_representatives_with_known_similarities_give_the_same_groups(tex
         for k in range(lo + 1, hi):
             if data.draw(st.booleans()):
                 known[k] = ref.jaccard(texts[k], texts[lo], width, words)
-    rep, similarity = greedy_representatives(*buffers(texts), np.array(starts), threshold, width, words, known=known)
+    budget = data.draw(st.sampled_from([1, 30, 1 << 25]))
+    rep, similarity = greedy_representatives(
+        *buffers(texts), np.array(starts), threshold, width, words, known=known, budget=budget
+    )
     assert (rep.tolist(), similarity.tolist()) == _greedy_by_hand(texts, starts, threshold, width, words)
 
 
@@ -999,24 +1003,10 @@ def test_normalize_whitespace_is_one_set_inside_and_at_the_ends():
     assert [c for c, t in zip(points, ends) if t == "a"] == [c for c in points if chr(c).isspace()]
 
 
-@pytest.mark.parametrize("n", [0, 1, 2, 4095, 4096, 4097, 300_000])
-def test_sorted_unique_is_numpys_unique(n):
-    # Long arrays take a radix sort (a book's set), short ones np.sort: both must give np.unique's
-    # array, with repeats, the extremes of uint64 and values that differ in one radix digit only.
-    rng = np.random.default_rng(n)
-    for values in [
-        rng.integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True),
-        rng.integers(0, 40, n).astype(np.uint64),
-        (rng.integers(0, 3, n).astype(np.uint64) << np.uint64(61)) | np.uint64(5),
-        np.full(n, 2**64 - 1, dtype=np.uint64),
-    ]:
-        assert np.array_equal(sorted_unique(values), np.unique(values))
-
-
 @SETTINGS
 @given(st.lists(texts_st, min_size=1, max_size=4), width_st, st.booleans())
 def test_shingle_sets_are_the_hashes_of_the_reference_shingles(texts, width, words):
-    offsets, data = buffers(texts)
+    set_offsets, hashes = shingle_sets(*buffers(texts), width, words)
     for i, text in enumerate(texts):
         expected = sorted({ref.murmur3_x64_128_first(s) for s in ref.shingles(text, width, words)})
-        assert shingle_set(data, offsets[i], offsets[i + 1], width, words).tolist() == expected
+        assert hashes[set_offsets[i] : set_offsets[i + 1]].tolist() == expected

@@ -287,7 +287,7 @@ def minhash_cuda(offsets, data, seed: int, a, b, width: int, words: bool = False
 @cuda.jit(cache=True)
 def _set_hash_kernel(offsets, data, n_bytes, width, words, hashes, found):
     # One thread per byte of the batch: the hash of the shingle that starts at that byte, as
-    # curate.kernels.jaccard.shingle_set hashes it (64 bits, seed 0), and whether one does
+    # curate.kernels.jaccard.shingle_sets hashes it (64 bits, seed 0), and whether one does
     # (every 64-bit value is a possible hash, so none is reserved for "no shingle").
     p = cuda.grid(1)
     if p >= n_bytes:

@@ -23,26 +23,17 @@ from curate.kernels.shingles import shingle_hashes, window_scratch
 _WIDE = np.bool_(True)
 
 
-@njit(nogil=True, cache=True)
-def shingle_set(data, start, end, width, words):
-    """Sorted unique 64-bit shingle hashes of ``data[start:end]``: array of shape (n_distinct,), dtype uint64.
-
-    One set, built inside compiled code (where :func:`greedy_representatives` needs it); many
-    at once sort faster with :func:`shingle_sets`.
-    """
-    out = np.empty(end - start, dtype=np.uint64)  # at most one shingle starts at each byte
-    n = shingle_hashes(data, start, end, width, words, np.uint64(0), _WIDE, window_scratch(end - start), out)
-    return sorted_unique(out[:n])
-
-
 # Sets of more hashes are sorted by numpy, whose sort of 64-bit integers is vectorised
-# (x86-simd-sort, Highway): 3x numba's radix sort below on a book's 300,000 hashes, 2x on 5,000.
+# (x86-simd-sort, Highway): 3x a radix sort in numba on a book's 300,000 hashes, 2x on 5,000.
 # Smaller ones in numba, where a call from Python would cost more than the sort.
 NUMPY_SORT = 1024
 
 
 def shingle_sets(offsets, data, width, words=False, docs=None):
-    """Documents' shingle sets as sorted unique 64-bit hashes, in CSR form (:func:`shingle_set`'s values).
+    """Documents' shingle sets as sorted unique 64-bit hashes, in CSR form.
+
+    A document's set: the first 64 bits of MurmurHash3_x64_128 (seed 0) of each of its shingles
+    (:func:`curate.kernels.shingles.shingle_hashes`), each value once, in increasing order.
 
     Parameters
     ----------
@@ -103,54 +94,6 @@ def _distinct_runs(hashes, room, counts):
                 kept += 1
         set_offsets[i + 1] = kept
     return set_offsets
-
-
-_RADIX_BITS = 11  # six passes over 64-bit values, a counting table that stays in L1
-
-
-@njit(nogil=True, cache=True)
-def sorted_unique(values):
-    """The distinct values of a uint64 array in increasing order (``np.unique``'s result).
-
-    A book's set holds about 300,000 hashes: sorted with a least-significant-digit radix sort
-    (six stable passes of 11 bits), about twice as fast as numba's ``np.sort`` (a quicksort)
-    there, which made the sort the larger half of building a set. Short arrays use ``np.sort``.
-
-    Parameters
-    ----------
-    values : array of shape (n,), dtype uint64
-        Not changed.
-
-    Returns
-    -------
-    array of shape (n_distinct,), dtype uint64
-    """
-    n = len(values)
-    if n < 4096:
-        ordered = np.sort(values)
-    else:
-        ordered, spare = values.copy(), np.empty_like(values)
-        count = np.empty(1 << _RADIX_BITS, dtype=np.int64)
-        mask = np.uint64((1 << _RADIX_BITS) - 1)
-        for shift in range(0, 64, _RADIX_BITS):
-            count[:] = 0
-            for i in range(n):
-                count[(ordered[i] >> np.uint64(shift)) & mask] += 1
-            total = 0
-            for digit in range(len(count)):
-                total, count[digit] = total + count[digit], total
-            for i in range(n):
-                digit = (ordered[i] >> np.uint64(shift)) & mask
-                spare[count[digit]] = ordered[i]
-                count[digit] += 1
-            ordered, spare = spare, ordered
-    if n == 0:
-        return ordered
-    keep = np.empty(n, dtype=np.bool_)
-    keep[0] = True
-    for i in range(1, n):
-        keep[i] = ordered[i] != ordered[i - 1]
-    return ordered[keep]
 
 
 @njit
@@ -381,80 +324,43 @@ def document_blocks(offsets, size):
 
 
 @njit(nogil=True, cache=True)
-def _greedy(offsets, data, group_starts, threshold, width, words, known, rep, similarity):
-    for g in range(len(group_starts) - 1):
-        lo, hi = group_starts[g], group_starts[g + 1]
-        if lo == hi:
+def _split_rest(set_offsets, hashes, left, group, prefix, postings, owner, bounds, threshold, rep, similarity, rows):
+    # The rows left, rows[left[i]] with the set of slot left[i], i in row order (their groups
+    # numbered from 0 in group): the first becomes a representative and takes every later row of
+    # its group whose similarity with it reaches `threshold`, compared only where they share a
+    # shingle of its prefix (postings: each group's prefix shingles from bounds[g], sorted, with
+    # owner[q] the i whose shingle postings[q] is, in row order among equals); and so on.
+    taken = np.zeros(len(left), dtype=np.bool_)
+    looked = np.full(len(left), -1, dtype=np.int64)  # the representative each row was last compared with
+    for i in range(len(left)):
+        if taken[i]:
             continue
-        # Sets are built when first needed: a row whose similarity with the first is known needs
-        # none (in a group of a document and its copies, verified against it, no row does).
-        sets = [np.empty(0, dtype=np.uint64) for _ in range(lo, hi)]
-        built = np.zeros(hi - lo, dtype=np.bool_)
-        # The first row is compared with every other: most groups are then assigned whole.
-        rep[lo] = lo
-        similarity[lo] = 1.0
-        left = 0
-        for k in range(lo + 1, hi):
-            s = known[k]
-            if np.isnan(s):
-                for i in (0, k - lo):
-                    if not built[i]:
-                        sets[i] = shingle_set(data, offsets[lo + i], offsets[lo + i + 1], width, words)
-                        built[i] = True
-                s = jaccard_sorted(sets[k - lo], sets[0])
-            rep[k] = lo if s >= threshold else -1
-            similarity[k] = s
-            left += s < threshold
-        if left == 0:
+        r = rows[left[i]]
+        rep[r], similarity[r] = r, 1.0
+        set_i = hashes[set_offsets[left[i]] : set_offsets[left[i] + 1]]
+        if len(set_i) == 0:  # no shingles: J = 1 with the other empty rows only, which no prefix holds
+            for k in range(i + 1, len(left)):
+                if group[k] != group[i]:
+                    break
+                if not taken[k] and set_offsets[left[k]] == set_offsets[left[k] + 1]:
+                    taken[k] = True
+                    rep[rows[left[k]]], similarity[rows[left[k]]] = r, 1.0
             continue
-        for i in range(1, hi - lo):  # the rows left are compared with each other: their sets
-            if rep[lo + i] == -1 and not built[i]:
-                sets[i] = shingle_set(data, offsets[lo + i], offsets[lo + i + 1], width, words)
-                built[i] = True
-        # The rows left, through a prefix filter: J(x, y) >= t needs |x ∩ y| >= t max(|x|, |y|),
-        # so the first |x| - ceil(t |x|) + 1 shingles of x (in hash order) and those of y share
-        # one. One more than that, against rounding in t |x|: a wider prefix only adds candidates.
-        size = np.zeros(hi - lo, dtype=np.int64)
-        for i in range(1, hi - lo):
-            if rep[lo + i] == -1:
-                n = len(sets[i])
-                size[i] = min(n, n - int(np.ceil(threshold * n)) + 2)
-        tokens = np.empty(size.sum(), dtype=np.uint64)
-        owner = np.empty(size.sum(), dtype=np.int64)
-        t = 0
-        for i in range(1, hi - lo):
-            tokens[t : t + size[i]] = sets[i][: size[i]]
-            owner[t : t + size[i]] = i
-            t += size[i]
-        order = np.argsort(tokens, kind="mergesort")  # postings: the rows of each prefix shingle, in row order
-        tokens, owner = tokens[order], owner[order]
-        looked = np.full(hi - lo, -1, dtype=np.int64)  # the representative each row was last compared with
-        for i in range(1, hi - lo):
-            r = lo + i
-            if rep[r] != -1:
-                continue
-            rep[r] = r
-            similarity[r] = 1.0
-            if len(sets[i]) == 0:  # no shingles: J = 1 with the other empty rows only, which no prefix holds
-                for k in range(i + 1, hi - lo):
-                    if rep[lo + k] == -1 and len(sets[k]) == 0:
-                        rep[lo + k] = r
-                        similarity[lo + k] = 1.0
-                continue
-            for j in range(size[i]):
-                first = np.searchsorted(tokens, sets[i][j])
-                last = np.searchsorted(tokens, sets[i][j], side="right")
-                for q in range(first, last):
-                    k = owner[q]
-                    if k > i and rep[lo + k] == -1 and looked[k] != i:
-                        looked[k] = i
-                        s = jaccard_sorted(sets[k], sets[i])
-                        if s >= threshold:
-                            rep[lo + k] = r
-                            similarity[lo + k] = s
+        lo, hi = bounds[group[i]], bounds[group[i] + 1]
+        for j in range(prefix[i]):
+            first = lo + np.searchsorted(postings[lo:hi], set_i[j])
+            last = lo + np.searchsorted(postings[lo:hi], set_i[j], side="right")
+            for q in range(first, last):
+                k = owner[q]
+                if k > i and not taken[k] and looked[k] != i:
+                    looked[k] = i
+                    s = jaccard_sorted(hashes[set_offsets[left[k]] : set_offsets[left[k] + 1]], set_i)
+                    if s >= threshold:
+                        taken[k] = True
+                        rep[rows[left[k]]], similarity[rows[left[k]]] = r, s
 
 
-def greedy_representatives(offsets, data, group_starts, threshold, width, words=False, known=None):
+def greedy_representatives(offsets, data, group_starts, threshold, width, words=False, known=None, budget=1 << 25):
     """Split groups of candidate duplicates so every member is similar to its representative.
 
     Within each group (rows ``group_starts[g]:group_starts[g + 1]``, already sorted best first by
@@ -488,6 +394,11 @@ def greedy_representatives(offsets, data, group_starts, threshold, width, words=
         built unless they are compared with another row. It must be the value
         :func:`jaccard_sorted` gives (as :func:`jaccard_indexed` and the GPU's kernel do);
         default: none known.
+    budget : int, default=32 MiB
+        The rows whose sets are needed (all but those known to reach ``threshold``, and first
+        rows whose group has none to compare) are taken in batches of whole groups holding at
+        most this many text bytes (one group at least), each batch's sets built together
+        (:func:`shingle_sets`, 8 bytes per text byte at most).
 
     Returns
     -------
@@ -501,10 +412,77 @@ def greedy_representatives(offsets, data, group_starts, threshold, width, words=
     ValueError
         If ``known`` does not hold one value per document.
     """
+    offsets, starts = np.asarray(offsets, dtype=np.int64), np.asarray(group_starts, dtype=np.int64)
     rep = np.empty(len(offsets) - 1, dtype=np.int64)
     similarity = np.empty(len(offsets) - 1, dtype=np.float64)
     known = np.full(len(rep), np.nan) if known is None else np.asarray(known, dtype=np.float64)
     if len(known) != len(rep):
         raise ValueError(f"known has {len(known)} values for {len(rep)} documents")
-    _greedy(offsets, data, group_starts, threshold, width, words, known, rep, similarity)
+    if len(starts) < 2:
+        return rep, similarity
+    rows = np.arange(starts[0], starts[-1])
+    group = np.repeat(np.arange(len(starts) - 1), np.diff(starts))
+    first = starts[group]
+    s = np.where(rows == first, 1.0, known[rows])
+    # The sets needed: rows whose similarity with their group's first row is not known, those
+    # first rows, and rows known to fall short (compared with other rows of their group).
+    asked = np.isnan(s)
+    asks = np.zeros(len(starts) - 1, dtype=np.bool_)
+    asks[group[asked]] = True
+    need = asked | (s < threshold) | ((rows == first) & asks[group])
+    passed = ~need & (s >= threshold)
+    rep[rows[passed]], similarity[rows[passed]] = first[passed], s[passed]
+    # Those rows in batches of whole groups holding at most `budget` text bytes (one group at
+    # least), each batch's sets built together.
+    rows, group, first, s = rows[need], group[need], first[need], s[need]
+    held = np.zeros(len(rows) + 1, dtype=np.int64)  # text bytes of the rows before each
+    np.cumsum(offsets[rows + 1] - offsets[rows], out=held[1:])
+    begin = 0
+    while begin < len(rows):
+        end = max(np.searchsorted(held, held[begin] + budget, side="right") - 1, begin + 1)
+        end = np.searchsorted(group, group[end - 1], side="right")  # the last group whole
+        batch = slice(begin, end)
+        _split_batch(
+            offsets, data, rows[batch], group[batch], first[batch], s[batch], threshold, width, words, rep, similarity
+        )
+        begin = end
     return rep, similarity
+
+
+def _split_batch(offsets, data, rows, group, first, s, threshold, width, words, rep, similarity):
+    # Rows of whole groups (in row order) that need a set: those whose similarity s with their
+    # group's first row is NaN are compared with it (a value below the threshold is only a
+    # bound, jaccard_at_least: such a row is compared again below); then the rows left, by
+    # prefix filtering within their group.
+    set_offsets, hashes = shingle_sets(offsets, data, width, words, rows)
+    asked = np.flatnonzero(np.isnan(s))
+    scores = np.empty(len(asked), dtype=np.float64)
+    _score_pairs(set_offsets, hashes, np.searchsorted(rows, first[asked]), asked, float(threshold), scores)
+    s[asked] = scores
+    passed = s >= threshold
+    rep[rows[passed]], similarity[rows[passed]] = first[passed], s[passed]
+    left = np.flatnonzero(~passed)
+    sizes = set_offsets[left + 1] - set_offsets[left]
+    # J(x, y) >= t needs |x ∩ y| >= t max(|x|, |y|), so the first |x| - ceil(t |x|) + 1 shingles
+    # of x (in hash order) and those of y share one. One more than that, against rounding in
+    # t |x|: a wider prefix only adds candidates.
+    prefix = np.minimum(sizes, sizes - np.ceil(threshold * sizes).astype(np.int64) + 2)
+    owner = np.repeat(np.arange(len(left)), prefix)  # postings: the prefix shingles, by group, hash, row
+    postings = hashes[set_offsets[left[owner]] + np.arange(len(owner)) - (np.cumsum(prefix) - prefix)[owner]]
+    group = group[left] - group[0]
+    order = np.lexsort((owner, postings, group[owner]))
+    bounds = np.searchsorted(group[owner[order]], np.arange(group[-1] + 2 if len(left) else 1))
+    _split_rest(
+        set_offsets,
+        hashes,
+        left,
+        group,
+        prefix,
+        postings[order],
+        owner[order],
+        bounds,
+        threshold,
+        rep,
+        similarity,
+        rows,
+    )
