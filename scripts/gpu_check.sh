@@ -126,7 +126,7 @@ timeout 60 "$PYTHON" - <<'PY' | tee "$RESULTS/environment.txt"
 import importlib, importlib.metadata, platform
 print("python", platform.python_version())
 for name in ["curate", "cudf", "dask_cudf", "dask_cuda", "distributed_ucxx", "rmm", "cupy", "numba", "numba_cuda", "dask",
-             "distributed", "pandas", "pyarrow", "numpy", "pydantic", "click", "rich", "yaml", "zstandard", "scipy", "fsspec", "pytest",
+             "distributed", "pandas", "pyarrow", "numpy", "pydantic", "click", "rich", "yaml", "zstandard", "zlib_ng", "scipy", "fsspec", "pytest",
              "xdist", "setuptools"]:  # setuptools: curate's install (no build isolation) needs 77+
     try:
         module = importlib.import_module(name)
