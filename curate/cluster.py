@@ -650,6 +650,15 @@ def _default_client() -> Client | None:
         return None
 
 
+def partition_slots(client: Client | None, gpu: bool) -> int:
+    """How many partitions ``client``'s workers compute at once: all their threads, or on the GPU
+    backend one per worker (its GPU takes one task at a time); 1 without a client."""
+    if client is None:
+        return 1
+    workers = client.scheduler_info(n_workers=-1)["workers"].values()
+    return max(1, len(workers) if gpu else sum(w["nthreads"] for w in workers))
+
+
 def shuffles_need_workers() -> bool:
     """True where a graph built now gets P2P shuffles, which run only on a client's workers: a
     client computes (:func:`current_client`) and ``dask.config`` names no other shuffle method."""

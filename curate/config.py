@@ -94,7 +94,8 @@ class IOConfig(_Section):
     # and "64MB" from a file are the same value (bytes) in stage keys and summary.json.
     blocksize: str | int | None = Field(
         "64MB", validate_default=True,
-        description="Partition size: larger uncompressed JSONL files are split at line ends, smaller files packed together.",
+        description="Partition size: larger uncompressed JSONL files are split at line ends, smaller files packed "
+        "together; smaller partitions (8MB or more) where the input would leave a worker thread without one.",
     )  # fmt: skip
     files_per_partition: int | None = Field(
         None,

@@ -26,7 +26,7 @@ from curate import __version__
 from curate.backend import host_step, on_host, to_host, to_parquet
 from curate.checkpoints import Checkpoints, StageStore, input_fingerprint, read_stage_frame, remove_stages, stage_key
 from curate.checks import OUTPUTS, PARTIAL, REPEATED_IDS, STAGES, check_output
-from curate.cluster import check_files, current_client, local_shuffles, one_task_per_gpu
+from curate.cluster import check_files, current_client, local_shuffles, one_task_per_gpu, partition_slots
 from curate.config import RunConfig
 from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy
 from curate.dedup.keep import dictionary_decoded
@@ -122,6 +122,8 @@ def dedup(
     # The stages read only the columns they use; the final write reads the input once more.
     # Parquet output reads every field, so the first read checks them all, as that one will
     # (JSONL values that do not convert, a field named as a column the reader adds).
+    # A partition for every worker thread, where the input is large enough (curate.io.plan).
+    spread = partition_slots(current_client(), gpu)
     everything = read_documents(
         inputs,
         id_field=io.id_field if io.id_field_given else None,
@@ -130,6 +132,7 @@ def dedup(
         check_all=fmt == "parquet",
         blocksize=io.blocksize,
         files_per_partition=io.files_per_partition,
+        min_partitions=spread,
         on_error=io.on_error,
         compared=tuple(keep.columns()),
     )
@@ -158,6 +161,7 @@ def dedup(
         "files": files,
         "io": io.model_dump(exclude={"output_format", "output_compression", "identify_only", "cache_input"}),
         "curate": __version__,
+        "min_partitions": spread,  # with the io settings, the partitions
         # The read hashes the texts for exact dedup in modes exact and both: one read serves both.
         "exact_dedup": config.mode in ("exact", "both"),
         "keep_columns": keep.columns(),  # exact dedup's candidates, written by the read, carry them
@@ -193,7 +197,7 @@ def dedup(
             exact_groups, fuzzy_groups, docs.divisions, stages, locate=lambda table: with_location(table, names)
         )
         output, rejected = _read_for_output(
-            [path for path, _, _ in files], io, keep, fmt != "parquet", _repeated_ids_path(run, read_key)
+            [path for path, _, _ in files], io, keep, fmt != "parquet", _repeated_ids_path(run, read_key), spread
         )
         kept_docs = drop(output, removed)
         writes = {
@@ -380,7 +384,7 @@ def _repeated_ids_path(run, exact_key: str) -> Path:
 
 
 def _read_for_output(
-    paths: list[str], io, keep: KeepPolicy, raw: bool, repeated_ids: Path
+    paths: list[str], io, keep: KeepPolicy, raw: bool, repeated_ids: Path, min_partitions: int
 ) -> tuple[dd.DataFrame, dd.DataFrame | None]:
     """The input read once more for the final write: documents to keep (and the rejected records).
 
@@ -388,7 +392,7 @@ def _read_for_output(
     Parquet row's values in its file's types), whatever its fields; otherwise (Parquet output)
     every field, converted. It checks what the first read checked (the text, the id, the keep
     policy's column; every field for JSONL to Parquet), so it rejects the same records, and marks
-    the repeated ids that read found.
+    the repeated ids that read found; its partitions are the first read's (``min_partitions``).
     Pandas partitions whatever the backend: writing gains nothing from a GPU.
     """
     with dask.config.set({"dataframe.backend": "pandas"}):
@@ -399,6 +403,7 @@ def _read_for_output(
             columns=keep.columns() if raw else None,
             blocksize=io.blocksize,
             files_per_partition=io.files_per_partition,
+            min_partitions=min_partitions,
             on_error=io.on_error,
             records=raw,
             compared=tuple(keep.columns()),  # as the first read: the same records rejected

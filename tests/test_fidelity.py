@@ -23,7 +23,7 @@ from curate.config import load_config
 from curate.io import read_documents
 from curate.io import records as record_parsing
 from curate.io.files import expand_paths, find_inputs, overlap_message
-from curate.io.plan import parse_pieces, plan_sources
+from curate.io.plan import SPREAD_FLOOR, parse_pieces, plan_sources
 from curate.pipeline import dedup
 
 
@@ -635,6 +635,32 @@ def test_packing_keeps_input_order_around_split_files():
         ((3, 4), 0),
         ((5,), 0),
     ]
+
+
+def test_partitions_spread_over_the_worker_threads_down_to_the_floor():
+    mb = 1 << 20
+    files = ["a.jsonl.gz", "b.jsonl.gz", "c.jsonl.gz", "d.jsonl.gz"]  # read whole: 15 MiB each
+    packed = {
+        n: [s.file_indices for s in plan_sources(files, "jsonl", 64 * mb, None, [15 * mb] * 4, n)]
+        for n in (1, 2, 4, 16)
+    }
+    assert packed == {
+        1: [(0, 1, 2, 3)],  # 60 MiB: one 64 MiB partition
+        2: [(0, 1), (2, 3)],  # 30 MiB each
+        4: [(0,), (1,), (2,), (3,)],
+        16: [(0,), (1,), (2,), (3,)],  # whole files make fewer
+    }
+    # A 20 MiB file cut for 16 threads: not under the floor (8 MiB); a smaller blocksize stays.
+    ranges = plan_sources(["big.jsonl"], "jsonl", 64 * mb, None, [20 * mb], 16)
+    assert [(s.offset, s.length) for s in ranges] == [
+        (0, SPREAD_FLOOR),
+        (8 * mb, SPREAD_FLOOR),
+        (16 * mb, SPREAD_FLOOR),
+    ]
+    assert len(plan_sources(["big.jsonl"], "jsonl", mb, None, [20 * mb], 16)) == 20
+    # Neither files per partition nor one file per partition (blocksize None) changes.
+    assert len(plan_sources(files, "jsonl", 64 * mb, 2, [15 * mb] * 4, 16)) == 2
+    assert len(plan_sources(["big.jsonl"], "jsonl", None, None, [20 * mb], 16)) == 1
 
 
 def test_parse_pieces_cut_ranges_to_the_file_end_and_pack_whole_files():

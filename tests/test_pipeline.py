@@ -351,6 +351,23 @@ def test_a_local_scheduler_set_in_dask_config_runs_the_stages_and_writes_the_sam
     assert summary["counts"] == fixture_run[1]["counts"]
 
 
+def test_a_partition_for_every_worker_thread_with_the_same_bytes(client, fixture_run, tmp_path, monkeypatch):
+    # The fixture (2,445 bytes) is one partition; with a floor of 1,000 bytes it is cut for the
+    # session's two worker threads, and the run writes what the one-partition run wrote (the
+    # kept documents in two files). The threads are part of the read stage's key.
+    monkeypatch.setattr("curate.io.plan.SPREAD_FLOOR", 1000)
+    out, summary = run(tmp_path, ["tests/data/docs.jsonl"])
+    cluster, one = fixture_run[0], fixture_run[1]
+    assert one["counts"]["input"]["partitions"] == 1 and summary["counts"]["input"]["partitions"] == 2
+    for name in ("removed.parquet", "duplicates.parquet"):
+        assert (out / name).read_bytes() == (cluster / name).read_bytes(), name
+    kept = sorted((out / "deduplicated").iterdir())
+    assert [p.name for p in kept] == ["part.0.jsonl", "part.1.jsonl"]
+    assert b"".join(p.read_bytes() for p in kept) == (cluster / "deduplicated" / "part.0.jsonl").read_bytes()
+    marker = json.loads((cluster / "_stages" / "read" / "_marker.json").read_text())
+    assert marker["made_of"]["min_partitions"] == 2
+
+
 def test_summary_lists_input_files_and_stage_peaks(client, fixture_run):
     _, summary, _, _ = fixture_run
     path = Path("tests/data/docs.jsonl").resolve()

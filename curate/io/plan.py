@@ -25,8 +25,19 @@ class Source:
     first_line: int | None = 1  # line number of the block's first line; None: not counted
 
 
+# The smallest partition that spreading the input over the workers' threads makes: a partition
+# has a fixed cost (its tasks, their scheduling), and an input under twice this finishes in a
+# few seconds on one thread anyway.
+SPREAD_FLOOR = 8 << 20
+
+
 def plan_sources(
-    paths: list[str], fmt: str, blocksize: int | None, files_per_partition: int | None, sizes: list[int]
+    paths: list[str],
+    fmt: str,
+    blocksize: int | None,
+    files_per_partition: int | None,
+    sizes: list[int],
+    min_partitions: int = 1,
 ) -> list[Source]:
     """Split the input files into partitions, in input order.
 
@@ -44,12 +55,19 @@ def plan_sources(
     sizes : list of int
         Each file's size in bytes, decompressed (estimated for compressed JSONL; see
         :func:`curate.io.files.sample_file`); Parquet files count their size on disk.
+    min_partitions : int, default=1
+        With ``blocksize``: partitions are made smaller than ``blocksize`` where the input
+        would otherwise make fewer than this many, down to the input's size divided by it, but
+        not under :data:`SPREAD_FLOOR` (8 MiB): so that every worker thread gets a partition
+        (whole files may still make fewer).
 
     Returns
     -------
     list of Source
         Ordered by their first document, so partition order is input order.
     """
+    if blocksize and files_per_partition is None and min_partitions > 1:
+        blocksize = min(blocksize, max(SPREAD_FLOOR, -(-sum(sizes) // min_partitions)))
     sources: list[Source] = []
     run: list[int] = []  # consecutive whole files not yet placed
 

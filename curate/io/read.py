@@ -86,6 +86,7 @@ def read_documents(
     columns: list[str] | None = None,
     blocksize: int | str | None = "64MB",
     files_per_partition: int | None = None,
+    min_partitions: int = 1,
     on_error: Literal["fail", "skip"] = "fail",
     records: bool = False,
     compared: tuple[str, ...] = (),
@@ -122,6 +123,10 @@ def read_documents(
         file per partition.
     files_per_partition : int or None, default=None
         Whole files per partition instead of packing by size.
+    min_partitions : int, default=1
+        With ``blocksize``, partitions smaller than it where the input would otherwise make
+        fewer than this many (at least 8 MiB each; see :func:`curate.io.plan.plan_sources`):
+        ``curate dedup`` asks for one per worker thread.
     on_error : {"fail", "skip"}, default="fail"
         What a record that cannot be read does: "fail" raises ``ValueError`` naming its file,
         line (or row) and field; "skip" keeps it as a rejected row (see :func:`split_rejected`).
@@ -244,7 +249,7 @@ def read_documents(
     versions = tuple(fs.ukey(path) for path in paths)
     reader = _Reader(fs, names, layout, returned, assign_ids, on_error == "skip", records, versions)
     sizes = [size for _, size in samples]
-    sources = plan_sources(paths, fmt, blocksize, files_per_partition, sizes)
+    sources = plan_sources(paths, fmt, blocksize, files_per_partition, sizes, min_partitions)
     # Workers do not see the client's dask.config: the backend travels with the tasks.
     frame_backend = dask.config.get("dataframe.backend", "pandas")
     if host and frame_backend != "pandas":
