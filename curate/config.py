@@ -95,7 +95,7 @@ class IOConfig(_Section):
     blocksize: str | int | None = Field(
         "64MB", validate_default=True,
         description="Partition size: larger uncompressed JSONL files are split at line ends, smaller files packed "
-        "together; smaller partitions (8MB or more) where the input would leave a worker thread without one.",
+        "together; smaller partitions (16MB or more) where the input would leave a worker thread without one.",
     )  # fmt: skip
     files_per_partition: int | None = Field(
         None,

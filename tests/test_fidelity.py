@@ -647,16 +647,13 @@ def test_partitions_spread_over_the_worker_threads_down_to_the_floor():
     assert packed == {
         1: [(0, 1, 2, 3)],  # 60 MiB: one 64 MiB partition
         2: [(0, 1), (2, 3)],  # 30 MiB each
-        4: [(0,), (1,), (2,), (3,)],
+        4: [(0,), (1,), (2,), (3,)],  # 16 MiB (the floor) each
         16: [(0,), (1,), (2,), (3,)],  # whole files make fewer
     }
-    # A 20 MiB file cut for 16 threads: not under the floor (8 MiB); a smaller blocksize stays.
-    ranges = plan_sources(["big.jsonl"], "jsonl", 64 * mb, None, [20 * mb], 16)
-    assert [(s.offset, s.length) for s in ranges] == [
-        (0, SPREAD_FLOOR),
-        (8 * mb, SPREAD_FLOOR),
-        (16 * mb, SPREAD_FLOOR),
-    ]
+    # A 40 MiB file cut for 16 threads: not under the floor (16 MiB); a smaller blocksize stays.
+    assert SPREAD_FLOOR == 16 * mb
+    ranges = plan_sources(["big.jsonl"], "jsonl", 64 * mb, None, [40 * mb], 16)
+    assert [(s.offset, s.length) for s in ranges] == [(0, 16 * mb), (16 * mb, 16 * mb), (32 * mb, 16 * mb)]
     assert len(plan_sources(["big.jsonl"], "jsonl", mb, None, [20 * mb], 16)) == 20
     # Neither files per partition nor one file per partition (blocksize None) changes.
     assert len(plan_sources(files, "jsonl", 64 * mb, 2, [15 * mb] * 4, 16)) == 2

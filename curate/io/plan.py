@@ -27,8 +27,9 @@ class Source:
 
 # The smallest partition that spreading the input over the workers' threads makes: a partition
 # has a fixed cost (its tasks, their scheduling), and an input under twice this finishes in a
-# few seconds on one thread anyway.
-SPREAD_FLOOR = 8 << 20
+# few seconds on one thread anyway (the Bible corpus, 30 MB: 5.6 s in one partition, 5.6 s in
+# two of 16 MB, 6.1 s in three cut at 8 MB on 2 threads; docs/benchmarks.md).
+SPREAD_FLOOR = 16 << 20
 
 
 def plan_sources(
@@ -58,7 +59,7 @@ def plan_sources(
     min_partitions : int, default=1
         With ``blocksize``: partitions are made smaller than ``blocksize`` where the input
         would otherwise make fewer than this many, down to the input's size divided by it, but
-        not under :data:`SPREAD_FLOOR` (8 MiB): so that every worker thread gets a partition
+        not under :data:`SPREAD_FLOOR` (16 MiB): so that every worker thread gets a partition
         (whole files may still make fewer).
 
     Returns

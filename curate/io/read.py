@@ -125,7 +125,7 @@ def read_documents(
         Whole files per partition instead of packing by size.
     min_partitions : int, default=1
         With ``blocksize``, partitions smaller than it where the input would otherwise make
-        fewer than this many (at least 8 MiB each; see :func:`curate.io.plan.plan_sources`):
+        fewer than this many (at least 16 MiB each; see :func:`curate.io.plan.plan_sources`):
         ``curate dedup`` asks for one per worker thread.
     on_error : {"fail", "skip"}, default="fail"
         What a record that cannot be read does: "fail" raises ``ValueError`` naming its file,
