@@ -23,7 +23,8 @@ _ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 # Plain @njit: LLVM inlines these small functions into their callers anyway. Numba's own
 # inlining (inline="always", at the level of its IR) is kept for the two hashes of one window
 # below, which shingle_hashes calls per window: about 15% of its speed on books. Elsewhere it
-# cost compile time (MinHash compiled in 6.3 s with it on every helper, 4.7 s now) and no speed.
+# cost compile time (MinHash at 32 and 64 bits compiled in 6.1 s with it on every helper, 4.9 s
+# now: scripts/bench_compile.py) and bought no speed.
 
 
 @njit
