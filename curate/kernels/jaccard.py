@@ -430,7 +430,7 @@ def greedy_representatives(offsets, data, group_starts, threshold, width, words=
     asks = np.zeros(len(starts) - 1, dtype=np.bool_)
     asks[group[asked]] = True
     need = asked | (s < threshold) | ((rows == first) & asks[group])
-    passed = ~need & (s >= threshold)
+    passed = ~need  # known to reach the threshold
     rep[rows[passed]], similarity[rows[passed]] = first[passed], s[passed]
     # Those rows in batches of whole groups holding at most `budget` text bytes (one group at
     # least), each batch's sets built together.
