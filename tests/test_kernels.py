@@ -22,7 +22,7 @@ from curate.kernels.jaccard import (
     shingle_sets,
 )
 from curate.kernels.lsh import band_buckets
-from curate.kernels.minhash import MERSENNE_61, minhash, permutations
+from curate.kernels.minhash import BLOCK, MERSENNE_61, minhash, permutations
 from curate.kernels.murmur import (
     little_endian_words,
     murmur3_32,
@@ -376,6 +376,18 @@ def test_minhash_matches_reference(bits, words, data):
     # documents that do not start at byte 0 of the buffer
     sig1, n1 = minhash(offsets[1:], buf, seed, a, b, width, words)
     assert np.array_equal(sig1, sig[1:]) and np.array_equal(n1, n[1:])
+
+
+@pytest.mark.parametrize("bits", [32, 64])
+def test_minhash_of_documents_longer_than_a_block_matches_reference(bits):
+    # The reduction takes BLOCK shingle hashes at a time over every permutation: each
+    # permutation's minimum must be the least over all blocks, wherever it falls.
+    rng = np.random.default_rng(bits)
+    texts = ["".join(rng.choice(list("abcdeé😀 \n"), size=size)) for size in (BLOCK - 1, BLOCK + 23, 3 * BLOCK + 17)]
+    a, b = permutations(16, 7, bits)
+    sig, n = minhash(*buffers(texts), 7, a, b, 5)
+    assert n.tolist() == [BLOCK - 5, BLOCK + 19, 3 * BLOCK + 13]
+    assert sig.tolist() == [ref_minhash(bits)(t, 7, a.tolist(), b.tolist(), 5) for t in texts]
 
 
 @SETTINGS
