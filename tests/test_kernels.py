@@ -32,7 +32,15 @@ from curate.kernels.murmur import (
     murmur3_64_at,
     murmur3_64_run,
 )
-from curate.kernels.shingles import char_starts, first_window, next_window, shingle_hashes, window_at, window_scratch
+from curate.kernels.shingles import (
+    RUN,
+    char_starts,
+    first_window,
+    next_window,
+    shingle_hashes,
+    window_at,
+    window_scratch,
+)
 
 try:  # tests/ is on sys.path under pytest's default (prepend) import mode
     import reference as ref
@@ -211,7 +219,7 @@ def _hash_run(data, n, seed, wide):
     if wide:
         murmur3_64_run(words, len(out), n, seed, out, spare)
     else:
-        murmur3_32_run(words, len(out), n, seed, out)
+        murmur3_32_run(words, len(out), n, seed, out, np.empty(len(out), dtype=np.uint32))
     return out
 
 
@@ -536,6 +544,29 @@ def test_shingle_hashes_are_the_references_hashes(text, width, words, seed):
     for wide, hash_of in ((False, ref.murmur3_x86_32), (True, ref.murmur3_x64_128_first)):
         got = _shingle_hashes(data, width, words, seed, wide)
         assert got.tolist() == [hash_of(s, seed) for s in shingles], wide
+
+
+@pytest.mark.parametrize("width", [1, 2, 5, 24])
+def test_shingle_hashes_of_long_texts_across_runs(width):
+    # Windows of `width` bytes are hashed RUN at a time and copied in stretches between the
+    # characters of several bytes: those characters placed at and around the runs' edges (and
+    # at random), in texts several runs long, of ASCII or of nothing else.
+    rng = np.random.default_rng(width)
+    texts = []
+    for density in (0.002, 0.05):
+        chars = list("".join(rng.choice(list("abcdefgh ijk."), size=3 * RUN + 100)))
+        for i in [RUN - 2 * width, RUN - width, RUN - 1, RUN, 2 * RUN - width + 1, 2 * RUN + 3]:
+            chars[i] = "é"
+        for i in np.flatnonzero(rng.random(len(chars)) < density):
+            chars[i] = rng.choice(["é", "😀", "東"])
+        texts.append("".join(chars))
+    texts.append("".join(rng.choice(list("abcdefgh ijk."), size=2 * RUN + 5)))
+    for text in texts:
+        data = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+        shingles = ref.shingles(text, width, False)
+        for wide, hash_of in ((False, ref.murmur3_x86_32), (True, ref.murmur3_x64_128_first)):
+            got = _shingle_hashes(data, width, False, 7, wide)
+            assert got.tolist() == [hash_of(s, 7) for s in shingles], wide
 
 
 def test_shingle_hashes_is_compiled_once(tmp_path):

@@ -234,20 +234,40 @@ def murmur3_64_at(words, pos, n, seed):
 
 
 @njit
-def murmur3_32_run(words, count, n, seed, out):
+def _rotl32_lanes(x, r):
+    return np.uint32((x << np.uint32(r)) | (x >> np.uint32(32 - r)))
+
+
+@njit
+def _k32_lanes(k):
+    return np.uint32(_rotl32_lanes(np.uint32(k * np.uint32(_C1_32)), 15) * np.uint32(_C2_32))
+
+
+@njit
+def murmur3_32_run(words, count, n, seed, out, lanes):
     """``out[i]`` = :func:`murmur3_32_at` ``(words, i, n, seed)`` for ``0 <= i < count``
-    (``words`` has at least ``count + n - 1`` entries), a step at a time across the windows."""
+    (``words`` has at least ``count + n - 1`` entries; ``lanes``: uint32 scratch of ``count``),
+    a step at a time across the windows."""
+    # The steps of _round32 and _fmix32 in uint32 arithmetic (a cast after every step): the lanes
+    # are then 32 bits wide, twice as many per vector as the masked uint64 of the functions above
+    # (which the CUDA kernel shares), and the rotations are one instruction each.
     for i in range(count):
-        out[i] = np.uint64(seed) & _M32
+        lanes[i] = np.uint32(seed)
     for b in range(n // 4):
         for i in range(count):
-            out[i] = _round32(out[i], words[i + 4 * b] & _M32)
+            h = _rotl32_lanes(lanes[i] ^ _k32_lanes(np.uint32(words[i + 4 * b])), 13)
+            lanes[i] = np.uint32(h * np.uint32(5) + np.uint32(0xE6546B64))
     tail = n & 3
     for i in range(count):
-        h = out[i]
+        h = lanes[i]
         if tail:
-            h ^= _k32(_low_bytes(words[i + n - tail], tail))
-        out[i] = _fmix32(h ^ np.uint64(n))
+            h ^= _k32_lanes(np.uint32(_low_bytes(words[i + n - tail], tail)))
+        h ^= np.uint32(n)
+        h ^= h >> np.uint32(16)
+        h = np.uint32(h * np.uint32(0x85EBCA6B))
+        h ^= h >> np.uint32(13)
+        h = np.uint32(h * np.uint32(0xC2B2AE35))
+        out[i] = h ^ (h >> np.uint32(16))
 
 
 @njit

@@ -160,12 +160,13 @@ RUN = 2048
 @njit(cache=True)
 def window_scratch(longest):
     """Scratch arrays for :func:`shingle_hashes` on documents of at most ``longest`` bytes (a tuple):
-    16 bytes per byte of the longest document and 32 KiB."""
+    16 bytes per byte of the longest document and 40 KiB."""
     return (
         np.empty(longest + 1, np.int64),
         np.empty(longest + 1, np.uint64),
         np.empty(RUN, np.uint64),
         np.empty(RUN, np.uint64),
+        np.empty(RUN, np.uint32),
     )
 
 
@@ -174,6 +175,27 @@ def _hash_at(text_words, pos, n, seed, wide):
     if wide:
         return murmur3_64_at(text_words, pos, n, seed)
     return murmur3_32_at(text_words, pos, n, seed)
+
+
+@njit
+def _stretch(lo, k, chars, width, before):
+    """Past the last shingle of a stretch from shingle ``k`` of shingles ``width`` bytes long, one
+    byte apart, starting before byte ``before`` (``lo``, ``chars``: :func:`char_starts`; ``k``
+    is not past the last shingle); ``k`` where shingle ``k`` is longer than ``width`` bytes."""
+    # lo[i] - i, the bytes before character i less i, never decreases; it is the same at k and
+    # at k + width only if the characters between are one byte each. A binary search finds the
+    # last character up to which it is: the shingles ending by it are the stretch.
+    d = lo[k] - k
+    last, end = k + width, min(k + before - lo[k] - 1 + width, chars)
+    if last > chars or lo[last] - last != d:
+        return k
+    while last < end:
+        mid = (last + end + 1) // 2
+        if lo[mid] - mid == d:
+            last = mid
+        else:
+            end = mid - 1
+    return last - width + 1
 
 
 @njit(nogil=True, cache=True)
@@ -208,7 +230,7 @@ def shingle_hashes(data, start, end, width, words, seed, wide, scratch, out):
     int
         Shingles hashed, into ``out[:count]``.
     """
-    lo, text_words, run, spare = scratch
+    lo, text_words, run, spare, lanes = scratch
     little_endian_words(data, start, end, text_words)
     count = 0
     if words:
@@ -230,14 +252,21 @@ def shingle_hashes(data, start, end, width, words, seed, wide, scratch, out):
     if runs > 0 and 2 * full >= runs:
         for first in range(0, runs, RUN):
             m = min(RUN, runs - first)
+            # all k are taken: a shingle of `width` characters starts by byte `runs - 1`
             if wide:
                 murmur3_64_run(text_words[first:], m, width, seed, run, spare)
             else:
-                murmur3_32_run(text_words[first:], m, width, seed, run)
-            while k < count and lo[k] < first + m:  # all k: a shingle of `width` characters starts by byte `runs - 1`
-                n = lo[min(k + width, chars)] - lo[k]
-                out[k] = run[lo[k] - first] if n == width else _hash_at(text_words, lo[k], n, seed, wide)
-                k += 1
+                murmur3_32_run(text_words[first:], m, width, seed, run, lanes)
+            while k < count and lo[k] < first + m:
+                to = _stretch(lo, k, chars, width, first + m)
+                if to > k:  # windows of `width` bytes, one byte apart (text in ASCII): copied
+                    shift = lo[k] - first - k
+                    for j in range(k, to):
+                        out[j] = run[j + shift]
+                    k = to
+                else:
+                    out[k] = _hash_at(text_words, lo[k], lo[min(k + width, chars)] - lo[k], seed, wide)
+                    k += 1
     for j in range(k, count):
         out[j] = _hash_at(text_words, lo[j], lo[min(j + width, chars)] - lo[j], seed, wide)
     return count
