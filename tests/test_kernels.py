@@ -40,6 +40,7 @@ from curate.kernels.shingles import (
     shingle_hashes,
     window_at,
     window_scratch,
+    word_bounds,
 )
 
 try:  # tests/ is on sys.path under pytest's default (prepend) import mode
@@ -496,12 +497,12 @@ def test_permutations_ranges(bits):
 
 
 @njit
-def _walked_windows(data, width):
-    lo, hi = first_window(data, 0, len(data), width, False)
+def _walked_windows(data, width, words=False):
+    lo, hi = first_window(data, 0, len(data), width, words)
     out = []
     while lo < hi:
         out.append((lo, hi - lo))
-        lo, hi = next_window(data, lo, hi, len(data), False)
+        lo, hi = next_window(data, lo, hi, len(data), words)
     return out
 
 
@@ -511,6 +512,13 @@ def _char_windows(data, width):
     chars = char_starts(data, 0, len(data), lo)
     count = 0 if chars == 0 else max(chars - width + 1, 1)
     return [(lo[k], lo[min(k + width, chars)] - lo[k]) for k in range(count)]
+
+
+@njit
+def _word_windows(data, width, bounds):
+    n_words = word_bounds(data, 0, len(data), bounds)
+    count = 0 if n_words == 0 else max(n_words - width + 1, 1)
+    return [(bounds[2 * k], bounds[2 * min(k + width, n_words) - 1] - bounds[2 * k]) for k in range(count)]
 
 
 @njit
@@ -534,6 +542,20 @@ mostly_ascii_st = st.lists(st.sampled_from(list("abcdefgh ijk.") * 6 + ["Ã©", "ð
 def test_char_windows_are_the_walks_windows(text, width):
     data = np.frombuffer(text, dtype=np.uint8)
     assert _char_windows(data, width) == _walked_windows(data, width)
+
+
+@SETTINGS
+@given(
+    st.one_of(texts_st, small_texts_st, st.binary(max_size=40), st.text(" \t\n\x0b\x0c\rab\x85", max_size=30)), width_st
+)
+@example(" a  bb\t", 1)
+@example("a a a ", 2)
+def test_word_bounds_give_the_walks_windows(text, width):
+    data = np.frombuffer(text.encode() if isinstance(text, str) else text, dtype=np.uint8)
+    # As many entries as word_bounds may write, then guards it must leave alone.
+    room = np.full(len(data) + 2 + 8, -7, dtype=np.int64)
+    assert _word_windows(data, width, room[: len(data) + 2]) == _walked_windows(data, width, True)
+    assert (room[len(data) + 2 :] == -7).all()
 
 
 @SETTINGS

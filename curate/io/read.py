@@ -479,13 +479,13 @@ def _read_bytes(fs, src: Source, path: str) -> tuple[bytes, int, Broken | None]:
                 start = f.tell()
             raw = read_block(f, src.offset, src.length, delimiter=b"\n")
         else:
-            data = bytearray()
+            chunks = []
             try:
                 for chunk in decompressed_chunks(f, infer_compression(path)):
-                    data += chunk  # what came before a break is kept
+                    chunks.append(chunk)  # what came before a break is kept
             except Broken as err:
                 broken = err
-            raw = bytes(data)
+            raw = b"".join(chunks)  # one copy (a bytearray grown chunk by chunk, then bytes, made several)
     if start == 0 and raw.startswith(BOM):
         raw, start = raw[len(BOM) :], len(BOM)
     return raw, start, broken

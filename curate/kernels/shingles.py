@@ -152,6 +152,29 @@ def char_starts(data, start, end, lo):
     return chars
 
 
+@njit
+def word_bounds(data, start, end, bounds):
+    """The words of ``data[start:end]`` (maximal runs of bytes that are not ASCII whitespace):
+    word ``i`` is the bytes from ``bounds[2 * i]`` to ``bounds[2 * i + 1]``, offsets from
+    ``start``; returns the number of words.
+
+    Word shingle ``k`` of :func:`first_window` / :func:`next_window` is then the bytes from the
+    start of word ``k`` to the end of word ``min(k + width, words) - 1`` (``max(words - width +
+    1, 1)`` shingles, none where ``words == 0``): found without their walk, which reads each byte
+    twice and branches on it. ``bounds`` is an int64 array of at least ``end - start + 2`` entries.
+    """
+    starts = ends = 0
+    space = True  # before the first byte
+    for i in range(start, end):  # branch-free: both slots written, the counts moved at a bound
+        was, space = space, _is_space(data[i])
+        bounds[2 * starts] = i - start
+        starts += was and not space
+        bounds[2 * ends + 1] = i - start
+        ends += space and not was
+    bounds[2 * ends + 1] = end - start
+    return starts
+
+
 # Windows of `width` bytes hashed together at most this many at a time: their state (two uint64
 # lanes each) stays in the L1 cache, and the scratch does not grow with the document.
 RUN = 2048
@@ -162,7 +185,7 @@ def window_scratch(longest):
     """Scratch arrays for :func:`shingle_hashes` on documents of at most ``longest`` bytes (a tuple):
     16 bytes per byte of the longest document and 40 KiB."""
     return (
-        np.empty(longest + 1, np.int64),
+        np.empty(longest + 2, np.int64),
         np.empty(longest + 1, np.uint64),
         np.empty(RUN, np.uint64),
         np.empty(RUN, np.uint64),
@@ -232,13 +255,12 @@ def shingle_hashes(data, start, end, width, words, seed, wide, scratch, out):
     """
     lo, text_words, run, spare, lanes = scratch
     little_endian_words(data, start, end, text_words)
-    count = 0
     if words:
-        a, b = first_window(data, start, end, width, words)
-        while a < b:
-            out[count] = _hash_at(text_words, a - start, b - a, seed, wide)
-            count += 1
-            a, b = next_window(data, a, b, end, words)
+        n_words = word_bounds(data, start, end, lo)
+        count = 0 if n_words == 0 else max(n_words - width + 1, 1)
+        for k in range(count):  # from the start of word k to the end of word k + width - 1
+            a, b = lo[2 * k], lo[2 * min(k + width, n_words) - 1]
+            out[k] = _hash_at(text_words, a, b - a, seed, wide)
         return count
     chars = char_starts(data, start, end, lo)
     if chars == 0:
