@@ -227,10 +227,12 @@ def shingle_hashes(data, start, end, width, words, seed, wide, scratch, out):
     :func:`next_window`.
 
     The hash :func:`curate.kernels.murmur.murmur3_64` (``wide``) or ``murmur3_32`` gives each
-    window, with ``seed``. Where at least half the windows of ``width`` bytes are character
+    window, with ``seed``. Character shingles are found by :func:`char_starts`, word shingles
+    by :func:`word_bounds`. Where at least half the windows of ``width`` bytes are character
     shingles (text mostly in ASCII), all those windows are hashed together, :data:`RUN` at a time
-    (:func:`curate.kernels.murmur.murmur3_64_run`, vectorised: about three times the speed), and
-    the other shingles one by one; word shingles, and text mostly outside ASCII, one by one.
+    (:func:`curate.kernels.murmur.murmur3_64_run`, ``murmur3_32_run``: vectorised), copied in
+    stretches, and the other shingles hashed one by one; word shingles, and text mostly outside
+    ASCII, one by one.
 
     Parameters
     ----------
