@@ -396,8 +396,10 @@ def text_buffers_pandas(text: pd.Series) -> tuple[np.ndarray, np.ndarray]:
         If ``text`` is an object column holding a value that is neither a string nor a null, naming it.
     """
     arr = _arrow_strings(text)
-    if arr.null_count:
-        arr = pc.fill_null(arr, "")
+    return _arrow_buffers(pc.fill_null(arr, "") if arr.null_count else arr)
+
+
+def _arrow_buffers(arr: pa.LargeStringArray) -> tuple[np.ndarray, np.ndarray]:
     _, offsets, data = arr.buffers()
     offsets = np.frombuffer(offsets, dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
     data = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
@@ -472,9 +474,17 @@ def normalize_text_pandas(
     arr = _arrow_strings(text)
     if nfkc:
         arr = pc.utf8_normalize(arr, "NFKC")
-    arr = _normalize_chars(arr, lowercase=lowercase, whitespace=whitespace, punctuation=punctuation)
+    options = {"lowercase": lowercase, "whitespace": whitespace, "punctuation": punctuation}
+    table, trim = normalization_table(**options)
+    if table:
+        # The operations' character map in one compiled pass (Arrow's lowercase and two RE2
+        # replacements ran at about 35 MB/s on books), nulls put back after.
+        offsets, data = _arrow_buffers(pc.fill_null(arr, "") if arr.null_count else arr)
+        offsets, data = _normalize.map_and_collapse(offsets, data, character_map(**options), whitespace)
+        mapped = pa.LargeStringArray.from_buffers(len(arr), pa.py_buffer(offsets), pa.py_buffer(data))
+        arr = pc.if_else(arr.is_valid(), mapped, None) if arr.null_count else mapped
     if whitespace:
-        arr = pc.utf8_trim_whitespace(arr)
+        arr = pc.utf8_trim(arr, trim)
     return pd.Series(arr.to_pandas(), dtype="str").set_axis(text.index)
 
 
@@ -540,7 +550,7 @@ def normalization_table(*, lowercase: bool, whitespace: bool, punctuation: bool)
     changed = pc.indices_nonzero(pc.not_equal(chars, mapped)).to_numpy()
     values = mapped.take(pa.array(changed)).to_pylist()
     if any(len(v) > 1 for v in values):
-        raise ValueError("pyarrow maps a character to several in normalisation; the GPU backend cannot reproduce it")
+        raise ValueError("pyarrow maps a character to several in normalisation, which a character map cannot reproduce")
     table = {int(points[i]): v for i, v in zip(changed, values)}
     trim = ""
     if whitespace:

@@ -1,10 +1,14 @@
-"""The GPU backend's normalisation gives the CPU path's strings, checked on the CPU.
+"""Both backends' normalisation give the strings of the Arrow operations that define it, checked on the CPU.
 
-``normalize_text_cudf`` runs :mod:`curate.kernels.normalize` on cupy arrays with the character
-map of :func:`curate.backend.normalization_table`, then cudf's ``strip``. Here the same kernels
-run on numpy arrays (and ``strip`` is Python's, a character-set strip as cudf's) against
-:func:`curate.backend.normalize_text_pandas` on real text, on every code point and on random
-mixes of the characters that matter. The device's run of them is checked in tests/test_gpu.py.
+The normalisation is defined by Arrow's operations (NFKC, lowercase, RE2 punctuation and
+whitespace replacements, trim: ``arrow_ops`` below). Both backends apply their character map
+(:func:`curate.backend.normalization_table`) instead: ``normalize_text_cudf`` runs
+:func:`curate.kernels.normalize.map_characters` and ``collapse_spaces`` on cupy arrays, then
+cudf's ``strip``; the CPU backend (:func:`curate.backend.normalize_text_pandas`) runs
+``map_and_collapse``, compiled. Here the device's kernels run on numpy arrays (and ``strip`` is
+Python's, a character-set strip as cudf's), and both are compared with ``arrow_ops`` on real
+text, on every code point and on random mixes of the characters that matter. The device's run
+of them is checked in tests/test_gpu.py.
 """
 
 import itertools
@@ -14,6 +18,7 @@ import re
 
 import numpy as np
 import pandas as pd
+import pyarrow.compute as pc
 import pytest
 
 from curate import backend
@@ -61,6 +66,15 @@ def cpu(texts: list[str], **options) -> list[str]:
     return backend.normalize_text(pd.Series(texts, dtype="str"), **options).tolist()
 
 
+def arrow_ops(texts: list[str], *, lowercase, whitespace, punctuation, nfkc) -> list[str]:
+    """The normalisation's definition: Arrow's operations on the strings themselves."""
+    arr = backend._arrow_strings(pd.Series(texts, dtype="str"))
+    if nfkc:
+        arr = pc.utf8_normalize(arr, "NFKC")
+    arr = backend._normalize_chars(arr, lowercase=lowercase, whitespace=whitespace, punctuation=punctuation)
+    return (pc.utf8_trim_whitespace(arr) if whitespace else arr).to_pylist()
+
+
 def real_texts() -> list[str]:
     texts = [json.loads(line)["text"] for line in (FIXTURES / "docs.jsonl").read_text().splitlines()]
     shard = SHARED / "20news" / "part-00000.jsonl.gz"
@@ -78,17 +92,21 @@ def mixes(n: int, seed: int = 0) -> list[str]:
 
 
 @pytest.mark.parametrize("options", OPTIONS, ids=lambda o: "+".join(k for k, v in o.items() if v) or "none")
-def test_recipe_equals_cpu_on_real_text_and_mixes(options):
+def test_both_backends_equal_arrow_ops_on_real_text_and_mixes(options):
     texts = real_texts() + mixes(3000)
-    assert device_recipe(texts, **options) == cpu(texts, **options)
+    expected = arrow_ops(texts, **options)
+    assert cpu(texts, **options) == expected
+    assert device_recipe(texts, **options) == expected
 
 
 @pytest.mark.parametrize("options", OPTIONS[:8], ids=lambda o: "+".join(k for k, v in o.items() if v) or "none")
-def test_recipe_equals_cpu_on_every_code_point(options):
+def test_both_backends_equal_arrow_ops_on_every_code_point(options):
     # Each code point alone, between letters, and all of them in order in one text (every
     # neighbour pair of the code space), so a context the map ignores would show.
     texts = ALL_POINTS[::7] + [f"a{c}b" for c in ALL_POINTS[::5]] + ["".join(ALL_POINTS)]
-    assert device_recipe(texts, **options) == cpu(texts, **options)
+    expected = arrow_ops(texts, **options)
+    assert cpu(texts, **options) == expected
+    assert device_recipe(texts, **options) == expected
 
 
 def test_table_holds_what_cudf_own_operations_would_get_wrong():
@@ -112,8 +130,9 @@ def test_a_nul_character_survives():
     # partition holding one went to the host; the byte kernels keep it like any character.
     texts = ["a\x00B,  c", "Nothing odd", "\x00", ""]
     for options in OPTIONS:
-        expected = cpu(texts, **options)
-        assert device_recipe(texts, **options) == expected and "\x00" in expected[0]
+        expected = arrow_ops(texts, **options)
+        assert cpu(texts, **options) == expected and "\x00" in expected[0]
+        assert device_recipe(texts, **options) == expected
 
 
 def test_kernels_on_empty_strings_and_no_strings():

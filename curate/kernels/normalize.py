@@ -1,16 +1,20 @@
-"""Text normalisation as operations on a strings column's UTF-8 buffers, one element per byte.
+"""Text normalisation as operations on a strings column's UTF-8 buffers.
 
-The GPU backend normalises with these (on cupy arrays) instead of libcudf's ``translate`` and
-regex ``replace``, which give each string one thread: on books (about 320 KB each) they ran at
-18 MB/s on an H200, where every step here is parallel within documents. Written for any array
-module ``xp`` with numpy's interface (numpy, cupy), so the CPU tests run the code the device runs
-(tests/test_normalize_device.py) against :func:`curate.backend.normalize_text_pandas`.
+The GPU backend normalises with :func:`map_characters` and :func:`collapse_spaces` (on cupy
+arrays, one element per byte) instead of libcudf's ``translate`` and regex ``replace``, which
+give each string one thread: on books (about 320 KB each) they ran at 18 MB/s on an H200, where
+every step here is parallel within documents. They are written for any array module ``xp``
+with numpy's interface (numpy, cupy), so the CPU tests run the code the device runs
+(tests/test_normalize_device.py). The CPU backend does the same two steps in one compiled pass
+over each string (:func:`map_and_collapse`). Both are checked against the Arrow operations that
+define the normalisation (:func:`curate.backend.normalization_table`).
 
 Buffers are ``(offsets (n + 1,), data uint8)`` as :func:`curate.backend.text_buffers` gives them:
 ``data[offsets[i]:offsets[i + 1]]`` is string ``i``, valid UTF-8 (Arrow and cudf hold no other).
 """
 
 import numpy as np
+from numba import njit
 
 CODE_POINTS = 0x110000
 
@@ -99,4 +103,88 @@ def collapse_spaces(offsets, data, xp):
     return kept[offsets], data[keep]
 
 
-__all__ = ["CODE_POINTS", "collapse_spaces", "map_characters"]
+@njit
+def _decode(data, p):
+    # The code point whose UTF-8 bytes start at data[p], and their number (valid UTF-8).
+    b0 = np.int32(data[p])
+    if b0 < 0x80:
+        return b0, 1
+    if b0 < 0xE0:
+        return (b0 & 0x1F) << 6 | (data[p + 1] & 0x3F), 2
+    if b0 < 0xF0:
+        return (b0 & 0x0F) << 12 | (data[p + 1] & 0x3F) << 6 | (data[p + 2] & 0x3F), 3
+    return (b0 & 0x07) << 18 | (data[p + 1] & 0x3F) << 12 | (data[p + 2] & 0x3F) << 6 | (data[p + 3] & 0x3F), 4
+
+
+@njit
+def _utf8_length(point):
+    return 0 if point < 0 else 1 + (point >= 0x80) + (point >= 0x800) + (point >= 0x10000)
+
+
+@njit(nogil=True, cache=True)
+def _mapped_bytes(offsets, data, target):
+    total = 0
+    for i in range(offsets.shape[0] - 1):
+        p, end = offsets[i], offsets[i + 1]
+        while p < end:
+            point, n = _decode(data, p)
+            total += _utf8_length(target[point])
+            p += n
+    return total
+
+
+@njit(nogil=True, cache=True)
+def _map_and_collapse(offsets, data, target, collapse, out_offsets, out):
+    o = 0
+    for i in range(offsets.shape[0] - 1):
+        out_offsets[i] = o
+        p, end = offsets[i], offsets[i + 1]
+        after_space = False  # the last byte written for this string is a space
+        while p < end:
+            point, n = _decode(data, p)
+            p += n
+            m = target[point]
+            if m < 0 or (collapse and m == 0x20 and after_space):
+                continue
+            after_space = m == 0x20
+            size = _utf8_length(m)
+            if size == 1:
+                out[o] = m
+            else:
+                lead = (0xC0, 0xE0, 0xF0)[size - 2]
+                out[o] = lead | (m >> (6 * (size - 1)))
+                for k in range(1, size):
+                    out[o + k] = 0x80 | ((m >> (6 * (size - 1 - k))) & 0x3F)
+            o += size
+    out_offsets[offsets.shape[0] - 1] = o
+    return o
+
+
+def map_and_collapse(offsets, data, target, collapse: bool):
+    """:func:`map_characters` then, with ``collapse``, :func:`collapse_spaces`, in one compiled
+    pass over each string (numpy arrays, on the CPU).
+
+    Parameters
+    ----------
+    offsets : array of int (n + 1,)
+        String bounds in ``data``.
+    data : array of uint8
+        UTF-8 bytes (valid UTF-8, as Arrow holds it).
+    target : array of int32 (0x110000,)
+        As :func:`map_characters`.
+    collapse : bool
+        Each run of spaces (after the map) within a string to one space.
+
+    Returns
+    -------
+    offsets, data : array of int64 (n + 1,), array of uint8
+        The normalised strings, offsets from 0.
+    """
+    offsets = np.asarray(offsets, dtype=np.int64)
+    out = np.empty(_mapped_bytes(offsets, data, target), dtype=np.uint8)  # before collapsing
+    out_offsets = np.empty(len(offsets), dtype=np.int64)
+    size = _map_and_collapse(offsets, data, target, collapse, out_offsets, out)
+    return out_offsets, out[:size]
+
+
+__all__ = ["CODE_POINTS", "collapse_spaces", "map_and_collapse", "map_characters"]
