@@ -464,6 +464,8 @@ def normalize_text_pandas(
     In order: Unicode NFKC (``nfkc``; Unicode Standard Annex #15, by Arrow's ``utf8_normalize``),
     lowercase (``lowercase``; Arrow's ``utf8_lower``), remove punctuation (``punctuation``; RE2
     ``\\p{P}``), replace each run of whitespace with one space and trim both ends (``whitespace``).
+    All but NFKC and the trim are applied as their character map (:func:`normalization_table`),
+    in one compiled pass (:func:`curate.kernels.normalize.map_and_collapse`): the same strings.
     Returns a ``str`` series with ``text``'s index; nulls stay null.
 
     Raises
