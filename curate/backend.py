@@ -482,7 +482,8 @@ def normalize_text_pandas(
         # The operations' character map in one compiled pass (Arrow's lowercase and two RE2
         # replacements ran at about 35 MB/s on books), nulls put back after.
         offsets, data = _arrow_buffers(pc.fill_null(arr, "") if arr.null_count else arr)
-        offsets, data = _normalize.map_and_collapse(offsets, data, character_map(**options), whitespace)
+        growth = max(len(v.encode()) / len(chr(point).encode()) for point, v in table.items())
+        offsets, data = _normalize.map_and_collapse(offsets, data, character_map(**options), whitespace, growth)
         mapped = pa.LargeStringArray.from_buffers(len(arr), pa.py_buffer(offsets), pa.py_buffer(data))
         arr = pc.if_else(arr.is_valid(), mapped, None) if arr.null_count else mapped
     if whitespace:

@@ -146,3 +146,16 @@ def test_kernels_on_empty_strings_and_no_strings():
 
 def test_no_option_no_table():
     assert backend.normalization_table(lowercase=False, whitespace=False, punctuation=False) == ({}, "")
+
+
+def test_compiled_map_fits_text_that_grows_and_refuses_too_little_room():
+    # Arrow lower-cases Ⱥ (2 bytes) to ⱥ (3): the CPU kernel's room is the map's largest growth.
+    options = {"lowercase": True, "whitespace": True, "punctuation": True}
+    table, _ = backend.normalization_table(**options)
+    assert table[ord("Ⱥ")] == "ⱥ" and len("Ⱥ".encode()) == 2 and len("ⱥ".encode()) == 3
+    texts = ["ȺȺȺ", "", "Ⱥ,  Ⱥ"]
+    offsets, data = normalize.map_and_collapse(*buffers(texts), backend.character_map(**options), True, 1.5)
+    assert strings(offsets, data) == ["ⱥⱥⱥ", "", "ⱥ ⱥ"]
+    with pytest.raises(ValueError, match="more than 1.0 times longer"):
+        normalize.map_and_collapse(*buffers(texts), backend.character_map(**options), True, 1.0)
+    assert cpu(texts, **options, nfkc=False) == ["ⱥⱥⱥ", "", "ⱥ ⱥ"]

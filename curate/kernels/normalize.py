@@ -122,18 +122,6 @@ def _utf8_length(point):
 
 
 @njit(nogil=True, cache=True)
-def _mapped_bytes(offsets, data, target):
-    total = 0
-    for i in range(offsets.shape[0] - 1):
-        p, end = offsets[i], offsets[i + 1]
-        while p < end:
-            point, n = _decode(data, p)
-            total += _utf8_length(target[point])
-            p += n
-    return total
-
-
-@njit(nogil=True, cache=True)
 def _map_and_collapse(offsets, data, target, collapse, out_offsets, out):
     o = 0
     for i in range(offsets.shape[0] - 1):
@@ -148,6 +136,8 @@ def _map_and_collapse(offsets, data, target, collapse, out_offsets, out):
                 continue
             after_space = m == 0x20
             size = _utf8_length(m)
+            if o + size > out.shape[0]:
+                return -1  # `growth` was too small: nothing written past the room
             if size == 1:
                 out[o] = m
             else:
@@ -160,7 +150,7 @@ def _map_and_collapse(offsets, data, target, collapse, out_offsets, out):
     return o
 
 
-def map_and_collapse(offsets, data, target, collapse: bool):
+def map_and_collapse(offsets, data, target, collapse: bool, growth: float):
     """:func:`map_characters` then, with ``collapse``, :func:`collapse_spaces`, in one compiled
     pass over each string (numpy arrays, on the CPU).
 
@@ -174,16 +164,28 @@ def map_and_collapse(offsets, data, target, collapse: bool):
         As :func:`map_characters`.
     collapse : bool
         Each run of spaces (after the map) within a string to one space.
+    growth : float
+        The map's largest ratio of a character's UTF-8 length after to before (1.5 for Arrow's
+        lowercase, where ``Ⱥ`` becomes ``ⱥ``): the output's room is ``growth`` bytes per input byte.
 
     Returns
     -------
     offsets, data : array of int64 (n + 1,), array of uint8
         The normalised strings, offsets from 0.
+
+    Raises
+    ------
+    ValueError
+        If the strings' mapped bytes do not fit in ``growth`` times their bytes.
     """
     offsets = np.asarray(offsets, dtype=np.int64)
-    out = np.empty(_mapped_bytes(offsets, data, target), dtype=np.uint8)  # before collapsing
+    # Room for the longest result rather than a pass to size it (a third of the time); pages
+    # never written are never given memory.
+    out = np.empty(int(np.ceil((offsets[-1] - offsets[0]) * max(growth, 1.0))), dtype=np.uint8)
     out_offsets = np.empty(len(offsets), dtype=np.int64)
     size = _map_and_collapse(offsets, data, target, collapse, out_offsets, out)
+    if size < 0:
+        raise ValueError(f"the map makes text more than {growth} times longer (growth)")
     return out_offsets, out[:size]
 
 
