@@ -1,8 +1,10 @@
 """Reading and writing documents: formats, splitting, ids, errors that name file and line."""
 
 import gzip
+import io
 import json
 import os
+import zlib
 
 import dask
 import numpy as np
@@ -15,14 +17,68 @@ import zstandard
 from dask.utils import key_split
 from pydantic import ValidationError
 
+import curate.io.files
 import curate.io.read
 from curate.config import IOConfig
 from curate.io import read_documents, write_documents
-from curate.io.files import source_names
+from curate.io.files import Broken, decompressed, decompressed_chunks, source_names
 from curate.io.write import write_table
 from tests.conftest import FIXTURES, write_jsonl
 
 LINES = (FIXTURES / "docs.jsonl").read_bytes()
+
+
+def _chunked(data: bytes, codec: str) -> tuple[bytes, str | None]:
+    out = []
+    try:
+        out.extend(decompressed_chunks(io.BytesIO(data), codec))
+    except Broken as err:
+        return b"".join(out), str(err)
+    return b"".join(out), None
+
+
+@pytest.mark.parametrize("codec", ["gzip", "zstd"])
+def test_a_file_is_decoded_in_one_call_where_that_gives_what_the_chunks_give(codec, monkeypatch):
+    # A whole file decodes in one call (zstd: 0.48 against 1.1 s for gutenberg's 470 MB); what
+    # that call would take differently (several frames, padding, damage) goes to the chunks.
+    text = b"".join(b'{"id": %d, "text": "line %d of the file"}\n' % (i, i) for i in range(20000))
+    half = text[: len(text) // 2]
+    if codec == "gzip":
+        sound = gzip.compress(text)
+        raw = zlib.compressobj(wbits=zlib.MAX_WBITS | 16)
+        others = [
+            gzip.compress(half) + gzip.compress(text),  # two members
+            gzip.compress(half) + b"\0" * 100 + gzip.compress(half) + b"\0" * 7,  # padding, as gzip(1) reads it
+            gzip.compress(half) + b"junk",
+            sound[: len(sound) // 2],  # cut short
+            sound[:-8] + bytes([sound[-8] ^ 0xFF]) + sound[-7:],  # its CRC-32 wrong
+            raw.compress(half) + raw.flush(zlib.Z_FULL_FLUSH) + b"\xff" * 64,  # not deflate after a flush
+            b"",
+        ]
+    else:
+        sound = zstandard.ZstdCompressor().compress(text)
+        stream = zstandard.ZstdCompressor().compressobj()
+        skippable = b"\x50\x2a\x4d\x18" + (4).to_bytes(4, "little") + b"skip"
+        others = [
+            sound + sound,  # two frames
+            zstandard.ZstdCompressor().compress(b"") + sound,  # an empty frame first
+            stream.compress(text) + stream.flush(),  # its size unknown
+            skippable + sound,
+            sound + b"junk",
+            sound[: len(sound) // 2],
+            b"",
+        ]
+    for data in others:
+        got, broken = decompressed(io.BytesIO(data), codec)
+        assert (got, broken and str(broken)) == _chunked(data, codec)
+    assert _chunked(others[0], codec)[0].endswith(text) and _chunked(others[-2], codec)[1] is not None
+
+    def refused(f, codec):
+        raise AssertionError("decoded in chunks")
+
+    monkeypatch.setattr(curate.io.files, "decompressed_chunks", refused)
+    assert decompressed(io.BytesIO(sound), codec) == (text, None)
+    assert decompressed(io.BytesIO(text), None) == (text, None)
 
 
 def test_compressed_and_plain_jsonl_read_the_same(tmp_path):

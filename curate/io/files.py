@@ -6,6 +6,7 @@ inputs with it before it starts a cluster (:mod:`curate.checks`), and
 """
 
 import contextlib
+import io
 import json
 import os
 import re
@@ -19,6 +20,7 @@ import zstandard
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import get_protocol, infer_compression
+from zlib_ng import gzip_ng, zlib_ng
 
 from curate.io.records import TOO_DEEP, Fields, Layout, parse_records, record_lines, without_views
 
@@ -29,6 +31,7 @@ _SAMPLE_BYTES = 1 << 20  # of each JSONL file, to find its fields and their type
 _CHUNK = 1 << 20
 # The files an input folder is searched for, as help and messages name them.
 FORMATS = "JSONL (.jsonl, .json, .ndjson; also .gz or .zst) or Parquet (.parquet)"
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _DECODERS = {
     "gzip": lambda: zlib.decompressobj(zlib.MAX_WBITS | 16),
     "zstd": lambda: zstandard.ZstdDecompressor().decompressobj(),
@@ -308,6 +311,52 @@ def decompressed_chunks(f, codec: str | None):
         raise Broken(f"truncated {codec} stream", "it ends inside a compressed block")
     if empty:  # even a stream of nothing has a header: an aborted download, say
         raise Broken(f"truncated {codec} stream", "the file is empty, 0 bytes")
+
+
+def decompressed(f, codec: str | None) -> tuple[bytes, Broken | None]:
+    """All of an open binary file's decompressed bytes, and why the stream broke (else None).
+
+    What :func:`decompressed_chunks` gives, joined, and its :class:`Broken` returned with what
+    came before the break. A whole, sound file decodes in one call instead, about twice the
+    speed of the chunks' decoders and without joining them: zstd one frame that states its
+    size (what ``zstd`` and most libraries write), gzip by zlib-ng (the same format; its
+    members, and zero bytes of padding after them, as gzip(1) reads them). Anything else,
+    several zstd frames, damage or a file cut short, is decoded again by the chunks, whose
+    output and errors are the ones the messages quote.
+
+    Raises
+    ------
+    ValueError
+        If ``codec`` is neither None nor a supported compression.
+    """
+    data = f.read()
+    if codec is None:
+        return data, None
+    whole = _in_one_call(codec, data)
+    if whole is not None:
+        return whole, None
+    chunks, broken = [], None
+    try:
+        for chunk in decompressed_chunks(io.BytesIO(data), codec):
+            chunks.append(chunk)  # what came before a break is kept
+    except Broken as err:
+        broken = err
+    return b"".join(chunks), broken
+
+
+def _in_one_call(codec: str, data: bytes) -> bytes | None:
+    """``data`` decompressed in one call, or None where that would not give what the chunks give."""
+    try:
+        if codec == "gzip" and data.startswith(b"\x1f\x8b"):  # an empty file is an error, not b""
+            return gzip_ng.decompress(data)
+        # A zstd frame's size: 0 (an empty frame, maybe more after it) and -1 (not stated) are
+        # left to the chunks; data after the frame (a second frame) fails the call.
+        if codec == "zstd" and data.startswith(_ZSTD_MAGIC) and (size := zstandard.frame_content_size(data)) > 0:
+            whole = zstandard.ZstdDecompressor().decompress(data, allow_extra_data=False)
+            return whole if len(whole) == size else None
+    except (EOFError, OSError, zlib.error, zlib_ng.error, zstandard.ZstdError):  # BadGzipFile: an OSError
+        return None
+    return None
 
 
 def _gzip_piece(decoder, data: bytes) -> bytes:

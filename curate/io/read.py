@@ -37,7 +37,7 @@ from curate.io.files import (
     BOM,
     Broken,
     check_ordered,
-    decompressed_chunks,
+    decompressed,
     find_inputs,
     hive_keys_message,
     lines_before,
@@ -479,13 +479,7 @@ def _read_bytes(fs, src: Source, path: str) -> tuple[bytes, int, Broken | None]:
                 start = f.tell()
             raw = read_block(f, src.offset, src.length, delimiter=b"\n")
         else:
-            chunks = []
-            try:
-                for chunk in decompressed_chunks(f, infer_compression(path)):
-                    chunks.append(chunk)  # what came before a break is kept
-            except Broken as err:
-                broken = err
-            raw = b"".join(chunks)  # one copy (a bytearray grown chunk by chunk, then bytes, made several)
+            raw, broken = decompressed(f, infer_compression(path))
     if start == 0 and raw.startswith(BOM):
         raw, start = raw[len(BOM) :], len(BOM)
     return raw, start, broken
