@@ -32,6 +32,7 @@ from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy
 from curate.dedup.keep import dictionary_decoded
 from curate.dedup.keys import drop
 from curate.dedup.resolve import REMOVED_COLUMNS, AccountingError, coalesce, empty_groups, resolve
+from curate.dedup.warm import compile_kernels
 from curate.io import count_rows, read_documents, write_documents, write_table
 from curate.io.files import expand_paths, source_names
 from curate.io.read import split_rejected
@@ -155,6 +156,11 @@ def dedup(
     out.mkdir(parents=True, exist_ok=True)
     check_files(current_client(), files if _on_local_disk(fs) else [], out)
     run = Runner(stats, show_progress, StageStore(out / "_stages", resume), config.cluster.stall_timeout, hint)
+    if config.mode != "exact" and not gpu and (client := current_client()) is not None:
+        with stats.timed("compile"):  # each kernel by one worker, not by each at once (curate.dedup.warm)
+            ran = compile_kernels(client, config.fuzzy, everything._meta[io.text_field].dtype)
+        spans = sorted(((stop - start, name) for name, (_, start, stop) in ran.items()), reverse=True)
+        stats.tasks["compile"] = {f"compile {name}": {"tasks": 1, "seconds": round(t, 3)} for t, name in spans}
     # Everything a stage computes follows from the first key's parts (the output's format and
     # compression, and whether it is written, only affect the last write).
     made_of = {

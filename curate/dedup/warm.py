@@ -1,0 +1,130 @@
+"""Compile the CPU kernels of a fuzzy run before its stages, each on one worker, all at once.
+
+A first run, and every fresh environment (a container, a CI job, a new node), compiles the numba
+kernels it calls. Each worker process compiled each kernel when its first task reached it, at
+the same time as the other workers: on 2 cores about 10 s of a 15 s first run, the same work
+twice. Here every kernel is compiled by one worker into numba's cache (``cache=True``), the
+workers in parallel, and the stages then load it. The shingle hashes, which MinHash, the
+verification's Jaccard and the representatives' split all call, are compiled first, while other
+workers compile what does not call them; the rest then load them rather than compile them again.
+
+Each kernel is called as its stage calls it, on two tiny documents of the documents' own text
+dtype, so that its compiled signature is the stage's (a test checks that a run after this
+compiles nothing). With the cache warm, this loads each kernel on one worker (a fraction of a
+second in all). CPU workers only: a GPU run's kernels are numba.cuda's.
+"""
+
+import time
+import uuid
+
+import numpy as np
+import pandas as pd
+from distributed import Client, get_worker
+
+from curate.backend import band_buckets, greedy_representatives, jaccard, minhash_signatures, text_buffers
+from curate.config import FuzzyConfig
+from curate.dedup.text import prepare_text
+from curate.io.records import MAX_DEPTH
+from curate.kernels.minhash import permutations
+from curate.kernels.nesting import nested_deeper
+from curate.kernels.shingles import shingle_hashes, window_scratch
+
+_RECORD = np.frombuffer(b'{"a": 1}', np.uint8)  # read-only, as the parser's view of its block
+_TEXTS = ["a few words, to shingle", "a few words, to shingle once more"]
+
+
+def kernel_calls(config: FuzzyConfig, text_dtype) -> dict[str, tuple]:
+    """The fuzzy stages' kernel calls on tiny documents: ``{name: (call, seconds, after)}``.
+
+    ``seconds``: what compiling took on 2 cores of an x86 machine, with the kernels named by
+    ``after`` (or None) compiled and cached; those it calls too, so that compiling it first
+    spares compiling them again. Parameters: the run's ``config`` and the pandas dtype of its
+    text column (calls with other argument types would compile other signatures).
+    """
+    texts = pd.Series(_TEXTS, dtype=text_dtype)
+    words, width = config.ngram == "word", config.width
+    a, b = permutations(config.num_hashes, config.seed, config.hash_bits)
+
+    def shingles():
+        offsets, data = text_buffers(texts)
+        n = int(offsets[1] - offsets[0])
+        wide, seed = config.hash_bits == 64, np.uint64(config.seed)
+        shingle_hashes(
+            data, offsets[0], offsets[1], width, words, seed, wide, window_scratch(n), np.empty(n, np.uint64)
+        )
+
+    def text():
+        return prepare_text(texts, config)  # normalised where the stages normalise
+
+    calls = {
+        "shingle hashes": (shingles, 3.1, None),
+        "LSH bands": (
+            lambda: band_buckets(np.zeros((1, len(a)), a.dtype), config.num_bands, config.rows_per_band),
+            0.9,
+            None,
+        ),
+        "normalisation": (text, 0.5, None),
+        "JSON nesting check": (lambda: nested_deeper(_RECORD, np.array([0]), np.array([8]), MAX_DEPTH), 0.9, None),
+        "Jaccard": (lambda: jaccard(text(), np.array([0]), np.array([1]), width, words, 0.5), 3.0, "shingle hashes"),
+        "MinHash": (lambda: minhash_signatures(text(), config.seed, a, b, width, words), 1.2, "shingle hashes"),
+        "representatives": (
+            lambda: greedy_representatives(
+                text(), np.array([0, 2]), config.threshold, width, words, np.full(2, np.nan)
+            ),
+            1.1,
+            "Jaccard",  # its sets and scores are the Jaccard's kernels
+        ),
+    }
+    if not config.normalizes:
+        del calls["normalisation"]
+    if not config.verify:  # no Jaccard is computed
+        del calls["Jaccard"], calls["representatives"]
+    return calls
+
+
+def compile_kernels(client: Client, config: FuzzyConfig, text_dtype) -> dict[str, tuple[str, float, float]]:
+    """Compile the fuzzy stages' CPU kernels (:func:`kernel_calls`) on ``client``'s workers, and wait.
+
+    In order, each kernel goes to the worker that can start it soonest, by the estimated
+    seconds of the kernels given out before it and of those it comes after.
+
+    Returns
+    -------
+    dict
+        ``{name: (worker address, start, stop)}``: where each call ran and when (seconds since
+        the epoch, by the worker's clock).
+
+    Raises
+    ------
+    Exception
+        The error of a call that failed (a kernel that does not compile).
+    """
+    free = dict.fromkeys(sorted(client.scheduler_info(n_workers=-1)["workers"]), 0.0)
+    done, futures = {}, {}
+    for name, (_, seconds, after) in kernel_calls(config, text_dtype).items():
+        ready = done[after] if after else 0.0
+        worker = min(free, key=lambda w: max(free[w], ready))
+        done[name] = free[worker] = max(free[worker], ready) + seconds
+        # By name: each worker makes its own calls. A kernel sent from here (in a closure)
+        # arrives as a new dispatcher, which neither uses nor fills numba's cache.
+        waits = [futures[after]] if after else []
+        futures[name] = client.submit(
+            _compiled,
+            name,
+            config,
+            text_dtype,
+            *waits,
+            key=f"compile {name}-{uuid.uuid4().hex}",
+            workers=[worker],
+            allow_other_workers=True,  # elsewhere if that worker has gone
+        )
+    return dict(zip(futures, client.gather(list(futures.values()))))
+
+
+def _compiled(name: str, config: FuzzyConfig, text_dtype, *after) -> tuple[str, float, float]:
+    start = time.time()
+    kernel_calls(config, text_dtype)[name][0]()  # its result (of tiny documents) stays here
+    return get_worker().address, start, time.time()
+
+
+__all__ = ["compile_kernels", "kernel_calls"]
