@@ -45,11 +45,14 @@ print(json.dumps({
 """
 
 
+SETS = ["set scores", "representatives' split", "shingle sets"]
+
+
 @pytest.mark.parametrize(
     "name, overrides, names, cold",
     [
-        (None, {}, ["shingle hashes", "LSH bands", "JSON nesting check", "Jaccard", "MinHash", "representatives"], True),
-        ("datatrove", {}, ["shingle hashes", "LSH bands", "normalisation", "JSON nesting check", "Jaccard", "MinHash", "representatives"], False),
+        (None, {}, ["shingle hashes", "LSH bands", "JSON nesting check", *SETS, "MinHash", "Jaccard", "representatives"], True),
+        ("datatrove", {}, ["shingle hashes", "LSH bands", "normalisation", "JSON nesting check", *SETS, "MinHash", "Jaccard", "representatives"], False),
         (None, {"fuzzy": {"verify": False}}, ["shingle hashes", "LSH bands", "JSON nesting check", "MinHash"], False),
     ],
 )  # fmt: skip
@@ -77,7 +80,13 @@ def test_a_run_after_the_warm_up_compiles_nothing(tmp_path, name, overrides, nam
     assert ("curate.kernels.normalize._map_and_collapse" in used) == (name == "datatrove")
     assert found["after"] == found["warmed"]
     shingles = "curate.kernels.shingles.shingle_hashes"
-    assert len(found["warmed"][shingles]) == 1 and found["warmed"][shingles] == found["first"][shingles]
+    assert found["warmed"][shingles] == found["first"][shingles]
+    # A kernel one call compiles and another calls (from compiled code or from Python): one
+    # signature, or the second compiled its own.
+    shared = [shingles, *(f"curate.kernels.jaccard.{k}" for k in ("_hash_documents", "_score_pairs", "_split_rest"))]
+    assert {kernel: len(found["warmed"][kernel]) for kernel in shared if kernel in used} == dict.fromkeys(
+        [kernel for kernel in shared if kernel in used], 1
+    )
 
 
 def test_kernels_that_call_others_compile_after_them_on_every_worker(client):
@@ -88,6 +97,6 @@ def test_kernels_that_call_others_compile_after_them_on_every_worker(client):
     calls = kernel_calls(config, pd.StringDtype())
     assert list(ran) == list(calls)
     for name, (_, _, after) in calls.items():
-        if after:  # the workers' clocks are the machine's
-            assert ran[name][1] >= ran[after][2], name
+        for first in after:  # the workers' clocks are the machine's
+            assert ran[name][1] >= ran[first][2], (name, first)
     assert {worker for worker, _, _ in ran.values()} == set(client.scheduler_info(n_workers=-1)["workers"])

@@ -25,6 +25,7 @@ from curate.backend import band_buckets, greedy_representatives, jaccard, minhas
 from curate.config import FuzzyConfig
 from curate.dedup.text import prepare_text
 from curate.io.records import MAX_DEPTH
+from curate.kernels.jaccard import _score_pairs, _split_rest, shingle_sets
 from curate.kernels.minhash import permutations
 from curate.kernels.nesting import nested_deeper
 from curate.kernels.shingles import shingle_hashes, window_scratch
@@ -36,14 +37,15 @@ _TEXTS = ["a few words, to shingle", "a few words, to shingle once more"]
 def kernel_calls(config: FuzzyConfig, text_dtype) -> dict[str, tuple]:
     """The fuzzy stages' kernel calls on tiny documents: ``{name: (call, seconds, after)}``.
 
-    ``seconds``: what compiling took on 2 cores of an x86 machine, with the kernels named by
-    ``after`` (or None) compiled and cached; those it calls too, so that compiling it first
-    spares compiling them again. Parameters: the run's ``config`` and the pandas dtype of its
-    text column (calls with other argument types would compile other signatures).
+    ``seconds``: what compiling took on 2 cores of an x86 machine, with the kernels named in
+    ``after`` (a tuple) compiled and cached; they are those it calls, so that compiling them
+    first spares compiling them again. Parameters: the run's ``config`` and the pandas dtype of
+    its text column (calls with other argument types would compile other signatures).
     """
     texts = pd.Series(_TEXTS, dtype=text_dtype)
-    words, width = config.ngram == "word", config.width
+    words, width, threshold = config.ngram == "word", config.width, float(config.threshold)
     a, b = permutations(config.num_hashes, config.seed, config.hash_bits)
+    i64, u64, f64 = np.zeros(1, np.int64), np.zeros(0, np.uint64), np.zeros(0, np.float64)
 
     def shingles():
         offsets, data = text_buffers(texts)
@@ -57,28 +59,40 @@ def kernel_calls(config: FuzzyConfig, text_dtype) -> dict[str, tuple]:
         return prepare_text(texts, config)  # normalised where the stages normalise
 
     calls = {
-        "shingle hashes": (shingles, 3.1, None),
+        "shingle hashes": (shingles, 3.1, ()),
         "LSH bands": (
             lambda: band_buckets(np.zeros((1, len(a)), a.dtype), config.num_bands, config.rows_per_band),
             0.9,
-            None,
+            (),
         ),
-        "normalisation": (text, 0.5, None),
-        "JSON nesting check": (lambda: nested_deeper(_RECORD, np.array([0]), np.array([8]), MAX_DEPTH), 0.9, None),
-        "Jaccard": (lambda: jaccard(text(), np.array([0]), np.array([1]), width, words, 0.5), 3.0, "shingle hashes"),
-        "MinHash": (lambda: minhash_signatures(text(), config.seed, a, b, width, words), 1.2, "shingle hashes"),
-        "representatives": (
-            lambda: greedy_representatives(
-                text(), np.array([0, 2]), config.threshold, width, words, np.full(2, np.nan)
-            ),
+        "normalisation": (text, 0.5, ()),
+        "JSON nesting check": (lambda: nested_deeper(_RECORD, np.array([0]), np.array([8]), MAX_DEPTH), 0.9, ()),
+        # The Jaccard's and the representatives' kernels that take sets, not texts, called as
+        # jaccard_indexed and greedy_representatives call them, on no rows.
+        "set scores": (lambda: _score_pairs(i64, u64, i64[:0], i64[:0], threshold, f64), 0.6, ()),
+        "representatives' split": (
+            lambda: _split_rest(i64, u64, *[i64[:0]] * 3, u64, i64[:0], i64, threshold, i64[:0], f64, i64[:0]),
             1.1,
-            "Jaccard",  # its sets and scores are the Jaccard's kernels
+            (),
+        ),
+        "shingle sets": (lambda: shingle_sets(*text_buffers(texts), width, words), 2.0, ("shingle hashes",)),
+        "MinHash": (lambda: minhash_signatures(text(), config.seed, a, b, width, words), 1.2, ("shingle hashes",)),
+        "Jaccard": (
+            lambda: jaccard(text(), np.array([0]), np.array([1]), width, words, threshold),
+            0.3,
+            ("shingle sets", "set scores"),
+        ),
+        "representatives": (
+            lambda: greedy_representatives(text(), np.array([0, 2]), threshold, width, words, np.full(2, np.nan)),
+            0.2,
+            ("shingle sets", "set scores", "representatives' split"),
         ),
     }
     if not config.normalizes:
         del calls["normalisation"]
     if not config.verify:  # no Jaccard is computed
-        del calls["Jaccard"], calls["representatives"]
+        for name in ("set scores", "representatives' split", "shingle sets", "Jaccard", "representatives"):
+            del calls[name]
     return calls
 
 
@@ -102,12 +116,12 @@ def compile_kernels(client: Client, config: FuzzyConfig, text_dtype) -> dict[str
     free = dict.fromkeys(sorted(client.scheduler_info(n_workers=-1)["workers"]), 0.0)
     done, futures = {}, {}
     for name, (_, seconds, after) in kernel_calls(config, text_dtype).items():
-        ready = done[after] if after else 0.0
+        ready = max((done[first] for first in after), default=0.0)
         worker = min(free, key=lambda w: max(free[w], ready))
         done[name] = free[worker] = max(free[worker], ready) + seconds
         # By name: each worker makes its own calls. A kernel sent from here (in a closure)
         # arrives as a new dispatcher, which neither uses nor fills numba's cache.
-        waits = [futures[after]] if after else []
+        waits = [futures[first] for first in after]
         futures[name] = client.submit(
             _compiled,
             name,
