@@ -395,11 +395,13 @@ def text_buffers_pandas(text: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     ValueError
         If ``text`` is an object column holding a value that is neither a string nor a null, naming it.
     """
-    arr = _arrow_strings(text)
-    return _arrow_buffers(pc.fill_null(arr, "") if arr.null_count else arr)
+    return _arrow_buffers(_arrow_strings(text))
 
 
 def _arrow_buffers(arr: pa.LargeStringArray) -> tuple[np.ndarray, np.ndarray]:
+    # Nulls as empty strings; the data buffer shared with Arrow.
+    if arr.null_count:
+        arr = pc.fill_null(arr, "")
     _, offsets, data = arr.buffers()
     offsets = np.frombuffer(offsets, dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
     data = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
@@ -481,7 +483,7 @@ def normalize_text_pandas(
     if table:
         # The operations' character map in one compiled pass (Arrow's lowercase and two RE2
         # replacements ran at about 35 MB/s on books), nulls put back after.
-        offsets, data = _arrow_buffers(pc.fill_null(arr, "") if arr.null_count else arr)
+        offsets, data = _arrow_buffers(arr)
         growth = max(len(v.encode()) / len(chr(point).encode()) for point, v in table.items())
         offsets, data = _normalize.map_and_collapse(offsets, data, character_map(**options), whitespace, growth)
         mapped = pa.LargeStringArray.from_buffers(len(arr), pa.py_buffer(offsets), pa.py_buffer(data))
