@@ -46,7 +46,7 @@ from curate.io.rejected import (
 )
 from curate.io.write import output_compression
 from curate.metrics import spilled_bytes, versions
-from curate.runner import Runner, Stats
+from curate.runner import Runner, Stats, task_times
 from curate.schema import DOC, POSITION_BITS
 
 logger = logging.getLogger(__name__)
@@ -157,10 +157,14 @@ def dedup(
     check_files(current_client(), files if _on_local_disk(fs) else [], out)
     run = Runner(stats, show_progress, StageStore(out / "_stages", resume), config.cluster.stall_timeout, hint)
     if config.mode != "exact" and not gpu and (client := current_client()) is not None:
-        with stats.timed("compile"):  # each kernel by one worker, not by each at once (curate.dedup.warm)
+        with stats.timed("compile"):  # each kernel by one worker of each host, not by each at once (curate.dedup.warm)
             ran = compile_kernels(client, config.fuzzy, everything._meta[io.text_field].dtype)
-        spans = sorted(((stop - start, name) for name, (_, start, stop) in ran.items()), reverse=True)
-        stats.tasks["compile"] = {f"compile {name}": {"tasks": 1, "seconds": round(t, 3)} for t, name in spans}
+        stats.tasks["compile"] = task_times(
+            [
+                {"key": f"compile {name}", "startstops": [{"action": "compute", "start": start, "stop": stop}]}
+                for name, _, start, stop in ran
+            ]
+        )
     # Everything a stage computes follows from the first key's parts (the output's format and
     # compression, and whether it is written, only affect the last write).
     made_of = {

@@ -820,6 +820,28 @@ def test_parquet_damage_in_a_column_the_dedup_does_not_read(tmp_path):
         ]
 
 
+def test_a_pattern_that_matches_nothing_says_what_the_folder_holds(tmp_path):
+    # "no file matches the pattern" for *.jsonl in a folder of .jsonl.gz files, and for *.txt
+    # files, which the pattern did match.
+    for name in ("b.jsonl.gz", "a.jsonl.gz", "c.parquet", "notes.txt"):
+        (tmp_path / name).write_bytes(b"")
+    with pytest.raises(FileNotFoundError) as err:
+        read_documents(str(tmp_path / "*.jsonl"))
+    assert str(err.value) == (
+        f"input {str(tmp_path / '*.jsonl')!r} matches no JSONL or Parquet file: no file matches the pattern; "
+        f"{tmp_path}/ holds 3 files that curate reads (a.jsonl.gz, b.jsonl.gz, c.parquet): "
+        "give the folder, or a pattern that matches them"
+    )
+    with pytest.raises(FileNotFoundError) as err:
+        read_documents(str(tmp_path / "*.txt"))
+    assert str(err.value).endswith(
+        "the pattern matches 1 file, none named as JSONL (.jsonl, .json, .ndjson; also .gz or .zst) or Parquet "
+        f"(.parquet): {tmp_path / 'notes.txt'}"
+    )
+    with pytest.raises(FileNotFoundError, match=r"matches no JSONL or Parquet file: no file matches the pattern$"):
+        read_documents(str(tmp_path / "nowhere" / "*.jsonl"))
+
+
 def test_missing_and_unreadable_paths(tmp_path, monkeypatch):
     with pytest.raises(
         FileNotFoundError, match=r"^input '.*nope\.jsonl' matches no JSONL or Parquet file: no such file or folder$"

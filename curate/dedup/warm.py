@@ -3,8 +3,8 @@
 A first run, and every fresh environment (a container, a CI job, a new node), compiles the numba
 kernels it calls. Each worker process compiled each kernel when its first task reached it, at
 the same time as the other workers: on 2 cores about 10 s of a 15 s first run, the same work
-twice. Here every kernel is compiled by one worker into numba's cache (``cache=True``), the
-workers in parallel, and the stages then load it. The shingle hashes, which MinHash, the
+twice. Here every kernel is compiled by one worker of each host into numba's cache
+(``cache=True``, a folder on the host), the workers in parallel, and the stages then load it. The shingle hashes, which MinHash, the
 verification's Jaccard and the representatives' split all call, are compiled first, while other
 workers compile what does not call them; the rest then load them rather than compile them again.
 
@@ -96,43 +96,76 @@ def kernel_calls(config: FuzzyConfig, text_dtype) -> dict[str, tuple]:
     return calls
 
 
-def compile_kernels(client: Client, config: FuzzyConfig, text_dtype) -> dict[str, tuple[str, float, float]]:
+def compile_kernels(client: Client, config: FuzzyConfig, text_dtype) -> list[tuple[str, str, float, float]]:
     """Compile the fuzzy stages' CPU kernels (:func:`kernel_calls`) on ``client``'s workers, and wait.
 
-    In order, each kernel goes to the worker that can start it soonest, by the estimated
-    seconds of the kernels given out before it and of those it comes after.
+    Every host compiles every kernel once, spread over its own workers (:func:`plan`): numba's
+    cache is a host's own folder, so a kernel compiled on one node would be compiled again by
+    each worker of another when its first task called it.
 
     Returns
     -------
-    dict
-        ``{name: (worker address, start, stop)}``: where each call ran and when (seconds since
-        the epoch, by the worker's clock).
+    list of tuple
+        ``(kernel name, worker address, start, stop)`` for each call, in :func:`plan`'s order;
+        ``start`` and ``stop`` in seconds since the epoch, by the worker's clock.
 
     Raises
     ------
     Exception
         The error of a call that failed (a kernel that does not compile).
     """
-    free = dict.fromkeys(sorted(client.scheduler_info(n_workers=-1)["workers"]), 0.0)
-    done, futures = {}, {}
-    for name, (_, seconds, after) in kernel_calls(config, text_dtype).items():
-        ready = max((done[first] for first in after), default=0.0)
-        worker = min(free, key=lambda w: max(free[w], ready))
-        done[name] = free[worker] = max(free[worker], ready) + seconds
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    calls = kernel_calls(config, text_dtype)
+    futures = {}
+    for name, worker, after in plan(calls, {address: info["host"] for address, info in workers.items()}):
         # By name: each worker makes its own calls. A kernel sent from here (in a closure)
         # arrives as a new dispatcher, which neither uses nor fills numba's cache.
-        waits = [futures[first] for first in after]
-        futures[name] = client.submit(
+        futures[name, worker] = client.submit(
             _compiled,
             name,
             config,
             text_dtype,
-            *waits,
+            *[futures[first] for first in after],
             key=f"compile {name}-{uuid.uuid4().hex}",
             workers=[worker],
             allow_other_workers=True,  # elsewhere if that worker has gone
         )
-    return dict(zip(futures, client.gather(list(futures.values()))))
+    return [(name, *ran) for (name, _), ran in zip(futures, client.gather(list(futures.values())))]
+
+
+def plan(calls: dict[str, tuple], hosts: dict[str, str]) -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """Which worker compiles each kernel of ``calls`` (:func:`kernel_calls`), once on every host.
+
+    On each host, in the order of ``calls``, each kernel goes to the host's worker that can start
+    it soonest, by the estimated seconds of the kernels given out before it and of those it
+    comes after (list scheduling).
+
+    Parameters
+    ----------
+    calls : dict
+        ``{name: (call, seconds, after)}``.
+    hosts : dict
+        ``{worker address: host}``.
+
+    Returns
+    -------
+    list of tuple
+        ``(name, worker, after)``, host by host; ``after``: the ``(name, worker)`` entries, on
+        the same host, that this one waits for.
+    """
+    by_host: dict[str, list[str]] = {}
+    for worker in sorted(hosts):
+        by_host.setdefault(hosts[worker], []).append(worker)
+    planned = []
+    for workers in by_host.values():
+        free, done, where = dict.fromkeys(workers, 0.0), {}, {}
+        for name, (_, seconds, after) in calls.items():
+            ready = max((done[first] for first in after), default=0.0)
+            worker = min(free, key=lambda w: max(free[w], ready))
+            done[name] = free[worker] = max(free[worker], ready) + seconds
+            where[name] = worker
+            planned.append((name, worker, [(first, where[first]) for first in after]))
+    return planned
 
 
 def _compiled(name: str, config: FuzzyConfig, text_dtype, *after) -> tuple[str, float, float]:
@@ -141,4 +174,4 @@ def _compiled(name: str, config: FuzzyConfig, text_dtype, *after) -> tuple[str, 
     return get_worker().address, start, time.time()
 
 
-__all__ = ["compile_kernels", "kernel_calls"]
+__all__ = ["compile_kernels", "kernel_calls", "plan"]

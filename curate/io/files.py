@@ -97,7 +97,7 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
             listed = [path for path, info in fs.glob(item, detail=True).items() if info["type"] != "directory"]
         else:
             root, listed = None, [item] if fs.exists(item) else []
-        found, base = [], None if root is None else fs._strip_protocol(root)
+        found, others, base = [], [], None if root is None else fs._strip_protocol(root)
         for path in sorted(listed):
             # Names starting with . or _, and whatever folders so named hold, are not data by
             # convention (as Spark and Arrow datasets read them): .crc, _SUCCESS, Parquet's
@@ -110,9 +110,11 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
             if below is None or _format_of(path):
                 found.append(path)
             else:
-                skipped.append(os.path.abspath(path) if local else fs.unstrip_protocol(path))
+                others.append(os.path.abspath(path) if local else fs.unstrip_protocol(path))
         if not found:
-            raise FileNotFoundError(f"input {item!r} matches no JSONL or Parquet file: {_nothing_found(fs, item)}")
+            why = _nothing_found(fs, item, others)
+            raise FileNotFoundError(f"input {item!r} matches no JSONL or Parquet file: {why}")
+        skipped += others
         for path in found:
             path = fs._strip_protocol(path)  # file:///a/b is /a/b
             path = os.path.abspath(path) if local else path
@@ -150,12 +152,29 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
     return fs, paths, formats.pop(), repeats, list(dict.fromkeys(skipped))
 
 
-def _nothing_found(fs, item: str) -> str:
+def _nothing_found(fs, item: str, others: list[str]) -> str:
+    """Why input ``item`` gave no file to read, ``others`` being the files of other names it holds or matches."""
     if isinstance(fs, LocalFileSystem) and os.path.islink(item):
         return f"a broken symbolic link (to {os.readlink(item)})"
     if fs.isdir(item):
         return f"the folder holds no {FORMATS} file (names starting with . or _ are left out)"
-    return "no file matches the pattern" if any(c in item for c in "*?[") else "no such file or folder"
+    root = glob_root(fs, item)
+    if root is None:
+        return "no such file or folder"
+    if others:
+        return f"the pattern matches {counted(len(others), 'file')}, none named as {FORMATS}: {first_few(others)}"
+    # A pattern of the wrong suffix (*.jsonl for a folder of .jsonl.gz files): name what is there.
+    folder = root or "."
+    try:
+        there = sorted(os.path.basename(p) for p in fs.ls(folder, detail=False) if _format_of(p))
+    except OSError:  # no such folder either
+        there = []
+    if not there:
+        return "no file matches the pattern"
+    return (
+        f"no file matches the pattern; {folder} holds {counted(len(there), 'file')} that curate reads "
+        f"({first_few(there, sep=', ')}): give the folder, or a pattern that matches them"
+    )
 
 
 def overlap_message(repeats: list[tuple[str, str, str, str]]) -> str:
