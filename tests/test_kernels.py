@@ -32,6 +32,7 @@ from curate.kernels.murmur import (
     murmur3_64_at,
     murmur3_64_run,
 )
+from curate.kernels.nesting import nested_deeper
 from curate.kernels.shingles import (
     RUN,
     char_starts,
@@ -1075,3 +1076,43 @@ def test_shingle_sets_are_the_hashes_of_the_reference_shingles(texts, width, wor
     for i, text in enumerate(texts):
         expected = sorted({ref.murmur3_x64_128_first(s) for s in ref.shingles(text, width, words)})
         assert hashes[set_offsets[i] : set_offsets[i + 1]].tolist() == expected
+
+
+def _depth_reference(line: bytes) -> int:
+    """The deepest nesting of [ and { outside JSON strings, byte by byte."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in line:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (byte == 92, byte != 34)
+        elif byte == 34:
+            in_string = True
+        elif byte in b"[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in b"]}":
+            depth -= 1
+    return deepest
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.sampled_from(["[", "]", "{", "}", '"', "\\", "a", " ", '"[{', '\\"', '\\\\"', '"]}"']), max_size=80
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.integers(0, 6),
+)
+@example([["[", "[", "{"], ['"', "[[[", '"']], 2)
+def test_nesting_check_is_the_byte_by_byte_depth_outside_strings(lines, limit):
+    # Brackets inside strings, escaped quotes and runs of backslashes, lines of exactly `limit`
+    # brackets; the lines lie in one buffer, as the reader's block.
+    texts = ["".join(tokens).encode() for tokens in lines]
+    buf = np.frombuffer(b"\n".join(texts), dtype=np.uint8)
+    starts = np.cumsum([0] + [len(t) + 1 for t in texts[:-1]]).astype(np.int64)
+    ends = starts + np.array([len(t) for t in texts], dtype=np.int64)
+    expected = [_depth_reference(t) > limit for t in texts]
+    assert nested_deeper(buf, starts, ends, limit).tolist() == expected

@@ -75,7 +75,7 @@ def kernel_calls(config: FuzzyConfig, text_dtype) -> dict[str, tuple]:
             1.1,
             (),
         ),
-        "shingle sets": (lambda: shingle_sets(*text_buffers(texts), width, words), 2.0, ("shingle hashes",)),
+        "shingle sets": (lambda: shingle_sets(*text_buffers(texts), width, words), 1.7, ("shingle hashes",)),
         "MinHash": (lambda: minhash_signatures(text(), config.seed, a, b, width, words), 1.2, ("shingle hashes",)),
         "Jaccard": (
             lambda: jaccard(text(), np.array([0]), np.array([1]), width, words, threshold),
