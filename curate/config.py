@@ -121,9 +121,10 @@ class IOConfig(_Section):
     )
     # The stages read the input again for MinHash and for the candidates' texts; with this, the
     # first read's partitions stay in the workers (Dask's persist) and those passes read memory.
-    cache_input: bool = Field(
-        False,
-        description="Keep the documents the stages read in the workers' memory (device memory with --backend gpu, spilled to host memory or disk when short) instead of reading the input again for MinHash and the candidates' texts: faster where they fit.",
+    cache_input: bool | None = Field(
+        None,
+        description="Keep the documents the stages read in the workers' memory (device memory with --backend gpu, spilled to host memory or disk when short) instead of reading the input again for MinHash and the candidates' texts. Unset: on for a fuzzy run on CPU workers (not resumed) whose memory limits add up to 4x the input's size decompressed (estimated: 6x its compressed files' size) or more.",
+        json_schema_extra={"cli": {"default": "auto"}},
     )
     on_error: Literal["fail", "skip"] = Field(
         "fail",

@@ -21,6 +21,7 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 from dask.utils import parse_bytes
+from fsspec.utils import infer_compression
 
 from curate import __version__
 from curate.backend import host_step, on_host, to_host, to_parquet
@@ -177,10 +178,13 @@ def dedup(
         "keep_columns": keep.columns(),  # exact dedup's candidates, written by the read, carry them
     }
     with _inputs_unchanged(inputs, files):  # a file rewritten meanwhile fails in ways that do not name it
-        if io.cache_input:  # read once into the workers, by the read stage's pass (or the next)
-            everything = everything.persist()
+        cached = cache_input(io.cache_input, config.mode, current_client(), files, gpu=gpu, resume=resume)
+        if cached:  # read once into the workers, in the read stage
+            everything = run.persist("read+exact" if config.mode in ("exact", "both") else "read", everything)
             logger.info(
-                "--cache-input: the documents (%d partitions) stay in the workers' memory", everything.npartitions
+                "the documents (%d partitions) stay in the workers' memory for the stages (--no-cache-input: read "
+                "them again)",
+                everything.npartitions,
             )
         key = read_key = stage_key("read", made_of)
         docs, candidates = _read(everything, inputs, key, made_of, config, keep, run, stats)
@@ -262,6 +266,7 @@ def dedup(
             ],
             "output_format": fmt,  # None: identify_only, nothing written
             "output_compression": compression,
+            "cache_input": cached,  # as given, or as decided (see cache_input)
             "config": config.model_dump(mode="json"),
             "counts": stats.counts,
             "reused_stages": stats.reused,
@@ -321,6 +326,33 @@ def _changed_input(inputs: list[str], files: list[tuple[str, int, str]]) -> str 
     except (OSError, ValueError):  # a file (or every file of an input) is gone
         now = {}
     return next((path for path, size, modified in files if now.get(path) != (size, modified)), None)
+
+
+# The input's size in memory, decompressed, against its compressed files' size: zstd at level 19
+# and gzip -9 keep English text in a quarter to a third of its size (gutenberg, 20news).
+EXPANSION = 6
+
+
+def cache_input(
+    given: bool | None, mode: str, client, files: list[tuple[str, int, str]], *, gpu: bool, resume: bool
+) -> bool:
+    """Whether the documents the stages read stay in the workers' memory (``--cache-input``).
+
+    ``given`` if set. Else on where ``client``'s workers all have memory limits adding up to at
+    least 4x the documents' estimated size: the input files' (``files``: path, bytes, time)
+    uncompressed JSONL at its size, compressed files (``.gz``, ``.zst``, Parquet) at
+    :data:`EXPANSION` times theirs. Off for an exact run (only the read stage reads them), without a
+    client, on GPU workers (whose device memory the stages need) and for a resumed run (whose
+    finished stages would not read them).
+    """
+    if given is not None:
+        return given
+    if mode == "exact" or client is None or gpu or resume:
+        return False
+    limits = [w.get("memory_limit") or 0 for w in client.scheduler_info(n_workers=-1)["workers"].values()]
+    compressed = lambda path: infer_compression(path) is not None or path.lower().endswith(".parquet")  # noqa: E731
+    size = sum(EXPANSION * n if compressed(path) else n for path, n, _ in files)
+    return bool(limits) and min(limits) > 0 and 4 * size <= sum(limits)
 
 
 def _megabytes(size) -> str:

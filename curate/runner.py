@@ -96,6 +96,18 @@ class Runner:
     def __init__(self, stats: Stats, show_progress: bool, store: StageStore, stall_timeout: float = 0, hint: str = ""):
         self.stats, self.show_progress, self.store = stats, show_progress, store
         self.stall_timeout, self.hint = stall_timeout, hint  # see curate.cluster.gather
+        self._early: dict[str, tuple] = {}  # stage -> (task stream, kinds) begun by persist
+
+    def persist(self, stage: str, frame):
+        """``frame`` computed now and kept in the workers' memory (Dask's persist), its tasks
+        counted with those of stage ``stage`` (its next call), which they may finish before."""
+        (frame,) = fused([frame])  # as the stages' tasks are, and named so
+        client = current_client()
+        if client is not None:
+            stream = get_task_stream(client)
+            stream.__enter__()
+            self._early[stage] = stream, fused_kinds([frame])
+        return frame.persist()
 
     def __call__(self, stage: str, **collections) -> dict:
         """Compute ``collections`` (Dask collections by name) together as stage ``stage``, on the
@@ -115,7 +127,8 @@ class Runner:
                 else:
                     if self.show_progress:
                         print(f"[{stage}]", file=sys.stderr)
-                    with get_task_stream(client) as stream:
+                    stream, kinds = self._early.pop(stage, None) or (get_task_stream(client).__enter__(), {})
+                    try:
                         results = gather(
                             client,
                             todo,
@@ -123,9 +136,11 @@ class Runner:
                             show_progress=self.show_progress,
                             hint=self.hint,
                         )
+                    finally:
+                        stream.__exit__(None, None, None)
                     if self.show_progress:
                         print(file=sys.stderr)
-                    times = self.stats.tasks[stage] = task_times(stream.data, fused_kinds(todo))
+                    times = self.stats.tasks[stage] = task_times(stream.data, {**kinds, **fused_kinds(todo)})
                     shown = ", ".join(
                         f"{name} {t['seconds']:.1f} s ({t['tasks']})" for name, t in list(times.items())[:6]
                     )

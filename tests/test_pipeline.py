@@ -13,7 +13,7 @@ from distributed import get_task_stream
 from curate.config import load_config
 from curate.dedup.keys import in_order
 from curate.dedup.resolve import AccountingError, resolve
-from curate.pipeline import check_accounting, dedup
+from curate.pipeline import cache_input, check_accounting, dedup
 from curate.runner import Runner, Stats, task_times
 from tests.conftest import realignments
 
@@ -438,16 +438,44 @@ def test_a_dictionary_encoded_keep_column_orders_by_its_values(sync, tmp_path):
 
 def test_cache_input_reads_the_input_once_for_the_stages_and_writes_the_same_bytes(client, fixture_run, tmp_path):
     # Without it, MinHash and the candidates' texts read the input again (a task of the reader
-    # in those stages); with it, the first read's partitions stay in the workers and serve them.
-    out, summary = run(tmp_path, ["tests/data/docs.jsonl"], io={"cache_input": True})
+    # in those stages); with it (by default where the workers' memory holds the input four
+    # times, as here), the first read's partitions stay in the workers and serve them.
+    out, summary = run(tmp_path, ["tests/data/docs.jsonl"], io={"cache_input": False})
     reads = lambda run_summary: {  # noqa: E731
         stage: sum(t["tasks"] for kind, t in kinds.items() if "read-documents" in kind.split("+"))  # fused or not
         for stage, kinds in run_summary["stage_task_seconds"].items()
         if stage in ("minhash+lsh", "select")
     }
-    assert reads(fixture_run[1]) == {"minhash+lsh": 1, "select": 1}
-    assert reads(summary) == {"minhash+lsh": 0, "select": 0}
-    cluster = fixture_run[0]
+    assert (summary["cache_input"], fixture_run[1]["cache_input"]) == (False, True)
+    assert reads(summary) == {"minhash+lsh": 1, "select": 1}
+    assert reads(fixture_run[1]) == {"minhash+lsh": 0, "select": 0}
+    cached = fixture_run[0]
     for name in ["deduplicated/part.0.jsonl", "duplicates.parquet", "removed.parquet"]:
-        assert (out / name).read_bytes() == (cluster / name).read_bytes(), name
+        assert (out / name).read_bytes() == (cached / name).read_bytes(), name
     assert summary["counts"] == fixture_run[1]["counts"]
+
+
+class _Workers:
+    """A client's stand-in: workers with these memory limits (bytes; 0: none)."""
+
+    def __init__(self, *limits):
+        self.limits = limits
+
+    def scheduler_info(self, n_workers):
+        return {"workers": {f"tcp://w{i}": {"memory_limit": limit} for i, limit in enumerate(self.limits)}}
+
+
+def test_the_input_is_cached_by_default_where_the_workers_memory_holds_it_four_times():
+    files = [("a.jsonl", 100, "t"), ("b.jsonl.zst", 100, "t"), ("c.parquet", 50, "t")]  # 100 + 600 + 300 bytes
+    auto = lambda client, mode="both", gpu=False, resume=False: cache_input(  # noqa: E731
+        None, mode, client, files, gpu=gpu, resume=resume
+    )
+    assert auto(_Workers(2000, 2000)) and auto(_Workers(4000), mode="fuzzy")
+    assert not auto(_Workers(2000, 1999))  # 3,999 bytes hold the input's 1,000 less than 4 times
+    assert not auto(_Workers(8000, 0))  # a worker without a limit: nothing to go by
+    assert not auto(_Workers())
+    assert not auto(None)  # no client: Dask's local scheduler, nothing to persist into
+    assert not auto(_Workers(8000), mode="exact")  # only the read stage reads the documents
+    assert not auto(_Workers(8000), gpu=True) and not auto(_Workers(8000), resume=True)
+    assert cache_input(True, "exact", None, files, gpu=True, resume=True)  # as given
+    assert not cache_input(False, "both", _Workers(8000), files, gpu=False, resume=False)

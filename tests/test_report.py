@@ -449,6 +449,9 @@ def test_report_of_other_runs(client, tmp_path, fixture_docs, overrides, ids, sh
     # Exact mode listed the fuzzy settings it never used; output_compression was shown as None.
     assert ("fuzzy.threshold" in page) == (overrides.get("mode") != "exact")
     assert "<td>io.output_compression</td><td>none (default)</td>" in page
+    # --cache-input unset was shown as None, whether the run kept the documents in memory or not.
+    cached = "False" if overrides.get("mode") == "exact" else "True"
+    assert f"<td>io.cache_input</td><td>{cached} (auto)</td>" in page
     if ids is None:  # it said "The 1 largest groups"
         assert "<h2>The largest group</h2>" in write_report(tmp_path / "out", groups=1).read_text()
     if overrides.get("fuzzy") == {"verify": False}:

@@ -228,9 +228,13 @@ def _parameters(s: dict) -> str:
         (f"{section}.{key}", value)
         for section in sections
         for key, value in s["config"][section].items()
-        if key not in ("output_format", "output_compression")
+        if key not in ("output_format", "output_compression", "cache_input")
     ]
     io = s["config"]["io"]  # as written: None where the input's format or compression was taken
+    if "cache_input" in s:  # as decided where unset (summaries before it say only the setting)
+        rows.append(("io.cache_input", str(s["cache_input"]) + ("" if io["cache_input"] is not None else " (auto)")))
+    else:
+        rows.append(("io.cache_input", io["cache_input"]))
     if s["output_format"] is not None:  # None: identify_only, no deduplicated copy
         rows.append(("io.output_format", s["output_format"] + ("" if io["output_format"] else " (the input's)")))
         rows.append(
