@@ -4,9 +4,10 @@ A first run, and every fresh environment (a container, a CI job, a new node), co
 kernels it calls. Each worker process compiled each kernel when its first task reached it, at
 the same time as the other workers: on 2 cores about 10 s of a 15 s first run, the same work
 twice. Here every kernel is compiled by one worker of each host into numba's cache
-(``cache=True``, a folder on the host), the workers in parallel, and the stages then load it. The shingle hashes, which MinHash, the
-verification's Jaccard and the representatives' split all call, are compiled first, while other
-workers compile what does not call them; the rest then load them rather than compile them again.
+(``cache=True``, a folder on the host), the workers in parallel, and the stages then load it.
+The shingle hashes, which MinHash, the verification's Jaccard and the representatives' split
+all call, are compiled first, while other workers compile what does not call them; the rest
+then load them rather than compile them again.
 
 Each kernel is called as its stage calls it, on two tiny documents of the documents' own text
 dtype, so that its compiled signature is the stage's (a test checks that a run after this
