@@ -840,6 +840,14 @@ def test_a_pattern_that_matches_nothing_says_what_the_folder_holds(tmp_path):
     )
     with pytest.raises(FileNotFoundError, match=r"matches no JSONL or Parquet file: no file matches the pattern$"):
         read_documents(str(tmp_path / "nowhere" / "*.jsonl"))
+    # _SUCCESS matched, but is not data: "no file matches the pattern" said otherwise.
+    (tmp_path / "_SUCCESS").write_bytes(b"")
+    with pytest.raises(FileNotFoundError) as err:
+        read_documents(str(tmp_path / "_*"))
+    assert str(err.value).endswith(
+        "the pattern matches only names starting with . or _, which are not data (as Spark and Arrow read "
+        f"folders): {tmp_path / '_SUCCESS'}"
+    )
 
 
 def test_missing_and_unreadable_paths(tmp_path, monkeypatch):

@@ -97,7 +97,7 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
             listed = [path for path, info in fs.glob(item, detail=True).items() if info["type"] != "directory"]
         else:
             root, listed = None, [item] if fs.exists(item) else []
-        found, others, base = [], [], None if root is None else fs._strip_protocol(root)
+        found, others, hidden, base = [], [], [], None if root is None else fs._strip_protocol(root)
         for path in sorted(listed):
             # Names starting with . or _, and whatever folders so named hold, are not data by
             # convention (as Spark and Arrow datasets read them): .crc, _SUCCESS, Parquet's
@@ -106,13 +106,14 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
             # A file named itself is read, or refused below.
             below = None if base is None else os.path.relpath(path, base).split(os.sep)
             if below and any(part.startswith((".", "_")) for part in below):
+                hidden.append(os.path.abspath(path) if local else fs.unstrip_protocol(path))
                 continue
             if below is None or _format_of(path):
                 found.append(path)
             else:
                 others.append(os.path.abspath(path) if local else fs.unstrip_protocol(path))
         if not found:
-            why = _nothing_found(fs, item, others)
+            why = _nothing_found(fs, item, others, hidden)
             raise FileNotFoundError(f"input {item!r} matches no JSONL or Parquet file: {why}")
         skipped += others
         for path in found:
@@ -152,8 +153,9 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
     return fs, paths, formats.pop(), repeats, list(dict.fromkeys(skipped))
 
 
-def _nothing_found(fs, item: str, others: list[str]) -> str:
-    """Why input ``item`` gave no file to read, ``others`` being the files of other names it holds or matches."""
+def _nothing_found(fs, item: str, others: list[str], hidden: list[str]) -> str:
+    """Why input ``item`` gave no file to read: ``others``, the files of other names it holds or
+    matches, and ``hidden``, those left out as not data (names starting with . or _)."""
     if isinstance(fs, LocalFileSystem) and os.path.islink(item):
         return f"a broken symbolic link (to {os.readlink(item)})"
     if fs.isdir(item):
@@ -163,6 +165,11 @@ def _nothing_found(fs, item: str, others: list[str]) -> str:
         return "no such file or folder"
     if others:
         return f"the pattern matches {counted(len(others), 'file')}, none named as {FORMATS}: {first_few(others)}"
+    if hidden:
+        return (
+            f"the pattern matches only names starting with . or _, which are not data (as Spark and Arrow "
+            f"read folders): {first_few(hidden)}"
+        )
     # A pattern of the wrong suffix (*.jsonl for a folder of .jsonl.gz files): name what is there.
     folder = root or "."
     try:
