@@ -492,7 +492,7 @@ def _warn_inputs(run: RunOutput) -> None:
 )
 def inspect(out_dir, group, doc_id, sample, seed, width):
     """Removed documents of the run in OUT_DIR beside their representatives, differing words marked."""
-    from curate.review.inspect import RunOutput
+    from curate.review.inspect import KeptAlone, RunOutput
     from curate.review.terminal import print_pair
 
     if group is not None and doc_id is not None:
@@ -507,6 +507,9 @@ def inspect(out_dir, group, doc_id, sample, seed, width):
             pairs = run.sample(3 if sample is None else sample, seed)
     except (FileNotFoundError, ValueError) as err:
         raise click.ClickException(str(err)) from None
+    except KeptAlone as kept:  # an answer, not an error
+        click.echo(kept.args[0])
+        return
     except KeyError as err:
         raise click.ClickException(err.args[0]) from None
     _warn_inputs(run)

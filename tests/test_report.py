@@ -27,7 +27,7 @@ from click.testing import CliRunner
 from curate.cli import main, print_summary
 from curate.config import load_config
 from curate.pipeline import dedup
-from curate.review.inspect import RunOutput
+from curate.review.inspect import KeptAlone, RunOutput
 from curate.review.report import write_report
 from tests import reference as ref
 from tests.browser import chromium, render
@@ -309,8 +309,17 @@ def test_inspect_group_and_id(run):
         f"exact: removed copy-kjv-01001 (exact copy of kjv-01001, itself removed as a near duplicate) · kept akjv-01001 · "
         f"Jaccard {similarity:.3f} · exact group of 2"
     ) in result.output
+    # An id in no group: "kept as unique, or not an input id" (exit 1) for both; the kept copy says which.
     result = CliRunner().invoke(main, ["inspect", str(out), "--id", "no-such-id"])
-    assert result.exit_code == 1 and "'no-such-id' is in no duplicate group" in result.output
+    assert result.exit_code == 1 and result.output == (
+        "Error: 'no-such-id' is not an input id: no duplicate group and no kept document has it\n"
+    )
+    alone = next(
+        i for i in texts if i.startswith("web-") and i not in set(pd.read_parquet(out / "duplicates.parquet").id)
+    )
+    result = CliRunner().invoke(main, ["inspect", str(out), "--id", alone])
+    holds = [f for f in (out / "deduplicated").glob("part.*") if f'"id": "{alone}"' in f.read_text()]
+    assert result.exit_code == 0 and result.output == f"{alone!r} was kept and is in no duplicate group: {holds[0]}\n"
     # not a terminal: differences marked as git diff --word-diff does (KJV "upon", AKJV "on")
     result = CliRunner().invoke(main, ["inspect", str(out), "--id", "kjv-01001", "--width", "240"])
     assert "darkness was [-upon-]" in result.output and "darkness was {+on+}" in result.output
@@ -659,3 +668,34 @@ def test_inspect_names_a_rejected_record_as_rejected(client, tmp_path):
     with pytest.raises(KeyError, match="'u' is in no duplicate group: it was kept as unique; later records with this "
                        r"id were rejected as repeated ids: y.jsonl:2 \(duplicate-id\)"):  # fmt: skip
         RunOutput(tmp_path / "out2").document("u")
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_inspect_finds_a_kept_id_in_the_kept_copy_however_its_json_writes_it(sync, tmp_path, fmt):
+    # "kept as unique, or is not an input id" for every id in no group; now the kept copy is
+    # searched. Ids as other writers put them: "\/" for "/", no spaces, a number, a nested
+    # object's field of that name, which is not the record's id.
+    lines = [
+        '{"id":"a\\/b.x","text":"one text"}',
+        '{"text": "two", "meta": {"id": "ghost"}, "id": 7}',
+        '{"id": "x y", "text": "three texts"}',
+        '{"id": "\\"q\\"", "text": "four"}',
+    ]
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
+    dedup([str(tmp_path / "in.jsonl")], str(tmp_path / "out"), load_config(None, {"io": {"output_format": fmt}}))
+    run = RunOutput(tmp_path / "out")
+    part = tmp_path / "out" / "deduplicated" / f"part.0.{fmt}"
+    for kept in ("a/b.x", "7", "x y", '"q"'):
+        with pytest.raises(KeptAlone) as found:
+            run.document(kept)
+        assert found.value.args[0] == f"{kept!r} was kept and is in no duplicate group: {part}"
+    for absent in ("ghost", "a/b", "8", "x"):
+        with pytest.raises(KeyError, match="is not an input id: no duplicate group and no kept document has it"):
+            run.document(absent)
+    dedup([str(tmp_path / "in.jsonl")], str(tmp_path / "ids"), load_config(None, {"io": {"identify_only": True}}))
+    with pytest.raises(KeyError) as unsure:
+        RunOutput(tmp_path / "ids").document("x y")
+    assert unsure.value.args[0] == (
+        "'x y' is in no duplicate group: it was kept as unique, or is not an input id (the run wrote no kept copy "
+        "to search: --identify-only)"
+    )

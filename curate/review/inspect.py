@@ -19,11 +19,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
+from fsspec.utils import infer_compression
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from curate.checkpoints import modified
-from curate.io.files import counted, first_few, source_names
+from curate.io.files import counted, decompressed, first_few, source_names
 from curate.io.lookup import read_records
 from curate.review.diff import CJK, UNSPACED, Diff, word_diff
 from curate.schema import POSITION_BITS
@@ -206,6 +208,28 @@ class Pair:
         return f"{line} · {differing(diff)}{', only spaces and line breaks differ' if spaces else ''}"
 
 
+# `curate inspect --id` searches the kept copy for an id in no duplicate group up to this size on disk (bytes).
+SEARCHED_BYTES = 2 * 10**9
+
+
+class KeptAlone(KeyError):
+    """An id in no duplicate group whose document was kept (:meth:`RunOutput.document`): the
+    message names the part file that holds it."""
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9 _.:@+/-]*")
+
+
+def _lines_matching(data: bytes, pattern: re.Pattern):
+    """The lines of ``data`` (JSONL) where ``pattern`` matches, each once."""
+    end = 0
+    while (found := pattern.search(data, end)) is not None:
+        start = data.rfind(b"\n", 0, found.start()) + 1
+        end = data.find(b"\n", found.end())
+        end = len(data) if end < 0 else end
+        yield data[start:end]
+
+
 class RunOutput:
     """The outputs of one ``curate dedup`` run, read for review.
 
@@ -377,9 +401,13 @@ class RunOutput:
 
         Raises
         ------
+        KeptAlone
+            If ``doc_id`` is in no duplicate group and a kept document has it (:meth:`kept_file`),
+            naming the part file.
         KeyError
-            If ``doc_id`` is in no duplicate group (it was kept alone, is not in the input, or its
-            record was rejected: then naming where, from ``rejected/``).
+            If ``doc_id`` is in no duplicate group otherwise: not in the input, or its record was
+            rejected (then naming where, from ``rejected/``); or, where the kept copy was not
+            searched, either of those or kept.
         """
         doc_id = self._id(doc_id)
         row = self.removed[self.removed.id == doc_id]
@@ -396,7 +424,52 @@ class RunOutput:
                     f"were rejected as repeated ids: {places} {listed}"
                 )
             raise KeyError(f"{doc_id!r} was rejected, so not deduplicated: {places} {listed}")
-        raise KeyError(f"{doc_id!r} is in no duplicate group: it was kept as unique, or is not an input id")
+        kept, unsearched = self.kept_file(doc_id)
+        if kept is not None:
+            raise KeptAlone(f"{doc_id!r} was kept and is in no duplicate group: {kept}")
+        if not unsearched:
+            raise KeyError(f"{doc_id!r} is not an input id: no duplicate group and no kept document has it")
+        raise KeyError(
+            f"{doc_id!r} is in no duplicate group: it was kept as unique, or is not an input id ({unsearched})"
+        )
+
+    def kept_file(self, doc_id) -> tuple[Path | None, str]:
+        """The part file of ``deduplicated/`` that holds the kept document ``doc_id`` (None if
+        none does), and why it was not searched (``""`` if it was): no kept copy was written, or
+        it is larger than :data:`SEARCHED_BYTES` on disk.
+
+        Parquet parts are read for their id column. JSONL ones are decompressed, and only the
+        lines where the id field has the id's text (a pattern on the bytes, for a field and id of
+        letters, digits, spaces and ``_.:@+-/``, which JSON writers leave unescaped or write
+        a backslash before ``/``; every line otherwise) are parsed to compare.
+        """
+        folder = self.out_dir / "deduplicated"
+        parts = sorted(folder.glob("part.*"), key=lambda f: int(f.name.split(".")[1])) if folder.is_dir() else []
+        if not parts:
+            return None, "the run wrote no kept copy to search: --identify-only"
+        size = sum(f.stat().st_size for f in parts)
+        if size > SEARCHED_BYTES:
+            return None, f"the kept copy, {size / 1e9:.1f} GB, was not searched"
+        field, wanted = self.summary["config"]["io"].get("id_field") or "id", str(doc_id)
+        pattern = None
+        if _PLAIN.fullmatch(field + wanted):  # characters JSON writers leave as they are ("/" or "\/")
+            value = re.escape(wanted.encode()).replace(b"/", rb"(?:/|\\/)")
+            pattern = re.compile(
+                rb'"' + re.escape(field.encode()) + rb'"\s*:\s*(?:"' + value + rb'"|' + value + rb")\s*[,}]"
+            )
+        for part in parts:
+            if part.suffix == ".parquet":
+                if any(str(v) == wanted for v in pq.read_table(part, columns=[field]).column(field).to_pylist()):
+                    return part, ""
+                continue
+            with part.open("rb") as f:
+                data, _ = decompressed(f, infer_compression(str(part)))
+            lines = data.splitlines() if pattern is None else _lines_matching(data, pattern)
+            for line in lines:
+                record = json.loads(line)
+                if isinstance(record, dict) and field in record and str(record[field]) == wanted:
+                    return part, ""
+        return None, ""
 
     def rejected_as(self, doc_id) -> list[tuple[str, str]]:
         """Where ``--on-error skip`` rejected a record with id ``doc_id``, from ``rejected/``:
