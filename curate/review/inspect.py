@@ -608,4 +608,4 @@ def _changed(fs, recorded: dict) -> str:
     return ""
 
 
-__all__ = ["Pair", "RunOutput", "diff_blocks", "differing", "elided", "trailing_space"]
+__all__ = ["KeptAlone", "Pair", "RunOutput", "diff_blocks", "differing", "elided", "trailing_space"]
