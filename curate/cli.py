@@ -788,6 +788,8 @@ def print_summary(summary: dict, out_dir: str) -> None:
     for stage, secs in seconds.items():
         table.add_row(f"time {stage}", f"{secs:.1f} s")
     table.add_row("peak RSS (all processes)", f"{summary['peak_rss_bytes']['total'] / 1e9:.2f} GB")
+    if summary.get("cache_input"):  # part of that peak: the documents the stages read, held for them
+        table.add_row("  input kept in memory", "yes (--no-cache-input: read again)")
     if summary.get("peak_device_bytes"):
         device = summary["peak_device_bytes"]["workers"].values()
         table.add_row("peak device memory (RMM, per GPU)", " / ".join(f"{peak / 1e9:.2f} GB" for peak in device))

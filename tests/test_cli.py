@@ -518,6 +518,12 @@ def test_the_summary_keeps_a_row_to_a_line_in_a_log(capsys, monkeypatch):
         "fuzzy candidates / verified" in line and "10,890 + 7,354 member pairs / 3,642 edges" in line for line in lines
     )
     assert any("documents kept (not written: --identify-only)" in line and "28,607" in line for line in lines)
+    assert not any("input kept in memory" in line for line in lines)  # summaries before it, and runs without it
+    print_summary(summary | {"cache_input": True}, "out")
+    assert any(
+        "input kept in memory" in line and "yes (--no-cache-input: read again)" in line
+        for line in capsys.readouterr().out.splitlines()
+    )
     # ... and a run resumed late in its stages named them all on one line: 150 columns.
     stages = ["read", "exact", "minhash+lsh", "select", "verify", "member_pairs", "verify_members", "components"]
     print_summary(summary | {"reused_stages": stages + ["groups", "removed", "duplicates"]}, "out")
