@@ -200,6 +200,10 @@ def dedup(
             left = drop(docs, exact_groups[exact_groups._doc != exact_groups._rep])
         if config.mode in ("fuzzy", "both"):
             fuzzy_groups = _fuzzy(left, fuzzy, stages, stats)
+        # No stage after these reads the documents (theirs are read back from disk): the copy kept
+        # in the workers' memory (--cache-input) is released here, before the write's own peak.
+        divisions = docs.divisions
+        del everything, docs, left
         # The group tables hold duplicates only: as many partitions as their rows need, so that the
         # result stages cost what the duplicates cost, not what the input's partitioning does.
         exact_groups, fuzzy_groups = (
@@ -208,7 +212,7 @@ def dedup(
         )
         names = source_names([path for path, _, _ in files])
         removed, _ = resolve(
-            exact_groups, fuzzy_groups, docs.divisions, stages, locate=lambda table: with_location(table, names)
+            exact_groups, fuzzy_groups, divisions, stages, locate=lambda table: with_location(table, names)
         )
         output, rejected = _read_for_output(
             [path for path, _, _ in files], io, keep, fmt != "parquet", _repeated_ids_path(run, read_key), spread
