@@ -180,7 +180,7 @@ def dedup(
     with _inputs_unchanged(inputs, files):  # a file rewritten meanwhile fails in ways that do not name it
         cached = cache_input(io.cache_input, config.mode, current_client(), files, gpu=gpu, resume=resume)
         if cached:  # read once into the workers, in the read stage
-            everything = run.persist("read+exact" if config.mode in ("exact", "both") else "read", everything)
+            everything = run.persist(_read_stage(config.mode), everything)
             logger.info(
                 "the documents (%d partitions) stay in the workers' memory for the stages (--no-cache-input: read "
                 "them again)",
@@ -367,6 +367,11 @@ def _absolute(path: str) -> str:
     return path if "://" in path else os.path.abspath(path)  # so the run can be read from another folder
 
 
+def _read_stage(mode: str) -> str:
+    """The read stage's name in timings: it also hashes the texts for exact dedup where the mode has it."""
+    return "read+exact" if mode in ("exact", "both") else "read"
+
+
 def _read(everything, inputs, key: str, made_of: dict, config: RunConfig, keep: KeepPolicy, run, stats: Stats):
     """Stage ``read``: count documents, empty texts and rejected records, refuse (or reject)
     repeated ids and, in the same pass, shuffle the digests of exact dedup.
@@ -392,7 +397,7 @@ def _read(everything, inputs, key: str, made_of: dict, config: RunConfig, keep: 
             todo["rejected"] = rejected["_kind"].value_counts()
         if exact:  # (key, digest) of the documents whose digest is shared: no text is shuffled
             todo["candidates"] = to_parquet(dedup_exact.candidates(docs), path)
-        done = run("read+exact" if exact else "read", **todo)
+        done = run(_read_stage(config.mode), **todo)
         # Occurrences of each id seen more than once: bad input, not every id.
         done["repeated_ids"] = done["repeated_ids"].value_counts() + 1
         if len(done["repeated_ids"]):

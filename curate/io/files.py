@@ -98,6 +98,7 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
         else:
             root, listed = None, [item] if fs.exists(item) else []
         found, others, hidden, base = [], [], [], None if root is None else fs._strip_protocol(root)
+        named = lambda path: os.path.abspath(path) if local else fs.unstrip_protocol(path)  # noqa: E731 (in messages)
         for path in sorted(listed):
             # Names starting with . or _, and whatever folders so named hold, are not data by
             # convention (as Spark and Arrow datasets read them): .crc, _SUCCESS, Parquet's
@@ -106,12 +107,12 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
             # A file named itself is read, or refused below.
             below = None if base is None else os.path.relpath(path, base).split(os.sep)
             if below and any(part.startswith((".", "_")) for part in below):
-                hidden.append(os.path.abspath(path) if local else fs.unstrip_protocol(path))
+                hidden.append(named(path))
                 continue
             if below is None or _format_of(path):
                 found.append(path)
             else:
-                others.append(os.path.abspath(path) if local else fs.unstrip_protocol(path))
+                others.append(named(path))
         if not found:
             why = _nothing_found(fs, item, others, hidden)
             raise FileNotFoundError(f"input {item!r} matches no JSONL or Parquet file: {why}")
