@@ -1,5 +1,6 @@
 """The numba kernels against libcudf's documented values and the plain-Python reference."""
 
+import itertools
 import os
 import subprocess
 import sys
@@ -645,11 +646,18 @@ def test_shingle_sets_are_each_documents_distinct_shingle_hashes():
     words = ["".join(rng.choice(list("abcdefgé"), rng.integers(1, 8))) for _ in range(400)]
     texts = [" ".join(rng.choice(words, n)) for n in (0, 3, 60, 400, 3000, 1)] + ["", "x" * 5000]
     offsets, data = buffers(texts)
-    for docs in (None, [4, 0, 7, 4, 2, 1]):
+    # In a buffer of another call's sets, left there (with room: the hashes a view of it; the
+    # documents named twice need more), or one too small (a new array).
+    buffers_ = [None, shingle_sets(offsets, data, 3)[1].base, np.zeros(10, np.uint64)]
+    for docs, buffer in itertools.product((None, [4, 0, 7, 4, 2, 1]), buffers_):
         for width, as_words in ((5, False), (24, False), (2, True)):
-            set_offsets, hashes = shingle_sets(offsets, data, width, as_words, docs)
+            set_offsets, hashes = shingle_sets(offsets, data, width, as_words, docs, buffer)
             picked = range(len(texts)) if docs is None else docs
             assert len(set_offsets) == len(picked) + 1 and set_offsets[-1] == len(hashes)
+            room = sum(offsets[d + 1] - offsets[d] for d in picked)  # one hash per text byte at most
+            assert (buffer is not None and np.shares_memory(hashes, buffer)) == (
+                buffer is not None and len(buffer) >= room
+            )
             for i, d in enumerate(picked):
                 expected = np.unique(_shingle_hashes(data[offsets[d] : offsets[d + 1]], width, as_words, 0, True))
                 assert np.array_equal(hashes[set_offsets[i] : set_offsets[i + 1]], expected), (docs, width, d)
@@ -777,7 +785,7 @@ def test_jaccard_indexed_at_least():
         assert (got >= exact).all()
 
 
-def test_jaccard_indexed_builds_each_set_once_per_tile(monkeypatch):
+def test_jaccard_indexed_builds_each_set_once_per_tile_or_in_the_given_order(monkeypatch):
     # 60 documents of 100 bytes in blocks of 1,000 (budget 2,000): 6 blocks. Every pair of
     # them, in random order (as a member round's pairs reach a partition): a set is built at
     # most once per tile its document is in (6), not once per chunk of a few pairs (~3,000 in all).
@@ -786,9 +794,9 @@ def test_jaccard_indexed_builds_each_set_once_per_tile(monkeypatch):
     built, calls = [], []  # sets built by each jaccard_indexed call, by each shingle_sets call
     original = kernel.shingle_sets
 
-    def counted(offsets, data, width, words, docs):
+    def counted(offsets, data, width, words, docs, buffer=None):
         calls.append(len(docs))
-        return original(offsets, data, width, words, docs)
+        return original(offsets, data, width, words, docs, buffer)
 
     def jaccard_indexed(*args, **kwargs):
         calls.clear()
@@ -822,6 +830,15 @@ def test_jaccard_indexed_builds_each_set_once_per_tile(monkeypatch):
     got = jaccard_indexed(*buffers(texts), x[order], y[order], 4, budget=budget)
     assert np.array_equal(got, [ref.jaccard(texts[i], texts[j], 4) for i, j in zip(x[order], y[order])])
     assert 8 <= blocks <= 10 and built[2] <= blocks * 120
+    # LSH stars in the stage's order (by anchor), their members all over the buffer: 12 anchors
+    # (documents 0-11) with 4 members each (12 + a, 24 + a, 36 + a, 48 + a), 60 documents of 100
+    # bytes, 6 blocks. Tiles built each anchor's set once per block its members lie in (96 sets
+    # in all); in the given order four whole stars fill a chunk: each set once.
+    texts = ["".join(rng.choice(list("abcd"), 100)) for _ in range(60)]
+    x, y = np.repeat(np.arange(12), 4), (np.arange(12)[:, None] + [12, 24, 36, 48]).ravel()
+    got = jaccard_indexed(*buffers(texts), x, y, 3, budget=2000)
+    assert np.array_equal(got, [ref.jaccard(texts[i], texts[j], 3) for i, j in zip(x, y)])
+    assert built[3] == 60
 
 
 def test_jaccard_by_hand():

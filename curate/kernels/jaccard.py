@@ -29,7 +29,7 @@ _WIDE = np.bool_(True)
 NUMPY_SORT = 1024
 
 
-def shingle_sets(offsets, data, width, words=False, docs=None):
+def shingle_sets(offsets, data, width, words=False, docs=None, buffer=None):
     """Documents' shingle sets as sorted unique 64-bit hashes, in CSR form.
 
     A document's set: the first 64 bits of MurmurHash3_x64_128 (seed 0) of each of its shingles
@@ -45,6 +45,12 @@ def shingle_sets(offsets, data, width, words=False, docs=None):
     words : bool, default=False
     docs : array of shape (k,), dtype int64, optional
         The documents whose sets to build, in this order; default all, in buffer order.
+    buffer : array of dtype uint64, optional
+        Where to build the sets if it has room for as many values as the documents have text
+        bytes (the hashes returned are then a view of it), else a new array is made. Callers
+        that build sets chunk after chunk pass one buffer to all: the fresh memory pages of a
+        new array of 256 MB took the kernel 0.15 to 0.6 s to hand over, where hashing the 32 MB
+        of text that fill it takes 0.25 s (docs/benchmarks.md).
 
     Returns
     -------
@@ -57,7 +63,7 @@ def shingle_sets(offsets, data, width, words=False, docs=None):
     docs = np.arange(len(offsets) - 1) if docs is None else np.asarray(docs, dtype=np.int64)
     room = np.zeros(len(docs) + 1, dtype=np.int64)  # at most one shingle per byte
     np.cumsum(offsets[docs + 1] - offsets[docs], out=room[1:])
-    hashes = np.empty(room[-1], dtype=np.uint64)
+    hashes = buffer[: room[-1]] if buffer is not None and len(buffer) >= room[-1] else np.empty(room[-1], np.uint64)
     longest = int(np.diff(room).max()) if len(docs) else 0  # here: numba took 0.4 s to compile its max
     counts = _hash_documents(offsets, data, docs, room, longest, width, words, hashes)
     for i in np.flatnonzero(counts >= NUMPY_SORT):
@@ -86,13 +92,20 @@ def _hash_documents(offsets, data, docs, room, longest, width, words, hashes):
 def _distinct_runs(hashes, room, counts):
     # Each sorted run hashes[room[i]:room[i] + counts[i]] to its distinct values, packed from the
     # start (writes never pass reads: room[i] >= what is kept before it): the runs' new offsets.
+    # Branch-free: every value is written, the count moves only past a new one (2.3x a test
+    # and a branch that read the last value kept back from memory, docs/benchmarks.md).
     set_offsets = np.zeros(len(counts) + 1, dtype=np.int64)
     kept = 0
     for i in range(len(counts)):
-        for k in range(room[i], room[i] + counts[i]):
-            if kept == set_offsets[i] or hashes[k] != hashes[kept - 1]:
-                hashes[kept] = hashes[k]
-                kept += 1
+        if counts[i]:
+            last = hashes[room[i]]
+            hashes[kept] = last
+            kept += 1
+            for k in range(room[i] + 1, room[i] + counts[i]):
+                value = hashes[k]
+                hashes[kept] = value
+                kept += value != last
+                last = value
         set_offsets[i + 1] = kept
     return set_offsets
 
@@ -181,6 +194,22 @@ def _next_chunk(offsets, x, y, tile, begin, budget, chunk, chunk_of, slot, docs)
     return end, k
 
 
+def chunked_bytes(offsets, x, y, tile, budget: int, limit: int | None = None) -> int:
+    """Text bytes whose shingle sets :func:`jaccard_indexed` builds for the pairs ``(x[i], y[i])``
+    taken in this order, in chunks of at most ``budget`` bytes that never span two tiles
+    (``tile[i]``: each pair's tile, equal values together); counted only until they pass
+    ``limit``, if given (a loop over chunks: a random order, with a chunk of a few pairs each, is
+    given up early)."""
+    chunk_of = np.full(len(offsets) - 1, -1, dtype=np.int64)
+    slot, docs = np.empty_like(chunk_of), np.empty_like(chunk_of)
+    begin, chunk, built = 0, 0, 0
+    while begin < len(x) and (limit is None or built <= limit):
+        end, k = _next_chunk(offsets, x, y, tile, begin, budget, chunk, chunk_of, slot, docs)
+        built += int((offsets[docs[:k] + 1] - offsets[docs[:k]]).sum())
+        begin, chunk = end, chunk + 1
+    return built
+
+
 @njit(nogil=True, cache=True)
 def _score_pairs(set_offsets, hashes, a, b, at_least, out):
     for i in range(len(a)):
@@ -215,8 +244,9 @@ def jaccard_indexed(offsets, data, x, y, width, words=False, budget=1 << 25, at_
         once per tile its document is in, at most ``k`` times for ``k`` blocks whatever the order
         of the pairs (in the given order, pairs of random documents built a set about once per
         pair). Only a document longer than ``budget / 2`` (a block of its own) may be built more
-        often, its tiles taking several chunks. Within a tile, order the pairs by ``x`` so that
-        an LSH star's pairs fall in one chunk.
+        often, its tiles taking several chunks. The pairs keep their given order instead where
+        its chunks build no more text bytes than the tiles' (:func:`chunked_bytes`): order the
+        pairs by ``x`` so that an LSH star's pairs fall in one chunk.
     at_least : float, default=0.0
         Where only pairs at or above a threshold matter: a pair below it gets a number below it
         (an upper bound of its similarity), found by a merge that stops early
@@ -234,20 +264,37 @@ def jaccard_indexed(offsets, data, x, y, width, words=False, budget=1 << 25, at_
     """
     x, y = checked_pairs(x, y, len(offsets) - 1)
     offsets = np.asarray(offsets, dtype=np.int64)
-    order, tile, _ = tile_order(offsets, x, y, int(budget))
+    order, tile, block = tile_order(offsets, x, y, int(budget))
+    # Tiles bound the sets built where the pairs join documents all over the buffer (a member
+    # round's), but build an LSH star's anchor once per tile its members span: on an edited
+    # corpus of books, star edges built 26% more text in tiles than in their given order (by
+    # anchor; docs/benchmarks.md). Whichever order builds fewer bytes is taken.
+    if block is not None:
+        tiled = chunked_bytes(offsets, x[order], y[order], tile, int(budget))
+        given = np.zeros(len(x), dtype=np.int64)  # one tile: chunks by the budget alone
+        if chunked_bytes(offsets, x, y, given, int(budget), limit=tiled) <= tiled:
+            order, tile = np.arange(len(x)), given
     x, y = x[order], y[order]
     out = np.empty(len(x), dtype=np.float64)
     chunk_of = np.full(len(offsets) - 1, -1, dtype=np.int64)  # the chunk whose sets hold each document
     slot, docs = np.empty_like(chunk_of), np.empty_like(chunk_of)
-    begin, chunk = 0, 0
+    begin, chunk, buffer = 0, 0, None  # one buffer for every chunk's sets (see shingle_sets)
     while begin < len(x):
         end, k = _next_chunk(offsets, x, y, tile, begin, int(budget), chunk, chunk_of, slot, docs)
-        set_offsets, hashes = shingle_sets(offsets, data, width, words, docs[:k])
+        buffer = sets_buffer(offsets, docs[:k], buffer)
+        set_offsets, hashes = shingle_sets(offsets, data, width, words, docs[:k], buffer)
         _score_pairs(set_offsets, hashes, slot[x[begin:end]], slot[y[begin:end]], float(at_least), out[begin:end])
         begin, chunk = end, chunk + 1
     similarity = np.empty_like(out)
     similarity[order] = out
     return similarity
+
+
+def sets_buffer(offsets, docs, buffer: np.ndarray | None) -> np.ndarray:
+    """``buffer`` if it has room for the shingle sets of ``docs`` (one uint64 per text byte,
+    :func:`shingle_sets`), else a new uint64 array with that room."""
+    need = int((offsets[docs + 1] - offsets[docs]).sum())
+    return buffer if buffer is not None and len(buffer) >= need else np.empty(need, dtype=np.uint64)
 
 
 def checked_pairs(x, y, n_docs: int) -> tuple[np.ndarray, np.ndarray]:
@@ -438,24 +485,36 @@ def greedy_representatives(offsets, data, group_starts, threshold, width, words=
     rows, group, first, s = rows[need], group[need], first[need], s[need]
     held = np.zeros(len(rows) + 1, dtype=np.int64)  # text bytes of the rows before each
     np.cumsum(offsets[rows + 1] - offsets[rows], out=held[1:])
-    begin = 0
+    begin, buffer = 0, None  # one buffer for every batch's sets (see shingle_sets)
     while begin < len(rows):
         end = max(np.searchsorted(held, held[begin] + budget, side="right") - 1, begin + 1)
         end = np.searchsorted(group, group[end - 1], side="right")  # the last group whole
         batch = slice(begin, end)
+        buffer = sets_buffer(offsets, rows[batch], buffer)
         _split_batch(
-            offsets, data, rows[batch], group[batch], first[batch], s[batch], threshold, width, words, rep, similarity
+            offsets,
+            data,
+            rows[batch],
+            group[batch],
+            first[batch],
+            s[batch],
+            threshold,
+            width,
+            words,
+            rep,
+            similarity,
+            buffer,
         )
         begin = end
     return rep, similarity
 
 
-def _split_batch(offsets, data, rows, group, first, s, threshold, width, words, rep, similarity):
+def _split_batch(offsets, data, rows, group, first, s, threshold, width, words, rep, similarity, buffer):
     # Rows of whole groups (in row order) that need a set: those whose similarity s with their
     # group's first row is NaN are compared with it (a value below the threshold is only a
     # bound, jaccard_at_least: such a row is compared again below); then the rows left, by
     # prefix filtering within their group.
-    set_offsets, hashes = shingle_sets(offsets, data, width, words, rows)
+    set_offsets, hashes = shingle_sets(offsets, data, width, words, rows, buffer)
     asked = np.flatnonzero(np.isnan(s))
     scores = np.empty(len(asked), dtype=np.float64)
     _score_pairs(set_offsets, hashes, np.searchsorted(rows, first[asked]), asked, float(threshold), scores)
