@@ -42,7 +42,7 @@ _INSTEAD = {
     "files_per_partition": "read_documents(..., files_per_partition=...) or the frame's own partitions decide",
     "identify_only": "dask.compute(result.removed, result.duplicates) computes the tables alone",
     "cache_input": "persist the frame (docs.persist()) before deduplicate, if it fits",
-    "files": "write result.kept as you write frames (to_parquet, to_json)",
+    "files": "write the frames with result.compute_with(result.kept.to_parquet(..., compute=False), ...)",
     "cluster": "start your own distributed.Client (LocalCluster, LocalCUDACluster) before computing",
 }
 
@@ -71,7 +71,7 @@ class Deduplication:
         representative id), ``kind``, ``kept`` (bool), ``jaccard``, as ``duplicates.parquet``
         (which also locates each document in the input files).
     counts : dict
-        Filled by :meth:`compute` (ints): ``documents`` (rows of ``docs``), ``empty`` (documents
+        Filled by :meth:`compute` or :meth:`compute_with` (ints): ``documents`` (rows of ``docs``), ``empty`` (documents
         whose text is empty or null, as ``summary.json``'s ``counts.input.empty``), ``kept``, ``removed``,
         ``exact_removed``, ``fuzzy_removed``; with fuzzy dedup (``mode`` "fuzzy" or "both")
         ``candidate_edges``, ``verified_edges`` (not without verification), ``member_pairs``,
@@ -122,6 +122,42 @@ class Deduplication:
             on the input errors :func:`deduplicate` lists (ids of several types, a text that is
             not a string, repeated or null ids).
         """
+        return self.compute_with(self.kept, self.removed, self.duplicates, **kwargs)
+
+    def compute_with(self, *collections, **kwargs) -> tuple:
+        """Compute ``collections`` made from this result (its frames' writes, most often) and the
+        counts in one pass: each stage runs once, and the counts are filled and checked as by
+        :meth:`compute`, without bringing the documents to this process.
+
+        For example, with ``write_index=False`` (else Dask writes the frames' index as
+        ``__null_dask_index__``)::
+
+            result.compute_with(
+                result.kept.to_parquet("out/kept", compute=False, write_index=False),
+                result.removed.to_parquet("out/removed", compute=False, write_index=False),
+            )
+
+        Parameters
+        ----------
+        *collections
+            Dask collections to compute with the counts. Dask DataFrame ones (``to_parquet(...,
+            compute=False)``, ``map_partitions``) are fused with the counts' graph, as
+            :meth:`compute` fuses its frames: their shared stages run once. Delayed objects
+            (``to_json(..., compute=False)``) are computed as they are: Dask does not fuse the
+            stages they share with the counts, which then run twice.
+        **kwargs
+            Passed to :func:`dask.compute` (see :meth:`compute`).
+
+        Returns
+        -------
+        tuple
+            The collections' results, in their order (``None`` for a ``to_parquet`` write).
+
+        Raises
+        ------
+        AccountingError, ValueError
+            As :meth:`compute`.
+        """
         scheduler = kwargs.get("scheduler")
         with dask.config.set({} if scheduler is None else {"scheduler": scheduler}):
             if current_client() is None and self._needs_workers:
@@ -140,18 +176,16 @@ class Deduplication:
             # does not compute it, disk ones (local_shuffles), not P2P.
             with local_shuffles(), one_task_per_gpu(self.kept):
                 try:
-                    results = dask.compute(
-                        *fused([self.kept, self.removed, self.duplicates, *self._lazy_counts.values()]), **kwargs
-                    )
+                    results = dask.compute(*fused([*collections, *self._lazy_counts.values()]), **kwargs)
                 except RuntimeError as err:
                     found = self._id_kinds_error(err) or self._unordered(err)
                     if found is None:
                         raise
                     raise found from err
-        kept, removed, duplicates, *counts = results
+        counts = results[len(collections) :]
         self.counts = {name: int(value) for name, value in zip(self._lazy_counts, counts)}
         self._check()
-        return kept, removed, duplicates
+        return results[: len(collections)]
 
     def _id_kinds_error(self, err: RuntimeError) -> ValueError | None:
         """The id check's own error where a P2P shuffle failed on the id column before the check

@@ -180,6 +180,34 @@ def test_building_runs_no_task_and_compute_runs_each_stage_once(monkeypatch):
     assert len(kept) + len(removed) == result.counts["documents"] == len(docs)
 
 
+def test_compute_with_writes_and_counts_in_one_pass(monkeypatch, tmp_path):
+    # A pipeline writes the tables rather than bring them to the client: result.counts stayed
+    # empty (only compute() filled it) and nothing checked the accounting.
+    calls = {"minhash": 0}
+
+    def counted(*args, **kwargs):
+        calls["minhash"] += 1
+        return curate.backend.minhash_signatures_pandas(*args, **kwargs)
+
+    monkeypatch.setitem(curate.backend.minhash_signatures._lookup, pd.Series, counted)
+    docs = fixture_frame()
+    with dask.config.set({"scheduler": "sync", "dataframe.shuffle.method": "tasks"}):
+        expected = curate.deduplicate(docs, threshold=0.5, width=3)
+        kept, removed, _ = expected.compute()
+        calls["minhash"] = 0
+        result = curate.deduplicate(docs, threshold=0.5, width=3)
+        written = result.compute_with(
+            result.kept.to_parquet(tmp_path / "kept", compute=False, write_index=False),
+            result.removed.to_parquet(tmp_path / "removed", compute=False, write_index=False),
+            result.removed.map_partitions(len, meta=(None, "int64")).sum(),
+        )
+    assert calls["minhash"] == docs.npartitions  # each stage once, writes and counts together
+    assert result.counts == expected.counts and result.counts["removed"] == written[2] == len(removed) > 0
+    assert written[:2] == (None, None)
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "kept"), kept.reset_index(drop=True))
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "removed"), removed.reset_index(drop=True))
+
+
 def test_counts_without_verification_name_no_verified_edges():
     # counts["verified_edges"] was every candidate edge though none was verified (verify=False).
     with dask.config.set(scheduler="sync"):
@@ -307,7 +335,7 @@ def test_options_and_columns_are_checked_at_the_call():
         ),
         (
             {"output_format": "jsonl"},
-            "output_format= configures reading or writing files, which the Python API leaves to you: write result.kept as you write frames (to_parquet, to_json)",
+            "output_format= configures reading or writing files, which the Python API leaves to you: write the frames with result.compute_with(result.kept.to_parquet(..., compute=False), ...)",
         ),
     ]:
         with pytest.raises(TypeError) as err:
