@@ -224,9 +224,17 @@ def _changes(before: dict, now: dict, shown: int = 3) -> list[str]:
         if old_files.get(path) != rest
     ] + [f"input file {path} is gone" for path in old_files if path not in new_files]
     changes += [
-        f"{k}: {old.get(k, 'unset')} -> {new.get(k, 'unset')}" for k in sorted(old | new) if old.get(k) != new.get(k)
+        f"{k}: {_brief(old.get(k, 'unset'))} -> {_brief(new.get(k, 'unset'))}"
+        for k in sorted(old | new)
+        if old.get(k) != new.get(k)
     ]
     return changes[:shown] + [f"{len(changes) - shown} more"] if len(changes) > shown else changes
+
+
+def _brief(value, width: int = 60) -> str:
+    # A long value (the partitions' cuts) is named, not quoted whole.
+    text = str(value)
+    return text if len(text) <= width else f"{text[:width]}…"
 
 
 def _flat(params: dict, prefix: str = "") -> dict:

@@ -172,7 +172,9 @@ def dedup(
         "files": files,
         "io": io.model_dump(exclude={"output_format", "output_compression", "identify_only", "cache_input"}),
         "curate": __version__,
-        "min_partitions": spread,  # with the io settings, the partitions
+        # Where the input is cut, not the worker threads that asked for partitions: a run resumed on
+        # a cluster of another size (a node lost) reuses the stages if its partitions are the same.
+        "partitions": partitioning(everything.divisions),
         # The read hashes the texts for exact dedup in modes exact and both: one read serves both.
         "exact_dedup": config.mode in ("exact", "both"),
         "keep_columns": keep.columns(),  # exact dedup's candidates, written by the read, carry them
@@ -357,6 +359,14 @@ def cache_input(
     compressed = lambda path: infer_compression(path) is not None or path.lower().endswith(".parquet")  # noqa: E731
     size = sum(EXPANSION * n if compressed(path) else n for path, n, _ in files)
     return bool(limits) and min(limits) > 0 and 4 * size <= sum(limits)
+
+
+def partitioning(divisions: tuple[int, ...]) -> str:
+    """The read's partitions as the stages' key records them: how many, and the ``_doc`` where each
+    after the first begins (ints: a file's number and a byte offset, :mod:`curate.io.plan`)."""
+    n = len(divisions) - 1
+    cuts = f", cut at _doc {', '.join(map(str, divisions[1:-1]))}" if n > 1 else ""
+    return f"{n} partition{'s' if n != 1 else ''}{cuts}"
 
 
 def _megabytes(size) -> str:

@@ -2,6 +2,7 @@
 
 import gc
 import json
+import re
 from pathlib import Path
 
 import dask
@@ -355,7 +356,7 @@ def test_a_local_scheduler_set_in_dask_config_runs_the_stages_and_writes_the_sam
 def test_a_partition_for_every_worker_thread_with_the_same_bytes(client, fixture_run, tmp_path, monkeypatch):
     # The fixture (2,445 bytes) is one partition; with a floor of 1,000 bytes it is cut for the
     # session's two worker threads, and the run writes what the one-partition run wrote (the
-    # kept documents in two files). The threads are part of the read stage's key.
+    # kept documents in two files). The partitions are part of the read stage's key.
     monkeypatch.setattr("curate.io.plan.SPREAD_FLOOR", 1000)
     out, summary = run(tmp_path, ["tests/data/docs.jsonl"])
     cluster, one = fixture_run[0], fixture_run[1]
@@ -366,7 +367,30 @@ def test_a_partition_for_every_worker_thread_with_the_same_bytes(client, fixture
     assert [p.name for p in kept] == ["part.0.jsonl", "part.1.jsonl"]
     assert b"".join(p.read_bytes() for p in kept) == (cluster / "deduplicated" / "part.0.jsonl").read_bytes()
     marker = json.loads((cluster / "_stages" / "read" / "_marker.json").read_text())
-    assert marker["made_of"]["min_partitions"] == 2
+    assert marker["made_of"]["partitions"] == "1 partition"
+
+
+def test_a_run_resumed_on_another_number_of_threads_reuses_its_stages_if_its_partitions_are_alike(
+    client, tmp_path, monkeypatch, caplog
+):
+    # A run resumed on a cluster of another size (a node lost, restarted with fewer workers)
+    # computed every stage again: the worker threads were part of the stages' key, though the
+    # fixture is one partition either way.
+    out, inputs = tmp_path / "out", ["tests/data/docs.jsonl"]
+    monkeypatch.setattr("curate.pipeline.partition_slots", lambda client, gpu: 1)
+    first = dedup(inputs, str(out), load_config(None, {}), keep_stages=True)
+    monkeypatch.setattr("curate.pipeline.partition_slots", lambda client, gpu: 2)
+    second = dedup(inputs, str(out), load_config(None, {}), resume=True, keep_stages=True)
+    assert second["reused_stages"] == [
+        *("read", "exact", "minhash+lsh", "select", "verify", "member_pairs", "verify_members"),
+        *("components", "groups", "removed", "duplicates"),
+    ]
+    assert second["counts"] == first["counts"]
+    # Partitions that differ are computed again, and the warning says so (it said "min_partitions: 1 -> 2").
+    monkeypatch.setattr("curate.io.plan.SPREAD_FLOOR", 1000)
+    third = dedup(inputs, str(out), load_config(None, {}), resume=True, keep_stages=True)
+    assert third["reused_stages"] == [] and third["counts"]["input"]["partitions"] == 2
+    assert re.search(r"options \(partitions: 1 partition -> 2 partitions, cut at _doc \d+\)", caplog.text)
 
 
 def test_summary_lists_input_files_and_stage_peaks(client, fixture_run):
