@@ -433,9 +433,9 @@ def _answering(address: str, timeout: float, scheduler_file: str | None = None) 
     thread = threading.Thread(target=probe, args=(outcome,), daemon=True)
     thread.start()
     thread.join()
-    reply = outcome[0]
+    reply, waited = outcome[0], False
     if isinstance(reply, OSError):  # TimeoutError among them
-        reply = {"error": _refused(address) or str(reply) or "no answer"}
+        reply, waited = {"error": _refused(address) or str(reply) or "no answer"}, True
     elif isinstance(reply, TypeError):  # tls:// without certificates in Dask's configuration: a traceback
         raise OSError(
             f"cannot connect to {address} ({reply}): a tls:// scheduler needs the client's certificates in "
@@ -445,12 +445,13 @@ def _answering(address: str, timeout: float, scheduler_file: str | None = None) 
         raise reply
     elif isinstance(reply, Exception):  # something else answered: an HTTP server's bytes read as a
         # message length made distributed allocate exbibytes (a MemoryError traceback)
-        reply = {"error": f"something answered, not as a Dask scheduler: {type(reply).__name__}"}
+        reply = {"error": "something answered, not as a Dask scheduler: a web server or a proxy?"}
     elif isinstance(reply, BaseException):  # KeyboardInterrupt
         raise reply
     if reply.get("type") != "Scheduler":
         raise OSError(
-            f"no Dask scheduler answered at {address} within {timeout:.0f} s ({reply.get('error', reply)}): {fix}"
+            f"no Dask scheduler answered at {address}{f' within {timeout:.0f} s' if waited else ''} "
+            f"({reply.get('error', reply)}): {fix}"
         )
 
 
