@@ -225,8 +225,9 @@ def check_workers(client: Client, workers: list[str] | None = None) -> None:
     if small := sorted(worker for worker in fresh if 0 < limits.get(worker, 0) < MIN_WORKER_MEMORY):
         logger.warning(
             "%d of %d workers (%s) have a memory limit under %.0f MB (the first has %.0f MB): a worker holds "
-            "about 300 MB before any data and pauses at 80%% of its limit, so the run may stall; give them more "
-            "(`dask worker --memory-limit`)",
+            "about 300 MB before any data and pauses at 80%% of its limit, so the run may stall once a task lands "
+            "on them, and stop after --stall-timeout whatever the other workers do; give them more (`dask worker "
+            "--memory-limit`) or stop them",
             len(small),
             total,
             first_few(small, sep=", "),
