@@ -49,7 +49,7 @@ def shingle_sets(offsets, data, width, words=False, docs=None, buffer=None):
         Where to build the sets if it has room for as many values as the documents have text
         bytes (the hashes returned are then a view of it), else a new array is made. Callers
         that build sets chunk after chunk pass one buffer to all: the fresh memory pages of a
-        new array of 256 MB took the kernel 0.15 to 0.6 s to hand over, where hashing the 32 MB
+        new array of 256 MB took Linux 0.15 to 0.6 s to hand over, where hashing the 32 MB
         of text that fill it takes 0.25 s (docs/benchmarks.md).
 
     Returns
