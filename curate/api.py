@@ -15,6 +15,7 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from dask.dataframe.dask_expr._collection import FrameBase
 from pydantic import ValidationError
 
 from curate.backend import first_non_string, is_missing, on_host, shown, to_host
@@ -140,11 +141,10 @@ class Deduplication:
         Parameters
         ----------
         *collections
-            Dask collections to compute with the counts. Dask DataFrame ones (``to_parquet(...,
-            compute=False)``, ``map_partitions``) are fused with the counts' graph, as
-            :meth:`compute` fuses its frames: their shared stages run once. Delayed objects
-            (``to_json(..., compute=False)``) are computed as they are: Dask does not fuse the
-            stages they share with the counts, which then run twice.
+            Dask DataFrame collections made from this result's frames (``kept``, ``removed``,
+            ``duplicates``, ``rejected``): a ``to_parquet(..., compute=False)`` write, a
+            ``map_partitions``, a reduction. They are fused with the counts' graph, as
+            :meth:`compute` fuses its frames: their shared stages run once.
         **kwargs
             Passed to :func:`dask.compute` (see :meth:`compute`).
 
@@ -155,9 +155,31 @@ class Deduplication:
 
         Raises
         ------
-        AccountingError, ValueError
+        TypeError
+            If a collection is not a Dask DataFrame collection: ``to_json(..., compute=False)``
+            gives delayed objects, which Dask cannot fuse with the stages they share (they
+            would run twice).
+        ValueError
+            If a collection is made from none of this result's frames (another result's, whose
+            counts these are not); as :meth:`compute`.
+        AccountingError
             As :meth:`compute`.
         """
+        ours = {
+            frame.expr._name for frame in (self.kept, self.removed, self.duplicates, self.rejected) if frame is not None
+        }
+        for i, collection in enumerate(collections):
+            if not isinstance(collection, FrameBase):
+                raise TypeError(
+                    f"collection {i} is a {type(collection).__name__}, not a Dask DataFrame collection: compute_with "
+                    "fuses frames with the counts' graph (to_json(..., compute=False) gives delayed objects, whose "
+                    "stages would run twice: write JSONL with kept.map_partitions, or Parquet)"
+                )
+            if not any(expr._name in ours for expr in collection.expr.walk()):
+                raise ValueError(
+                    f"collection {i} is made from none of this result's frames (kept, removed, duplicates): "
+                    "another result's, whose counts these are not? Call compute_with on the result it comes from"
+                )
         scheduler = kwargs.get("scheduler")
         with dask.config.set({} if scheduler is None else {"scheduler": scheduler}):
             if current_client() is None and self._needs_workers:

@@ -103,7 +103,7 @@ class StageStore:
                 changes = _changes(recorded.get("made_of", {}), _as_json(made_of or {}))
                 logger.warning(
                     "--resume: stage %s in %s was finished with other inputs or options (%s); it is computed "
-                    "again, and each stage after it that no earlier run left with these options",
+                    "again, as is each stage after it that no earlier run finished with these options",
                     name,
                     self.root,
                     "; ".join(changes) if changes else "an input file's size or modification time, or an option",
@@ -223,12 +223,18 @@ def _changes(before: dict, now: dict, shown: int = 3) -> list[str]:
         for path, rest in new_files.items()
         if old_files.get(path) != rest
     ] + [f"input file {path} is gone" for path in old_files if path not in new_files]
-    changes += [
-        f"{k}: {_brief(old.get(k, 'unset'))} -> {_brief(new.get(k, 'unset'))}"
-        for k in sorted(old | new)
-        if old.get(k) != new.get(k)
-    ]
+    differ = [k for k in sorted(old | new) if old.get(k) != new.get(k)]
+    alone = differ == ["partitions"] and not changes  # the same files and options: the threads asked for them
+    changes += [f"{k}: {_brief(old.get(k, 'unset'))} -> {_brief(new.get(k, 'unset'))}" for k in differ]
+    if alone:
+        changes[0] += _THREADS
     return changes[:shown] + [f"{len(changes) - shown} more"] if len(changes) > shown else changes
+
+
+_THREADS = (
+    " (the worker threads changed: an input under --blocksize a thread is cut into a partition for each; "
+    "resume on as many threads, or give --files-per-partition to fix the partitions)"
+)
 
 
 def _brief(value, width: int = 60) -> str:

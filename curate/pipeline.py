@@ -362,11 +362,13 @@ def cache_input(
 
 
 def partitioning(divisions: tuple[int, ...]) -> str:
-    """The read's partitions as the stages' key records them: how many, and the ``_doc`` where each
-    after the first begins (ints: a file's number and a byte offset, :mod:`curate.io.plan`)."""
+    """The read's partitions as the stages' key records them: how many, and where each after the
+    first begins (from their ``_doc`` divisions: an input file, from 1 in input order, and a byte
+    offset or Parquet row in it), e.g. ``"3 partitions, cut at file 2, file 3 byte 64000000"``."""
     n = len(divisions) - 1
-    cuts = f", cut at _doc {', '.join(map(str, divisions[1:-1]))}" if n > 1 else ""
-    return f"{n} partition{'s' if n != 1 else ''}{cuts}"
+    places = [(d >> POSITION_BITS, d & ((1 << POSITION_BITS) - 1)) for d in divisions[1:-1]]
+    cuts = ", ".join(f"file {file + 1}" + (f" byte {at}" if at else "") for file, at in places)
+    return f"{n} partition{'s' if n != 1 else ''}" + (f", cut at {cuts}" if cuts else "")
 
 
 def _megabytes(size) -> str:

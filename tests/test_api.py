@@ -206,6 +206,17 @@ def test_compute_with_writes_and_counts_in_one_pass(monkeypatch, tmp_path):
     assert written[:2] == (None, None)
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "kept"), kept.reset_index(drop=True))
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "removed"), removed.reset_index(drop=True))
+    # Another result's write was computed with these counts (a trial's 18,612 kept written beside
+    # counts of 18,762); to_json's delayed objects ran the stages twice.
+    with dask.config.set({"scheduler": "sync", "dataframe.shuffle.method": "tasks"}):
+        other = curate.deduplicate(docs, threshold=0.9, width=3)
+        with pytest.raises(ValueError, match="collection 1 is made from none of this result's frames"):
+            result.compute_with(
+                result.kept.to_parquet(tmp_path / "a", compute=False),
+                other.kept.to_parquet(tmp_path / "b", compute=False),
+            )
+        with pytest.raises(TypeError, match="collection 0 is a list, not a Dask DataFrame collection"):
+            result.compute_with(result.kept.to_json(tmp_path / "json", compute=False))
 
 
 def test_counts_without_verification_name_no_verified_edges():

@@ -390,7 +390,10 @@ def test_a_run_resumed_on_another_number_of_threads_reuses_its_stages_if_its_par
     monkeypatch.setattr("curate.io.plan.SPREAD_FLOOR", 1000)
     third = dedup(inputs, str(out), load_config(None, {}), resume=True, keep_stages=True)
     assert third["reused_stages"] == [] and third["counts"]["input"]["partitions"] == 2
-    assert re.search(r"options \(partitions: 1 partition -> 2 partitions, cut at _doc \d+\)", caplog.text)
+    assert re.search(
+        r"options \(partitions: 1 partition -> 2 partitions, cut at file 1 byte \d+ \(the worker threads changed",
+        caplog.text,
+    )
 
 
 def test_summary_lists_input_files_and_stage_peaks(client, fixture_run):

@@ -172,7 +172,7 @@ def test_changed_parameter_recomputes_exactly_the_stages_after_it(server, tmp_pa
     assert changed["reused_stages"] == STAGES[:4]  # up to candidate selection
     assert (
         "stage verify in " in printed
-        and "options (threshold: 0.9 -> 0.7); it is computed again, and each stage after it" in printed
+        and "options (threshold: 0.9 -> 0.7); it is computed again, as is each stage after it" in printed
     ), printed
     capped = run(server, out, resume=True, fuzzy={"threshold": 0.7, "max_member_pairs": 1, **bands})
     assert capped["reused_stages"] == STAGES[:5]  # the second verification round onwards
@@ -266,6 +266,18 @@ def test_resume_names_what_changed_files_first():
     ]
     assert _changes(before, now)[2:] == ["input file b is gone", "1 more"]
     assert _changes(now, now) == []
+    # Partitions that changed alone came from the threads, and the phrase says so; beside an
+    # option that changed them (--blocksize), no.
+    cut, whole = {"partitions": "2 partitions, cut at file 2"}, {"partitions": "1 partition"}
+    assert _changes(whole, cut) == [
+        "partitions: 1 partition -> 2 partitions, cut at file 2 (the worker threads changed: an input under "
+        "--blocksize a thread is cut into a partition for each; resume on as many threads, or give "
+        "--files-per-partition to fix the partitions)"
+    ]
+    assert _changes({**whole, "io": {"blocksize": 64}}, {**cut, "io": {"blocksize": 32}}) == [
+        "io.blocksize: 64 -> 32",
+        "partitions: 1 partition -> 2 partitions, cut at file 2",
+    ]
 
 
 def test_previous_run_needs_resume_or_overwrite(server, tmp_path):
