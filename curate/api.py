@@ -177,7 +177,7 @@ class Deduplication:
                 )
             if not any(expr._name in ours for expr in collection.expr.walk()):
                 raise ValueError(
-                    f"collection {i} is made from none of this result's frames (kept, removed, duplicates): "
+                    f"collection {i} is made from none of this result's frames (kept, removed, duplicates, rejected): "
                     "another result's, whose counts these are not? Call compute_with on the result it comes from"
                 )
         scheduler = kwargs.get("scheduler")
