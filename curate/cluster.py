@@ -609,7 +609,7 @@ def worker_settings(config: ClusterConfig, backend: str = "cpu") -> dict:
     corpus of books the workers took 15 million faults, 50 s of system time in 90 s. So glibc's
     malloc asks for transparent huge pages (``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``, glibc
     2.35 and later; older ones and other C libraries ignore it, as does a kernel whose huge pages
-    are off): 2.5 million faults, 27 s, the run 1.2x faster at the same peak memory
+    are off): 2.5 million faults, 27 s, the run 1.25x faster at the same peak memory
     (docs/benchmarks.md). A ``GLIBC_TUNABLES`` the workers would have is kept, the setting added.
 
     GPU workers get ``NUMBA_CUDA_MEMORY_MANAGER`` there, so that the kernels' arrays come from
