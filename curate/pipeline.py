@@ -132,6 +132,7 @@ def dedup(
         text_field=io.text_field,
         columns=list(dict.fromkeys([io.id_field, io.text_field, *keep.columns()])),
         check_all=fmt == "parquet",
+        keep_null_text=False,  # empty, as the stages take it (the final pass writes it back as null)
         blocksize=io.blocksize,
         files_per_partition=io.files_per_partition,
         min_partitions=spread,

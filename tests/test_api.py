@@ -392,6 +392,9 @@ def test_a_skip_mode_read_rejects_what_the_cli_rejects(tmp_path):
         ["b", "exact", "a"], ["f", "fuzzy", "a"], ["h", "exact", "g"]
     ]  # fmt: skip
     assert kept.id.tolist() == ["a", "g"] and "_kind" not in kept.columns
+    # g's null text stays null, as the CLI writes it back (read_documents had read it as "")
+    cli_kept = [json.loads(line) for line in (tmp_path / "out" / "deduplicated" / "part.0.jsonl").read_text().splitlines()]
+    assert kept.text.isna().tolist() == [cli["text"] is None for cli in cli_kept] == [False, True]
     assert rejected._kind.tolist() == cli_rejected.kind.tolist() == [
         "invalid-json", "wrong-type", "missing-field", "duplicate-id"
     ]  # fmt: skip

@@ -167,17 +167,19 @@ def test_missing_text_field(tmp_path):
     assert fail_message(path) == "x.jsonl:2: field 'text': missing"
     good, rejected = read_skip(path)
     assert rejected == [(2, "missing-field", "text", "missing", b'{"id": 2, "body": "b"}')]
-    assert good.to_dict("list") == {"id": [1, 3], "text": ["a", ""], "body": [None, None]}
+    assert good.to_dict("list") == {"id": [1, 3], "text": ["a", None], "body": [None, None]}
     nowhere = jsonl(tmp_path / "body.jsonl", '{"id": 1, "body": "b"}')
     for on_error in ("fail", "skip"):  # no file has it: a wrong --text-field, stopped before reading
         with pytest.raises(ValueError, match=r"^no text field 'text' in any input file \(fields: \['id', 'body'\]\)$"):
             read_documents(str(nowhere), on_error=on_error)
 
 
-def test_null_text_reads_as_empty(tmp_path):
+def test_null_text_stays_null_or_reads_as_empty(tmp_path):
+    # Null, as read (the documents as curate dedup writes them back); empty for the stages' own read.
     path = jsonl(tmp_path / "x.jsonl", '{"id": 1, "text": null}', '{"id": 2, "text": "b"}', '{"id": 3, "text": null}')
-    assert read(path).to_dict("list") == {"id": [1, 2, 3], "text": ["", "b", ""]}
-    good, rejected = read_skip(path)
+    assert read(path).to_dict("list") == {"id": [1, 2, 3], "text": [None, "b", None]}
+    assert read(path, keep_null_text=False).to_dict("list") == {"id": [1, 2, 3], "text": ["", "b", ""]}
+    good, rejected = read_skip(path, keep_null_text=False)
     assert rejected == [] and good.text.tolist() == ["", "b", ""]
 
 
@@ -564,7 +566,7 @@ def test_parquet_large_string_and_dictionary_text(tmp_path):
     ]:
         pq.write_table(pa.table({"id": [1, 2, 3, 4], "text": array}), tmp_path / f"{name}.parquet")
         frames.append(read(tmp_path / f"{name}.parquet"))
-    assert frames[0].to_dict("list") == {"id": [1, 2, 3, 4], "text": ["a", "b", "", "a"]}
+    assert frames[0].to_dict("list") == {"id": [1, 2, 3, 4], "text": ["a", "b", None, "a"]}
     for frame in frames[1:]:
         pd.testing.assert_frame_equal(frame, frames[0])
     # A run reads it as text, and so does its review (curate report, inspect).

@@ -90,7 +90,7 @@ def read_documents(
     on_error: Literal["fail", "skip"] = "fail",
     records: bool = False,
     compared: tuple[str, ...] = (),
-    keep_null_text: bool = False,
+    keep_null_text: bool = True,
     check_all: bool = False,
     host: bool = False,
 ) -> dd.DataFrame:
@@ -109,7 +109,7 @@ def read_documents(
         Ids are int64 when every id at the start of the files is an integer that fits int64,
         else strings, integers written exactly (``18446744073709551616``, ``5``).
     text_field : str, default="text"
-        Field holding the document text: a string, or null (read as empty).
+        Field holding the document text: a string, or null (see ``keep_null_text``).
     columns : list of str or None, default=None
         The input fields to return (an assigned ``id`` is always returned; naming it is
         allowed). None: all. Only these, the id and the text are read from JSONL and Parquet,
@@ -138,9 +138,10 @@ def read_documents(
         Fields whose values are ordered (a keep policy's column, ``--keep max:FIELD``): each
         must have one type, and one that orders (not a list, struct or map); a Parquet row
         whose value there is not UTF-8 is bad, as for the text and the id, whatever is read.
-    keep_null_text : bool, default=False
-        Whether a null text stays null (to write the documents as they were read); otherwise
-        it reads as empty, as the dedup stages take it.
+    keep_null_text : bool, default=True
+        Whether a null text stays null: the documents as they were read, as ``curate dedup``
+        writes them back (the dedup stages take a null text as empty); otherwise it reads as
+        empty (the stages' own read).
     check_all : bool, default=False
         With ``columns``: parse and check every field, as ``columns=None`` does, but return
         only ``columns``, so that exactly the records a read of every field would reject are
