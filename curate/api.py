@@ -173,7 +173,7 @@ class Deduplication:
                 raise TypeError(
                     f"collection {i} is a {type(collection).__name__}, not a Dask DataFrame collection: compute_with "
                     "fuses frames with the counts' graph (to_json(..., compute=False) gives delayed objects, whose "
-                    "stages would run twice: write JSONL with kept.map_partitions, or Parquet)"
+                    "stages would run twice: write JSONL with curate.io.write_documents(kept, path, 'jsonl'), or Parquet)"
                 )
             if not any(expr._name in ours for expr in collection.expr.walk()):
                 raise ValueError(

@@ -22,7 +22,7 @@ from distributed import get_task_stream
 import curate
 import curate.backend
 from curate.config import load_config
-from curate.io import read_documents
+from curate.io import read_documents, write_documents
 from curate.params import optimal_bands
 from curate.pipeline import dedup
 from curate.schema import WORKING_COLUMNS
@@ -200,10 +200,14 @@ def test_compute_with_writes_and_counts_in_one_pass(monkeypatch, tmp_path):
             result.kept.to_parquet(tmp_path / "kept", compute=False, write_index=False),
             result.removed.to_parquet(tmp_path / "removed", compute=False, write_index=False),
             result.removed.map_partitions(len, meta=(None, "int64")).sum(),
+            write_documents(result.kept, str(tmp_path / "jsonl"), "jsonl"),  # the README's JSONL recipe
         )
     assert calls["minhash"] == docs.npartitions  # each stage once, writes and counts together
     assert result.counts == expected.counts and result.counts["removed"] == written[2] == len(removed) > 0
-    assert written[:2] == (None, None)
+    assert written[:2] == (None, None) and written[3] == len(kept)
+    parts = sorted((tmp_path / "jsonl").glob("part.*.jsonl"), key=lambda part: int(part.name.split(".")[1]))
+    lines = [json.loads(line) for part in parts for line in part.open()]
+    assert [(line["id"], line["text"]) for line in lines] == list(zip(kept.id, kept.text))
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "kept"), kept.reset_index(drop=True))
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "removed"), removed.reset_index(drop=True))
     # Another result's write was computed with these counts (a trial's 18,612 kept written beside
@@ -393,7 +397,9 @@ def test_a_skip_mode_read_rejects_what_the_cli_rejects(tmp_path):
     ]  # fmt: skip
     assert kept.id.tolist() == ["a", "g"] and "_kind" not in kept.columns
     # g's null text stays null, as the CLI writes it back (read_documents had read it as "")
-    cli_kept = [json.loads(line) for line in (tmp_path / "out" / "deduplicated" / "part.0.jsonl").read_text().splitlines()]
+    cli_kept = [
+        json.loads(line) for line in (tmp_path / "out" / "deduplicated" / "part.0.jsonl").read_text().splitlines()
+    ]
     assert kept.text.isna().tolist() == [cli["text"] is None for cli in cli_kept] == [False, True]
     assert rejected._kind.tolist() == cli_rejected.kind.tolist() == [
         "invalid-json", "wrong-type", "missing-field", "duplicate-id"

@@ -143,7 +143,11 @@ def test_parquet_input_and_output(tmp_path):
     assert frame.id.tolist() == [3, 1, 2] and frame.text.isna().tolist() == [False, False, True]  # null stays null
     assert read_documents(str(tmp_path / "in.parquet"), keep_null_text=False).compute().text.tolist() == ["a", "b", ""]
     assert write_documents(docs, str(tmp_path / "out"), "parquet").compute() == 3
-    assert pq.read_table(tmp_path / "out").to_pydict() == {"id": [3, 1, 2], "text": ["a", "b", None], "score": [0.5, 0.1, 0.9]}
+    assert pq.read_table(tmp_path / "out").to_pydict() == {
+        "id": [3, 1, 2],
+        "text": ["a", "b", None],
+        "score": [0.5, 0.1, 0.9],
+    }
     assert write_documents(docs, str(tmp_path / "jsonl"), "jsonl").compute() == 3
     lines = (tmp_path / "jsonl" / "part.0.jsonl").read_text().splitlines()
     assert [json.loads(line) for line in lines] == [
