@@ -146,10 +146,11 @@ def test_fusion_computes_no_meta_again(monkeypatch):
 
     frame = dd.from_pandas(pd.DataFrame({"a": range(12), "b": range(12)}), npartitions=3)
     for i in range(4):  # four fused groups, each below the others' shuffles
-        frame = frame.map_partitions(_add).map_partitions(_add).shuffle("ab"[i % 2], npartitions=2 + i % 2)
+        # tasks shuffles, whatever client an earlier test in this process left (P2P would need its workers)
+        frame = frame.map_partitions(_add).map_partitions(_add)
+        frame = frame.shuffle("ab"[i % 2], npartitions=2 + i % 2, shuffle_method="tasks")
     results = [frame.a.sum(), frame.b.max()]
-    with dask.config.set({"dataframe.shuffle.method": "tasks"}):  # whatever client an earlier test left
-        lowered = collections_to_expr(results).optimize()  # metas computed here, as fused() does first
+    lowered = collections_to_expr(results).optimize()  # metas computed here, as fused() does first
     made, make = [], dataframe_expr._get_meta_map_partitions
     monkeypatch.setattr(dataframe_expr, "_get_meta_map_partitions", lambda *args: made.append(args) or make(*args))
     fused = dataframe_expr.optimize_blockwise_fusion(lowered)
