@@ -373,6 +373,11 @@ def _sigterm_as_interrupt():
         return
 
     def stop(signum, frame):
+        # One stop: later SIGTERMs are ignored while it unwinds. GNU timeout sends one to the
+        # command and one to its process group; the second, raised inside the first's clean-up
+        # (a lock's restore in threading.Condition.wait), ended runs with "release unlocked lock"
+        # and exit status 1.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise Terminated
 
     old = signal.signal(signal.SIGTERM, stop)

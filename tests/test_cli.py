@@ -372,6 +372,35 @@ def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path):
     )
 
 
+def test_a_second_sigterm_does_not_interrupt_the_first_ones_clean_up(tmp_path):
+    # GNU timeout sends SIGTERM to the command and to its process group: the second, raised inside
+    # the first's unwinding (threading.Condition.wait restoring its lock), ended a run with
+    # "RuntimeError: release unlocked lock" and exit status 1 (2 of 17 trial runs).
+    import subprocess
+    import sys
+
+    script = (
+        "import os, signal, time, sys\n"
+        "import curate.cli\n"
+        "def run(inputs, out, *args):\n"
+        "    try:\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "        time.sleep(30)\n"
+        "    finally:\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "        time.sleep(0.5)\n"
+        "        open(f'{out}.cleaned', 'w').close()\n"
+        "curate.cli._run = run\n"
+        "curate.cli.main(sys.argv[1:])\n"
+    )
+    out = tmp_path / "out"
+    args = ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(out), "--no-progress"]
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 143, done.stderr
+    assert (tmp_path / "out.cleaned").exists()  # the clean-up ran to its end
+    assert done.stderr.splitlines()[-1].startswith("terminated (SIGTERM)") and "Traceback" not in done.stderr
+
+
 def test_logged_warnings_read_as_the_commands_own(tmp_path):
     # "WARNING curate.pipeline: num_bands x rows_per_band ..." beside "warning: --threshold
     # configures fuzzy dedup ...": two styles, one with a module name a user has no use for.
