@@ -345,17 +345,19 @@ def _quiet_dask(verbose: bool) -> None:
     when Ctrl-C lands before its future exists), nor Python warnings (libraries' deprecation notes; the workers' are ignored by
     :class:`curate.cluster.QuietWarnings`). Called once distributed is imported, which sets its
     own levels on import."""
-    # distributed's config gives some of its loggers levels of their own (distributed.client:
-    # warning): each is set, or its errors (a lost scheduler's) print tracebacks without -v.
-    level = logging.WARNING if verbose else logging.CRITICAL
-    for name, each in list(logging.root.manager.loggerDict.items()):
-        if (name == "distributed" or name.startswith("distributed.")) and isinstance(each, logging.Logger):
-            if name == "distributed" or each.level != logging.NOTSET:
-                each.setLevel(level)
+    # distributed's config gives some loggers levels of their own (distributed.client: warning,
+    # tornado.application: error): each is set, or its errors (a lost scheduler's, the cancel
+    # callback's NameError at a SIGTERM) print tracebacks without -v.
+    levels = {"distributed": logging.WARNING if verbose else logging.CRITICAL}
     if not verbose:
-        for name in ("asyncio", "tornado"):
-            logging.getLogger(name).setLevel(logging.CRITICAL)
+        levels |= {"asyncio": logging.CRITICAL, "tornado": logging.CRITICAL}
         warnings.simplefilter("ignore")
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+    for name, each in list(logging.root.manager.loggerDict.items()):
+        family = name.split(".")[0]
+        if family in levels and isinstance(each, logging.Logger) and each.level != logging.NOTSET:
+            each.setLevel(levels[family])
 
 
 class Terminated(KeyboardInterrupt):

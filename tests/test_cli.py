@@ -401,6 +401,30 @@ def test_a_second_sigterm_does_not_interrupt_the_first_ones_clean_up(tmp_path):
     assert done.stderr.splitlines()[-1].startswith("terminated (SIGTERM)") and "Traceback" not in done.stderr
 
 
+def test_dask_loggers_with_levels_of_their_own_are_quieted_too():
+    # distributed's config sets tornado.application to ERROR, below its parent's CRITICAL: a
+    # SIGTERM landing before distributed's sync() had its future printed "error: Exception in
+    # callback ... NameError: cannot access free variable 'future'" above the one line (3 of 17).
+    import subprocess
+    import sys
+
+    script = (
+        "import logging, sys\n"
+        "import distributed\n"
+        "from curate.cli import _quiet_dask\n"
+        "logging.basicConfig(stream=sys.stderr, level=logging.WARNING)\n"
+        "_quiet_dask(sys.argv[1] == 'verbose')\n"
+        "for name in ('tornado.application', 'tornado', 'asyncio', 'distributed.client', 'distributed'):\n"
+        "    logging.getLogger(name).error('from %s', name)\n"
+    )
+    quiet, verbose = (
+        subprocess.run([sys.executable, "-c", script, mode], capture_output=True, text=True, timeout=60).stderr
+        for mode in ("quiet", "verbose")
+    )
+    assert quiet == ""
+    assert "from tornado.application" in verbose and "from distributed.client" in verbose
+
+
 def test_logged_warnings_read_as_the_commands_own(tmp_path):
     # "WARNING curate.pipeline: num_bands x rows_per_band ..." beside "warning: --threshold
     # configures fuzzy dedup ...": two styles, one with a module name a user has no use for.
