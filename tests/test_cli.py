@@ -1,6 +1,7 @@
 import importlib.util
 import json
 import re
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -345,26 +346,33 @@ def test_ctrl_c_before_any_stage_finished_says_how_to_start_over(tmp_path):
         check_output(out)
 
 
-def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path):
-    # SIGTERM (kill, timeout, SLURM's time limit) ended the process at once: exit 143 with no
-    # word of --resume, only multiprocessing's "leaked semaphore" warnings.
+def _dedup_running(run_body: str, out: Path):
+    """``curate dedup`` in a fresh process, its run replaced by ``run_body`` (the body of
+    ``run(inputs, out, *args)``, indented by four spaces): the finished process."""
     import subprocess
     import sys
 
     script = (
         "import os, signal, time, sys\n"
         "import curate.cli\n"
-        "def run(inputs, out, *args):\n"
+        "def run(inputs, out, *args):\n" + run_body + "curate.cli._run = run\n"
+        "curate.cli.main(sys.argv[1:])\n"
+    )
+    args = ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(out), "--no-progress"]
+    return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120)
+
+
+def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path):
+    # SIGTERM (kill, timeout, SLURM's time limit) ended the process at once: exit 143 with no
+    # word of --resume, only multiprocessing's "leaked semaphore" warnings.
+    out = tmp_path / "out"
+    done = _dedup_running(
         "    os.makedirs(f'{out}/_stages/read', exist_ok=True)\n"
         "    open(f'{out}/_stages/read/_marker.json', 'w').write('{}')\n"
         "    os.kill(os.getpid(), signal.SIGTERM)\n"
-        "    time.sleep(30)\n"
-        "curate.cli._run = run\n"
-        "curate.cli.main(sys.argv[1:])\n"
+        "    time.sleep(30)\n",
+        out,
     )
-    out = tmp_path / "out"
-    args = ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(out), "--no-progress"]
-    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120)
     assert done.returncode == 143, done.stderr
     assert done.stderr.splitlines()[-1] == (
         f"terminated (SIGTERM): finished stages read are kept in {out / '_stages'}; "
@@ -376,26 +384,16 @@ def test_a_second_sigterm_does_not_interrupt_the_first_ones_clean_up(tmp_path):
     # GNU timeout sends SIGTERM to the command and to its process group: the second, raised inside
     # the first's unwinding (threading.Condition.wait restoring its lock), ended a run with
     # "RuntimeError: release unlocked lock" and exit status 1 (2 of 17 trial runs).
-    import subprocess
-    import sys
-
-    script = (
-        "import os, signal, time, sys\n"
-        "import curate.cli\n"
-        "def run(inputs, out, *args):\n"
+    done = _dedup_running(
         "    try:\n"
         "        os.kill(os.getpid(), signal.SIGTERM)\n"
         "        time.sleep(30)\n"
         "    finally:\n"
         "        os.kill(os.getpid(), signal.SIGTERM)\n"
         "        time.sleep(0.5)\n"
-        "        open(f'{out}.cleaned', 'w').close()\n"
-        "curate.cli._run = run\n"
-        "curate.cli.main(sys.argv[1:])\n"
+        "        open(f'{out}.cleaned', 'w').close()\n",
+        tmp_path / "out",
     )
-    out = tmp_path / "out"
-    args = ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(out), "--no-progress"]
-    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120)
     assert done.returncode == 143, done.stderr
     assert (tmp_path / "out.cleaned").exists()  # the clean-up ran to its end
     assert done.stderr.splitlines()[-1].startswith("terminated (SIGTERM)") and "Traceback" not in done.stderr
