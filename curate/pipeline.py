@@ -471,7 +471,6 @@ def _read_for_output(
             on_error=io.on_error,
             records=raw,
             compared=tuple(keep.columns()),  # as the first read: the same records rejected
-            keep_null_text=True,
             host=True,  # on GPU workers, beside the GPU's task: nothing here needs it
         )
     if repeated_ids.exists():
