@@ -772,6 +772,7 @@ def _cluster_state(dask_scheduler) -> dict:
         address: {
             "paused": ws.status.name == "paused",
             "cpu": ws.metrics.get("cpu", 0.0),  # as of its last heartbeat
+            "executing": len(ws.executing),  # tasks running in its threads, as of that heartbeat
             "silent": now - ws.last_seen,  # seconds since that heartbeat
             "memory": ws.memory.process,
             "limit": ws.memory_limit,
@@ -787,8 +788,8 @@ def gather(
     """Compute ``collections`` on ``client`` and return their results; never hang silently.
 
     Every few seconds the scheduler is asked how the run stands. The run stops with
-    :class:`ClusterError` when no task has finished and no worker has reported using CPU for
-    ``stall_timeout`` seconds (e.g. workers paused at their memory limit, holding data that
+    :class:`ClusterError` when no task has finished and no worker has reported running a task
+    with CPU use for ``stall_timeout`` seconds (e.g. workers paused at their memory limit, holding data that
     the others wait for, or a worker that stopped answering: a frozen process or a lost node
     is not computing, whatever its last heartbeat said), or when workers died more than twice
     as many times as there are workers (the nanny restarts a worker that passes 95% of its
@@ -935,9 +936,11 @@ def _watch(client: Client, futures, stall_timeout: float, hint: str) -> None:
         now = time.monotonic()
         if state["transitions"] != last:
             last, since = state["transitions"], now
-        # When a worker last reported computing: a worker that stopped sending heartbeats keeps
-        # the CPU use of its last one for ever.
-        since = max([since] + [now - w["silent"] for w in workers.values() if w["cpu"] > 10])
+        # When a worker last reported computing: running a task and using CPU. A worker that
+        # stopped sending heartbeats keeps the CPU use of its last one for ever; one paused at its
+        # memory limit runs no task but uses CPU now and then (collecting garbage, spilling): a
+        # stall on such workers outlived --stall-timeout of 300 s by minutes, or for ever.
+        since = max([since] + [now - w["silent"] for w in workers.values() if w["cpu"] > 10 and w["executing"]])
         if now - since > stall_timeout:
             paused = [
                 f"{address} ({format_bytes(w['memory'])} of {format_bytes(w['limit'] or 0)})"

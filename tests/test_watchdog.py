@@ -10,6 +10,7 @@ from pathlib import Path
 import dask
 import pytest
 from distributed import Client, LocalCluster
+from distributed.core import Status
 
 import curate.cluster
 from curate.cluster import ClusterError, check_workers, gather, with_huge_pages, worker_memory, worker_settings
@@ -116,6 +117,36 @@ def test_busy_worker_is_not_a_stall(lonely):
         return seconds
 
     assert gather(lonely, [dask.delayed(spin)(12)], stall_timeout=4) == [12]
+
+
+def _pause_and_spin(seconds, dask_worker):
+    # As a worker paused at its memory limit: it starts no task, and uses CPU now and then
+    # (collecting garbage, spilling); here in a thread of its own, for `seconds`.
+    def spin():
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass
+
+    dask_worker.memory_manager.memory_pause_fraction = False  # else its memory monitor resumes it
+    dask_worker.status = Status.paused  # tells the scheduler too
+    threading.Thread(target=spin, daemon=True).start()
+
+
+def test_a_paused_worker_using_cpu_is_a_stall(lonely):
+    # A paused worker's CPU use counted as computing: a stall on paused workers outlived
+    # --stall-timeout (300 s) by minutes, or for ever, as their garbage collection came round.
+    lonely.run(_pause_and_spin, 30)
+    started = time.monotonic()
+    try:
+        with pytest.raises(
+            ClusterError,
+            match=r"^no progress for 4 s: worker\(s\) paused at their memory limit: tcp://\S+ \(.+\); raise it$",
+        ):
+            gather(lonely, [dask.delayed(_idle)(1, dask_key_name="waiting")], stall_timeout=4, hint="raise it")
+        assert time.monotonic() - started < 20
+    finally:
+        lonely.restart()
+        check_workers(lonely)  # the new worker, as the fixture checked the first
 
 
 def test_a_frozen_worker_is_a_stall(lonely):
