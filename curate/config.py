@@ -688,17 +688,23 @@ class ClusterConfig(_Section):
             "local_directory": "`dask worker --local-directory` / `dask cuda worker --local-directory`",
             "dashboard_address": "`dask scheduler --dashboard-address`",
         }
+        # Every one set is named: naming the first alone took a run per option to find them all.
         changed = [k for k in embedded if getattr(self, k) != ClusterConfig.model_fields[k].default]
         if changed:
+            options = "; ".join(f"{k} (--{k.replace('_', '-')})" for k in changed)
+            where = "; ".join(embedded[k] for k in changed)
             raise ValueError(
-                f"{changed[0]} (--{changed[0].replace('_', '-')}) configures the embedded cluster; a joined "
-                f"cluster takes it as {embedded[changed[0]]} (see docs/multi-node.md)"
+                f"{options} configures the embedded cluster; a joined cluster takes it as {where} (see docs/multi-node.md)"
+                if len(changed) == 1
+                else f"{options} configure the embedded cluster; a joined cluster takes them as, in turn, {where} "
+                "(see docs/multi-node.md)"
             )
         changed = [k for k, v in self.gpu if v != getattr(GPUConfig(), k)]
         if changed:
+            options, one = ", ".join("gpu." + k for k in changed), len(changed) == 1
             raise ValueError(
-                f"gpu.{changed[0]} configures the embedded GPU cluster; "
-                "a joined cluster takes it on its `dask cuda worker` command line (see docs/multi-node.md)"
+                f"{options} {'configures' if one else 'configure'} the embedded GPU cluster; a joined cluster takes "
+                f"{'it' if one else 'them'} on its `dask cuda worker` command line (see docs/multi-node.md)"
             )
         return self
 

@@ -319,6 +319,17 @@ def test_gpu_options_are_refused_when_joining_a_cluster(tmp_path):
     joined = ["dedup", docs, "-o", out, "--scheduler-address", "tcp://h:1", "--n-workers", "2"]
     result = CliRunner().invoke(main, joined)
     assert result.exit_code == 2 and "cluster: n_workers (--n-workers) configures the embedded cluster" in result.output
+    # Only the first option set was named: a run per option to find them all.
+    result = CliRunner().invoke(main, [*joined, "--memory-limit", "1GB", "--rmm-pool-size", "2GB"])
+    assert result.exit_code == 2 and (
+        "cluster: n_workers (--n-workers); memory_limit (--memory-limit) configure the embedded cluster; a joined "
+        "cluster takes them as, in turn, `dask worker --nworkers` (`dask cuda worker` starts one per GPU); "
+        "`dask worker --memory-limit` / `dask cuda worker --memory-limit` (see docs/multi-node.md)"
+    ) in " ".join(result.output.split())
+    with pytest.raises(
+        ValidationError, match=r"gpu.rmm_pool_size, gpu.protocol configure the embedded GPU cluster; .* them"
+    ):
+        load_config(None, {"cluster": {"scheduler_file": "s.json", "gpu": {"rmm_pool_size": "4GB", "protocol": "ucx"}}})
 
 
 def test_yaml_gpu_section(tmp_path):
