@@ -604,6 +604,12 @@ def test_a_keep_column_of_several_types_is_named_on_the_cluster_too(client):
                 ValueError, match=r"keep='max:score': column 'score' holds values of several types, which do not order"
             ):
                 curate.deduplicate(docs, keep="max:score").compute()
+    # A column of lists was said to hold "ndarray values": what the shuffle's Arrow round trip made of them.
+    lists = within.assign(score=[["x"], ["p", "q"], []])
+    with dask.config.set({"dataframe.convert-string": False}):
+        docs = dd.from_pandas(lists.astype(object), npartitions=1)
+        with pytest.raises(ValueError, match=r"keep='min:score': column 'score' holds list values, which do not order"):
+            curate.deduplicate(docs, keep="min:score").compute()
 
 
 def ids_of_two_types() -> dict[str, pd.DataFrame]:

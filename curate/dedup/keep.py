@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -115,7 +116,8 @@ _ORDERED = {
 def _check_orders(column: pd.Series, keep: KeepPolicy) -> None:
     # An API frame's object column may hold anything (arrow and numpy columns are checked at the call).
     if column.dtype == object and pd.api.types.infer_dtype(column, skipna=True) not in _ORDERED:
-        kinds = sorted({type(v).__name__ for v in column if not is_missing(v)})
+        # A list reaches here as a numpy array where a P2P shuffle's Arrow round trip made it one.
+        kinds = sorted({"list" if isinstance(v, np.ndarray) else type(v).__name__ for v in column if not is_missing(v)})
         raise ValueError(
             f"keep={str(keep)!r}: column {keep.column!r} holds {', '.join(kinds)} values, which do not order"
         )
