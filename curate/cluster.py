@@ -679,6 +679,30 @@ def partition_slots(client: Client | None, gpu: bool) -> int:
     return max(1, len(workers) if gpu else sum(w["nthreads"] for w in workers))
 
 
+# What a CPU worker holds at rest (Python, Dask, pandas, pyarrow, numba's kernels), and how many
+# times a partition's bytes its busiest task may hold at once: verification on a corpus of books
+# and 9 rounds of edited copies (docs/benchmarks.md, thirty-seventh session) peaked at 762 MB a
+# worker with partitions of 32 MB (14x, over the rest), and restarted workers of 1 GB at 64 MB;
+# 24 leaves room for the pause at 80% of the limit.
+WORKER_AT_REST = 300_000_000
+PARTITION_PEAK = 24
+
+
+def memory_blocksize(client: Client | None, gpu: bool) -> int | None:
+    """The largest partition (bytes of text) that ``client``'s workers' host memory limits hold:
+    what a limit leaves over :data:`WORKER_AT_REST`, shared by the worker's threads, over
+    :data:`PARTITION_PEAK`; the smallest over the workers, at least 4 MB. None without a client,
+    where a worker has no limit, or on the GPU backend (device memory bounds its partitions).
+    """
+    if client is None or gpu:
+        return None
+    workers = client.scheduler_info(n_workers=-1)["workers"].values()
+    if not workers or not all(w.get("memory_limit") for w in workers):
+        return None
+    room = min((w["memory_limit"] - WORKER_AT_REST) / max(1, w["nthreads"]) for w in workers)
+    return max(4_000_000, int(room / PARTITION_PEAK))
+
+
 def shuffles_need_workers() -> bool:
     """True where a graph built now gets P2P shuffles, which run only on a client's workers: a
     client computes (:func:`current_client`) and ``dask.config`` names no other shuffle method."""

@@ -95,7 +95,8 @@ class IOConfig(_Section):
     blocksize: str | int | None = Field(
         "64MB", validate_default=True,
         description="Partition size: larger uncompressed JSONL files are split at line ends, smaller files packed "
-        "together; smaller partitions (16MB or more) where the input would leave a worker thread without one.",
+        "together; smaller partitions (16MB or more) where the input would leave a worker thread without one. Unless "
+        "given, at most what the workers' memory limits hold.",
     )  # fmt: skip
     files_per_partition: int | None = Field(
         None,
@@ -157,6 +158,12 @@ class IOConfig(_Section):
         if value is not None and value < MIN_BLOCKSIZE:
             raise ValueError(f"{value} bytes is too small a partition: give 4KB or more, with a unit (e.g. 64MB)")
         return value
+
+    @property
+    def blocksize_given(self) -> bool:
+        """Whether ``blocksize`` was set rather than defaulted (a default one may be lowered to
+        what the workers' memory holds: :func:`curate.cluster.memory_blocksize`)."""
+        return "blocksize" in self.model_fields_set
 
     @property
     def id_field_given(self) -> bool:

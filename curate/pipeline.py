@@ -27,7 +27,14 @@ from curate import __version__
 from curate.backend import host_step, on_host, to_host, to_parquet
 from curate.checkpoints import Checkpoints, StageStore, input_fingerprint, read_stage_frame, remove_stages, stage_key
 from curate.checks import OUTPUTS, PARTIAL, REPEATED_IDS, STAGES, check_output
-from curate.cluster import check_files, current_client, local_shuffles, one_task_per_gpu, partition_slots
+from curate.cluster import (
+    check_files,
+    current_client,
+    local_shuffles,
+    memory_blocksize,
+    one_task_per_gpu,
+    partition_slots,
+)
 from curate.config import RunConfig
 from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy
 from curate.dedup.keep import dictionary_decoded
@@ -126,6 +133,13 @@ def dedup(
     # (JSONL values that do not convert, a field named as a column the reader adds).
     # A partition for every worker thread, where the input is large enough (curate.io.plan).
     spread = partition_slots(current_client(), gpu)
+    # Unless given, partitions no larger than the workers' memory holds: at 64 MB, workers of 1 GB
+    # were restarted in verification until the run stopped (lowering --blocksize was the advice).
+    most = memory_blocksize(current_client(), gpu)
+    if not io.blocksize_given and io.blocksize and most is not None and most < io.blocksize:
+        logger.info("partitions of at most %s: what the workers' memory limits hold", _megabytes(most))
+        io = io.model_copy(update={"blocksize": most})
+        config = config.model_copy(update={"io": io})  # this run's (summary.json's); the caller's stays
     everything = read_documents(
         inputs,
         id_field=io.id_field if io.id_field_given else None,
@@ -373,7 +387,7 @@ def partitioning(divisions: tuple[int, ...]) -> str:
 
 
 def _megabytes(size) -> str:
-    return "none" if size is None else f"{parse_bytes(size) / 1e6 if isinstance(size, str) else size / 1e6:g}MB"
+    return "none" if size is None else f"{parse_bytes(size) / 1e6 if isinstance(size, str) else size / 1e6:.3g}MB"
 
 
 def _absolute(path: str) -> str:

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from distributed import futures_of, get_task_stream
 
+from curate.cluster import memory_blocksize
 from curate.config import load_config
 from curate.dedup.keys import in_order
 from curate.dedup.resolve import AccountingError, resolve
@@ -369,6 +370,28 @@ def test_a_partition_for_every_worker_thread_with_the_same_bytes(client, fixture
     assert b"".join(p.read_bytes() for p in kept) == (cluster / "deduplicated" / "part.0.jsonl").read_bytes()
     marker = json.loads((cluster / "_stages" / "read" / "_marker.json").read_text())
     assert marker["made_of"]["partitions"] == "1 partition"
+
+
+def test_partitions_are_no_larger_than_the_workers_memory_holds_unless_given(
+    client, fixture_run, tmp_path, monkeypatch
+):
+    # Workers of 1 GB were restarted in verification until the run stopped, at the default 64 MB
+    # partitions (of a corpus of books and edited copies; 32 MB finished). Each worker here has
+    # one thread and the limit LocalCluster gives it.
+    (limit,) = {w["memory_limit"] for w in client.scheduler_info(n_workers=-1)["workers"].values()}
+    assert memory_blocksize(client, gpu=False) == max(4_000_000, int((limit - 300_000_000) / 24))
+    assert memory_blocksize(client, gpu=True) is None and memory_blocksize(None, gpu=False) is None
+    # As if that were 1,000 bytes: the fixture (2,445 bytes) in 3 partitions, the same outputs.
+    monkeypatch.setattr("curate.pipeline.memory_blocksize", lambda client, gpu: 1000)
+    out, summary = run(tmp_path, ["tests/data/docs.jsonl"])
+    assert summary["counts"]["input"]["partitions"] == 3 and summary["config"]["io"]["blocksize"] == 1000
+    for name in ("removed.parquet", "duplicates.parquet"):
+        assert (out / name).read_bytes() == (fixture_run[0] / name).read_bytes(), name
+    kept = sorted((out / "deduplicated").iterdir(), key=lambda p: int(p.name.split(".")[1]))
+    assert b"".join(p.read_bytes() for p in kept) == (fixture_run[0] / "deduplicated" / "part.0.jsonl").read_bytes()
+    # A blocksize given is the user's, the default's value included.
+    _, given = run(tmp_path / "given", ["tests/data/docs.jsonl"], io={"blocksize": "64MB"})
+    assert given["counts"]["input"]["partitions"] == 1 and given["config"]["io"]["blocksize"] == 64_000_000
 
 
 def test_a_run_resumed_on_another_number_of_threads_reuses_its_stages_if_its_partitions_are_alike(
