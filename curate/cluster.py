@@ -679,11 +679,11 @@ def partition_slots(client: Client | None, gpu: bool) -> int:
     return max(1, len(workers) if gpu else sum(w["nthreads"] for w in workers))
 
 
-# What a CPU worker holds at rest (Python, Dask, pandas, pyarrow, numba's kernels), and how many
-# times a partition's bytes its busiest task may hold at once: verification on a corpus of books
-# and 9 rounds of edited copies (docs/benchmarks.md, thirty-seventh session) peaked at 762 MB a
-# worker with partitions of 32 MB (14x, over the rest), and restarted workers of 1 GB at 64 MB;
-# 24 leaves room for the pause at 80% of the limit.
+# What a CPU worker holds at rest (Python, Dask, pandas, pyarrow), and the room a partition's
+# bytes take beside it: on a corpus of books and 9 rounds of edited copies (docs/benchmarks.md,
+# thirty-seventh session) workers of 1 GB peaked at 639-672 MB with partitions of 16 MB, 729-762 MB
+# with 32 MB (about 7 times the partition's bytes more), and were restarted at 64 MB (95% of the
+# limit) until the run stopped. 24 times keeps such a worker under its pause at 80%.
 WORKER_AT_REST = 300_000_000
 PARTITION_PEAK = 24
 
