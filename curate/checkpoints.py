@@ -156,6 +156,14 @@ class StageStore:
             logger.info("stage %s: finished in %.1f s (%s)", name, seconds, _size(final))
 
 
+def recorded_parts(stages: Path, name: str) -> dict | None:
+    """The parts of the key (``made_of``) that stage ``name`` in the ``_stages`` folder ``stages``
+    recorded when it finished, or None where it has not (or its marker cannot be read)."""
+    marker = stages / name / MARKER
+    recorded = _read_marker(marker) if marker.exists() else None
+    return None if recorded is None else recorded["made_of"]
+
+
 def _read_marker(marker: Path) -> dict | None:
     """A stage's marker as :meth:`StageStore.publish` wrote it, or None if it is not one (cut
     short, edited, unreadable)."""

@@ -807,7 +807,13 @@ def _cluster_state(dask_scheduler) -> dict:
 
 
 def gather(
-    client: Client, collections: list, *, stall_timeout: float = 300, show_progress: bool = False, hint: str = ""
+    client: Client,
+    collections: list,
+    *,
+    stall_timeout: float = 300,
+    show_progress: bool = False,
+    hint: str = "",
+    stage: str = "",
 ) -> list:
     """Compute ``collections`` on ``client`` and return their results; never hang silently.
 
@@ -828,6 +834,8 @@ def gather(
     show_progress : bool, default=False
         Draw Dask's progress bar on the terminal meanwhile.
     hint : str, default=""
+    stage : str, default=""
+        The stage computed, named where workers died (a task's key names Dask's steps, not curate's).
 
     Returns
     -------
@@ -854,7 +862,8 @@ def gather(
             _watch(client, futures, stall_timeout, hint)
         results = _results(client, futures)
     except KilledWorker as err:
-        raise ClusterError(f"workers died running a task ({err.task}), most often out of memory; {hint}") from None
+        of = f" of stage {stage}" if stage else ""
+        raise ClusterError(f"workers died running a task{of} ({err.task}), most often out of memory; {hint}") from None
     _roll_call(client, client.run_on_scheduler(_cluster_state)["workers"])
     if show_progress:
         bar.join(timeout=2)  # let it draw the finished bar

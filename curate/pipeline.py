@@ -25,7 +25,15 @@ from fsspec.utils import infer_compression
 
 from curate import __version__
 from curate.backend import host_step, on_host, to_host, to_parquet
-from curate.checkpoints import Checkpoints, StageStore, input_fingerprint, read_stage_frame, remove_stages, stage_key
+from curate.checkpoints import (
+    Checkpoints,
+    StageStore,
+    input_fingerprint,
+    read_stage_frame,
+    recorded_parts,
+    remove_stages,
+    stage_key,
+)
 from curate.checks import OUTPUTS, PARTIAL, REPEATED_IDS, STAGES, check_output
 from curate.cluster import (
     check_files,
@@ -136,8 +144,14 @@ def dedup(
     # Unless given, partitions no larger than the workers' memory holds: at 64 MB, workers of 1 GB
     # were restarted in verification until the run stopped (lowering --blocksize was the advice).
     most = memory_blocksize(current_client(), gpu)
+    why = "what the workers' memory limits hold"
+    # Resumed, no larger than the run it resumes cut them: the stop's advice, more memory, made
+    # larger partitions, and every finished stage was computed again.
+    before = ((recorded_parts(out / "_stages", "read") if resume else None) or {}).get("io", {}).get("blocksize")
+    if isinstance(before, int) and (most is None or before < most):
+        most, why = before, "as the run resumed cut them"
     if not io.blocksize_given and io.blocksize and most is not None and most < io.blocksize:
-        logger.info("partitions of at most %s: what the workers' memory limits hold", _megabytes(most))
+        logger.info("partitions of at most %s: %s", _megabytes(most), why)
         io = io.model_copy(update={"blocksize": most})
         config = config.model_copy(update={"io": io})  # this run's (summary.json's); the caller's stays
     everything = read_documents(

@@ -135,6 +135,7 @@ class Runner:
                             stall_timeout=self.stall_timeout,
                             show_progress=self.show_progress,
                             hint=self.hint,
+                            stage=stage,
                         )
                     finally:
                         stream.__exit__(None, None, None)

@@ -392,6 +392,14 @@ def test_partitions_are_no_larger_than_the_workers_memory_holds_unless_given(
     # A blocksize given is the user's, the default's value included.
     _, given = run(tmp_path / "given", ["tests/data/docs.jsonl"], io={"blocksize": "64MB"})
     assert given["counts"]["input"]["partitions"] == 1 and given["config"]["io"]["blocksize"] == 64_000_000
+    # Resumed with more memory (the stop's advice), a run cut its input in larger partitions and
+    # computed every finished stage again; it now cuts it as the run it resumes did.
+    stages = tmp_path / "stages"
+    dedup(["tests/data/docs.jsonl"], str(stages), load_config(None, {}), keep_stages=True)
+    monkeypatch.setattr("curate.pipeline.memory_blocksize", lambda client, gpu: 2000)
+    resumed = dedup(["tests/data/docs.jsonl"], str(stages), load_config(None, {}), resume=True, keep_stages=True)
+    assert resumed["counts"]["input"]["partitions"] == 3 and resumed["config"]["io"]["blocksize"] == 1000
+    assert len(resumed["reused_stages"]) == 11
 
 
 def test_a_run_resumed_on_another_number_of_threads_reuses_its_stages_if_its_partitions_are_alike(

@@ -326,5 +326,6 @@ def test_dying_workers_stop_the_run(lonely):
     def die():
         os._exit(1)
 
-    with pytest.raises(ClusterError, match="workers died running a task .*; raise it"):
-        gather(lonely, [dask.delayed(die)()], stall_timeout=30, hint="raise it")
+    # The message named the task's key alone, Dask's steps (operation-sort_index-...), not the stage.
+    with pytest.raises(ClusterError, match=r"^workers died running a task of stage verify \(.*\), .*; raise it$"):
+        gather(lonely, [dask.delayed(die)()], stall_timeout=30, hint="raise it", stage="verify")
