@@ -132,21 +132,20 @@ def _pause_and_spin(seconds, dask_worker):
     threading.Thread(target=spin, daemon=True).start()
 
 
-def test_a_paused_worker_using_cpu_is_a_stall(lonely):
+def test_a_paused_worker_using_cpu_is_a_stall():
     # A paused worker's CPU use counted as computing: a stall on paused workers outlived
     # --stall-timeout (300 s) by minutes, or for ever, as their garbage collection came round.
-    lonely.run(_pause_and_spin, 30)
-    started = time.monotonic()
-    try:
+    # A cluster of its own: the paused worker is not given back to the others' tests.
+    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as client:
+        check_workers(client)
+        client.run(_pause_and_spin, 30)
+        started = time.monotonic()
         with pytest.raises(
             ClusterError,
             match=r"^no progress for 4 s: worker\(s\) paused at their memory limit: tcp://\S+ \(.+\); raise it$",
         ):
-            gather(lonely, [dask.delayed(_idle)(1, dask_key_name="waiting")], stall_timeout=4, hint="raise it")
+            gather(client, [dask.delayed(_idle)(1, dask_key_name="waiting")], stall_timeout=4, hint="raise it")
         assert time.monotonic() - started < 20
-    finally:
-        lonely.restart()
-        check_workers(lonely)  # the new worker, as the fixture checked the first
 
 
 def test_a_frozen_worker_is_a_stall(lonely):
