@@ -21,7 +21,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from dask.utils import Dispatch
+from distributed import get_worker
 
+from curate.config import thread_room
 from curate.dask_fixes import HOST_STEP  # (Dask's expressions fixed before a graph is built)
 from curate.kernels import components as _components
 from curate.kernels import digests as _digests
@@ -580,12 +582,38 @@ def band_buckets_numpy(signatures, num_bands, rows_per_band):
     return _lsh.band_buckets(signatures, num_bands, rows_per_band)
 
 
+# The host kernels' budget (jaccard_indexed, greedy_representatives): 32 MiB of text, whose
+# shingle sets take up to 256 MB. Where a worker has less room, the sets take at most a quarter
+# of a thread's: at 600 MB a worker (300 MB of room), 256 MB of sets beside a partition's texts
+# restarted the workers in verification until the run stopped (docs/benchmarks.md).
+SETS_BUDGET = 1 << 25
+SETS_SHARE = 4
+
+
+def sets_budget() -> int:
+    """Text bytes whose shingle sets the host kernels build at once (their ``budget``; the sets
+    take up to 8 bytes a text byte): :data:`SETS_BUDGET`, or, in a task of a worker with a memory
+    limit, what gives the sets at most 1/:data:`SETS_SHARE` of a thread's room
+    (:func:`curate.config.thread_room`), at least 1 MiB. The values the kernels compute do not
+    depend on it, only how often a document's set is built again."""
+    try:
+        worker = get_worker()
+    except ValueError:  # not in a task
+        return SETS_BUDGET
+    limit = worker.memory_manager.memory_limit
+    if not limit:
+        return SETS_BUDGET
+    room = thread_room(limit, worker.state.nthreads)
+    return int(min(SETS_BUDGET, max(1 << 20, room / 8 / SETS_SHARE)))
+
+
 @jaccard.register(pd.Series)
 def jaccard_pandas(texts: pd.Series, x, y, width, words, at_least=0.0) -> np.ndarray:
     """Jaccard similarity of ``texts[x[i]]`` and ``texts[y[i]]``'s shingle sets (positions), float64 ``(n,)``; each
-    document's set built once; below ``at_least``, an upper bound below it; see
-    :func:`curate.kernels.jaccard.jaccard_indexed`."""
-    return _jaccard.jaccard_indexed(*text_buffers(texts), x, y, width, words, at_least=at_least)
+    document's set built once per chunk of :func:`sets_budget` text bytes; below ``at_least``, an
+    upper bound below it; see :func:`curate.kernels.jaccard.jaccard_indexed`."""
+    offsets, data = text_buffers(texts)
+    return _jaccard.jaccard_indexed(offsets, data, x, y, width, words, budget=sets_budget(), at_least=at_least)
 
 
 @greedy_representatives.register(pd.Series)
@@ -594,8 +622,11 @@ def greedy_representatives_pandas(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Representative row (int64) and Jaccard similarity with it (float64) per row, arrays of shape (n,);
     ``known``: similarities with each group's first row already found (float64, NaN unknown); see
-    :func:`curate.kernels.jaccard.greedy_representatives`."""
-    return _jaccard.greedy_representatives(*text_buffers(text), group_starts, threshold, width, words, known)
+    :func:`curate.kernels.jaccard.greedy_representatives` (its budget :func:`sets_budget`)."""
+    offsets, data = text_buffers(text)
+    return _jaccard.greedy_representatives(
+        offsets, data, group_starts, threshold, width, words, known, budget=sets_budget()
+    )
 
 
 @label_components.register(pd.DataFrame)

@@ -33,6 +33,15 @@ SCHEDULER_PROTOCOLS = ("tcp", "tls", "ucx", "ws", "wss")  # distributed's transp
 # Below this a worker cannot run: an idle one holds 287 MB (measured, curate imported) and Dask
 # pauses it at 80% of its limit.
 MIN_WORKER_MEMORY = 512e6
+# What a CPU worker holds at rest (Python, Dask, pandas, pyarrow, curate's kernels): what its
+# memory limit leaves over this is its threads' room for their tasks.
+WORKER_AT_REST = 300_000_000
+
+
+def thread_room(memory_limit: int, nthreads: int) -> float:
+    """Bytes of a worker's memory limit that each of its ``nthreads`` threads' tasks may use: the
+    limit less :data:`WORKER_AT_REST`, shared equally (negative where the limit is below it)."""
+    return (memory_limit - WORKER_AT_REST) / max(1, nthreads)
 
 
 def parse_keep(spec: str) -> tuple[str, str | None]:

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from numba import njit
 
+import curate.kernels.jaccard
 from curate import backend
 from curate.kernels.jaccard import (
     greedy_representatives,
@@ -966,6 +967,25 @@ def test_greedy_representatives_take_a_known_similarity_as_given():
     assert rep.tolist() == [0, 0, 2] and similarity.tolist() == [1.0, 0.9, 1.0]
     with pytest.raises(ValueError, match="known has 2 values for 3 documents"):
         greedy_representatives(*buffers(texts), np.array([0, 3]), 0.8, 1, True, known=known[:2])
+
+
+@pytest.mark.parametrize("budget, batches", [(700, [600] * 5), (250, [300] * 10), (1 << 25, [3000])])
+def test_greedy_representatives_batches_hold_at_most_the_budget(monkeypatch, budget, batches):
+    # A batch took its last group whole where the budget cut it, and so passed the budget by up
+    # to that group's bytes (a book and its copy: sets of 6.52 MB of text at a budget of 6.25).
+    # 10 groups of 3 rows of 100 bytes: batches of whole groups, a group alone where it is larger.
+    texts = [f"{i:02d} {'ab' if i % 3 else 'cd'} " * 10 + "x" * 40 for i in range(30)]
+    starts = np.arange(0, 31, 3)
+    needs, real = [], curate.kernels.jaccard.sets_buffer
+
+    def recording(offsets, docs, buffer):
+        needs.append(int((offsets[docs + 1] - offsets[docs]).sum()))
+        return real(offsets, docs, buffer)
+
+    monkeypatch.setattr(curate.kernels.jaccard, "sets_buffer", recording)
+    rep, similarity = greedy_representatives(*buffers(texts), starts, 0.5, 3, False, budget=budget)
+    assert {len(t) for t in texts} == {100} and needs == batches
+    assert (rep.tolist(), similarity.tolist()) == _greedy_by_hand(texts, starts.tolist(), 0.5, 3, False)
 
 
 # ---------------------------------------------------------------------------------------------

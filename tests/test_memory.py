@@ -1,10 +1,15 @@
-"""The client collects counts, never per-document lists (ids, edges, removal lists)."""
+"""What the client and the workers hold: the client collects counts, never per-document lists
+(ids, edges, removal lists); a worker's shingle sets fit its memory limit."""
 
 import gzip
 
+import dask
+import numpy as np
 import pandas as pd
-from distributed import Client
+from distributed import Client, LocalCluster
 
+import curate.kernels.jaccard
+from curate.backend import SETS_BUDGET, greedy_representatives, jaccard, sets_budget
 from curate.config import load_config
 from curate.pipeline import dedup
 from tests.conftest import shared_corpus
@@ -43,3 +48,43 @@ def _rows(result) -> int:
     if isinstance(result, dict):
         return max((_rows(r) for r in result.values()), default=0)
     return len(result) if hasattr(result, "__len__") and not isinstance(result, (str, bytes)) else 0
+
+
+def test_a_workers_shingle_sets_take_at_most_a_quarter_of_a_threads_room(monkeypatch):
+    # Workers of 600 MB were restarted in verification until the run stopped: the host kernels
+    # built up to 256 MB of shingle sets at once (32 MiB of text) whatever the workers' limit.
+    books = pd.read_json(shared_corpus("gutenberg") / "part-00000.jsonl.zst", lines=True, nrows=24)["text"]
+    texts = pd.concat([books, books.str.slice(1000)], ignore_index=True)  # each book and a near copy
+    n = len(books)
+    x, y = np.r_[np.arange(n), np.zeros(n - 1, dtype=np.int64)], np.r_[np.arange(n, 2 * n), np.arange(1, n)]
+    order = np.argsort(np.r_[np.arange(n), np.arange(n)], kind="stable")  # each book before its copy
+    starts = np.arange(0, 2 * n + 1, 2)
+    size = texts.str.encode("utf-8").str.len().to_numpy()
+    assert size.sum() > 8 << 20 and sets_budget() == SETS_BUDGET  # outside a task: the default
+    expected = jaccard(texts, x, y, 24, False), greedy_representatives(texts[order], starts, 0.8, 24, False)
+    built = []
+
+    def recording(offsets, docs, buffer):
+        made = real(offsets, docs, buffer)
+        built.append(made.nbytes)
+        return made
+
+    real = curate.kernels.jaccard.sets_buffer
+    monkeypatch.setattr(curate.kernels.jaccard, "sets_buffer", recording)
+    # A worker in this process (which holds more than its limit): its memory is not managed.
+    unmanaged = {f"distributed.worker.memory.{k}": False for k in ("target", "spill", "pause", "terminate")}
+    with (
+        dask.config.set(unmanaged),
+        LocalCluster(n_workers=1, threads_per_worker=2, processes=False, memory_limit="700MB") as cluster,
+        Client(cluster) as client,
+    ):
+        budget = client.submit(sets_budget).result()
+        scored = client.submit(jaccard, texts, x, y, 24, False).result()
+        split = client.submit(greedy_representatives, texts[order], starts, 0.8, 24, False).result()
+    assert budget == (700_000_000 - 300_000_000) // 2 // 8 // 4  # 6.25 MB of text, sets of 50 MB
+    # Chunks of at most the budget's text bytes, or of one pair (a book and its copy) where it holds more.
+    most = max(budget, int(max(size[x] + size[y])))
+    assert len(built) > 2 and max(built) <= 8 * most < 8 * size.sum() // 2
+    np.testing.assert_array_equal(scored, expected[0])
+    for got, want in zip(split, expected[1], strict=True):
+        np.testing.assert_array_equal(got, want)

@@ -488,7 +488,11 @@ def greedy_representatives(offsets, data, group_starts, threshold, width, words=
     begin, buffer = 0, None  # one buffer for every batch's sets (see shingle_sets)
     while begin < len(rows):
         end = max(np.searchsorted(held, held[begin] + budget, side="right") - 1, begin + 1)
-        end = np.searchsorted(group, group[end - 1], side="right")  # the last group whole
+        if end < len(rows) and group[end] == group[end - 1]:
+            # A group cut at the budget ends the batch before it, unless it is the batch's first
+            # (over the budget alone); taken whole, it passed the budget by up to its bytes.
+            cut = np.searchsorted(group, group[end - 1], side="left")
+            end = cut if cut > begin else np.searchsorted(group, group[end - 1], side="right")
         batch = slice(begin, end)
         buffer = sets_buffer(offsets, rows[batch], buffer)
         _split_batch(
