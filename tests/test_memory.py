@@ -83,7 +83,7 @@ def test_a_workers_shingle_sets_take_at_most_a_quarter_of_a_threads_room(monkeyp
         split = client.submit(greedy_representatives, texts[order], starts, 0.8, 24, False).result()
     assert budget == (700_000_000 - 300_000_000) // 2 // 8 // 4  # 6.25 MB of text, sets of 50 MB
     # Chunks of pairs and batches of groups of at most the budget's text bytes (no pair, no group
-    # of a book and its copy, holds more), where the default took half the texts at once.
+    # of a book and its copy, holds more); the default budget took all the texts at once.
     assert max(size[x] + size[y]) < budget
     assert len(built) > 2 and max(built) <= 8 * budget < 8 * size.sum() // 2
     np.testing.assert_array_equal(scored, expected[0])
