@@ -32,7 +32,7 @@ from distributed.security import Security
 from distributed.system import MEMORY_LIMIT
 
 from curate.backend import GPU_INSTALL_HINT, HOST_STEP, on_device
-from curate.config import MIN_WORKER_MEMORY, ClusterConfig, GPUConfig, is_fraction
+from curate.config import MIN_WORKER_MEMORY, ClusterConfig, GPUConfig, is_fraction, thread_room
 from curate.io.files import first_few
 
 logger = logging.getLogger(__name__)
@@ -679,27 +679,26 @@ def partition_slots(client: Client | None, gpu: bool) -> int:
     return max(1, len(workers) if gpu else sum(w["nthreads"] for w in workers))
 
 
-# What a CPU worker holds at rest (Python, Dask, pandas, pyarrow), and the room a partition's
-# bytes take beside it: on a corpus of books and 9 rounds of edited copies (docs/benchmarks.md,
-# thirty-seventh session) workers of 1 GB peaked at 639-672 MB with partitions of 16 MB, 729-762 MB
-# with 32 MB (about 7 times the partition's bytes more), and were restarted at 64 MB (95% of the
-# limit) until the run stopped. 24 times keeps such a worker under its pause at 80%.
-WORKER_AT_REST = 300_000_000
+# A thread's room over a partition's bytes: on a corpus of books and 9 rounds of edited copies
+# (docs/benchmarks.md, thirty-seventh session) workers of 1 GB peaked at 639-672 MB with
+# partitions of 16 MB, 729-762 MB with 32 MB (about 7 times the partition's bytes more), and were
+# restarted at 64 MB (95% of the limit) until the run stopped. 24 times keeps such a worker under
+# its pause at 80%.
 PARTITION_PEAK = 24
 
 
 def memory_blocksize(client: Client | None, gpu: bool) -> int | None:
     """The largest partition (bytes of text) that ``client``'s workers' host memory limits hold:
-    what a limit leaves over :data:`WORKER_AT_REST`, shared by the worker's threads, over
-    :data:`PARTITION_PEAK`; the smallest over the workers, at least 4 MB. None without a client,
-    where a worker has no limit, or on the GPU backend (device memory bounds its partitions).
+    a thread's room (:func:`curate.config.thread_room`) over :data:`PARTITION_PEAK`; the smallest
+    over the workers, at least 4 MB. None without a client, where a worker has no limit, or on
+    the GPU backend (device memory bounds its partitions).
     """
     if client is None or gpu:
         return None
     workers = client.scheduler_info(n_workers=-1)["workers"].values()
     if not workers or not all(w.get("memory_limit") for w in workers):
         return None
-    room = min((w["memory_limit"] - WORKER_AT_REST) / max(1, w["nthreads"]) for w in workers)
+    room = min(thread_room(w["memory_limit"], w["nthreads"]) for w in workers)
     return max(4_000_000, int(room / PARTITION_PEAK))
 
 
