@@ -679,6 +679,20 @@ def partition_slots(client: Client | None, gpu: bool) -> int:
     return max(1, len(workers) if gpu else sum(w["nthreads"] for w in workers))
 
 
+def worker_specs(client: Client | None) -> dict[str, dict]:
+    """``client``'s workers by address, each ``{"nthreads": int, "memory_limit": int | None}``
+    (bytes; None: no limit), as the scheduler knows them now; {} without a client. For
+    ``summary.json``: a joined cluster's workers get their threads and limits outside curate
+    (``dask worker``), where the run's config holds only the embedded cluster's flags."""
+    if client is None:
+        return {}
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    return {
+        address: {"nthreads": w["nthreads"], "memory_limit": w.get("memory_limit") or None}
+        for address, w in sorted(workers.items())
+    }
+
+
 # A thread's room over a partition's bytes: on a corpus of books and 9 rounds of edited copies
 # (docs/benchmarks.md, thirty-seventh session) workers of 1 GB peaked at 639-672 MB with
 # partitions of 16 MB, 729-762 MB with 32 MB (about 7 times the partition's bytes more), and were

@@ -42,6 +42,7 @@ from curate.cluster import (
     memory_blocksize,
     one_task_per_gpu,
     partition_slots,
+    worker_specs,
 )
 from curate.config import RunConfig
 from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy
@@ -141,6 +142,7 @@ def dedup(
     # (JSONL values that do not convert, a field named as a column the reader adds).
     # A partition for every worker thread, where the input is large enough (curate.io.plan).
     spread = partition_slots(current_client(), gpu)
+    workers = worker_specs(current_client())
     # Unless given, partitions no larger than the workers' memory holds: at 64 MB, workers of 1 GB
     # were restarted in verification until the run stopped (lowering --blocksize was the advice).
     most = memory_blocksize(current_client(), gpu)
@@ -303,6 +305,7 @@ def dedup(
             "output_compression": compression,
             "cache_input": cached,  # as given, or as decided (see cache_input)
             "config": config.model_dump(mode="json"),
+            "workers": workers,  # as the run started: threads and memory limit of each
             "counts": stats.counts,
             "reused_stages": stats.reused,
             "seconds": {**stats.seconds, "total": time.perf_counter() - started},

@@ -385,6 +385,10 @@ def test_partitions_are_no_larger_than_the_workers_memory_holds_unless_given(
     monkeypatch.setattr("curate.pipeline.memory_blocksize", lambda client, gpu: 1000)
     out, summary = run(tmp_path, ["tests/data/docs.jsonl"])
     assert summary["counts"]["input"]["partitions"] == 3 and summary["config"]["io"]["blocksize"] == 1000
+    # The workers it ran on, whose limit the config does not give (its memory_limit is "auto").
+    addresses = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    assert summary["workers"] == {a: {"nthreads": 1, "memory_limit": limit} for a in addresses}
+    assert len(addresses) == 2 and summary["config"]["cluster"]["memory_limit"] == "auto"
     for name in ("removed.parquet", "duplicates.parquet"):
         assert (out / name).read_bytes() == (fixture_run[0] / name).read_bytes(), name
     kept = sorted((out / "deduplicated").iterdir(), key=lambda p: int(p.name.split(".")[1]))
