@@ -379,6 +379,10 @@ PEER_NAMES = {
     "hashes_per_bucket": ("NeMo Curator and datatrove", {"rows_per_band": None}),
     "n_grams": ("datatrove", {"width": None, "ngram": "word"}),
 }
+# The shipped config holding all of a tool's MinHash settings: a user who maps one name at a
+# time misses the rest (datatrove's word 5-grams mapped by hand, without its lower-casing,
+# punctuation removal and 64-bit hashes, removed 91 of 20 Newsgroups' posts, not 109).
+PEER_CONFIGS = {"NeMo Curator": "nemo-curator", "datatrove": "datatrove"}
 
 
 def peer_settings(name: str) -> tuple[str, str, dict] | None:
@@ -402,7 +406,18 @@ def peer_answer(name: str, form: str, where: str = "curate") -> str | None:
         "key": lambda k, v: f"fuzzy.{k}" + ("" if v is None else f": {v}"),
         "keyword": lambda k, v: f"{k}=" + ("" if v is None else repr(v)),
     }[form]
-    return f"{key} in {tool} is {' with '.join(written(k, v) for k, v in settings.items())} in {where}"
+    answer = f"{key} in {tool} is {' with '.join(written(k, v) for k, v in settings.items())} in {where}"
+    if key == "use_64_bit_hash":  # a flag of theirs: false is curate's default
+        answer += f" ({written('hash_bits', 32)} for false, the default)"
+    if tool not in PEER_CONFIGS:
+        return answer
+    name = PEER_CONFIGS[tool]
+    shipped = {
+        "flag": f"curate dedup --config {name}",
+        "key": f"the shipped config {name} (curate config show {name})",
+        "keyword": f"config=curate.config.load_config({name!r})",
+    }[form]
+    return f"{answer}; all of {tool}'s MinHash settings: {shipped}"
 
 
 def _instead(where: tuple, name: str) -> str:

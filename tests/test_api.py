@@ -321,10 +321,14 @@ def test_options_and_columns_are_checked_at_the_call():
     ):
         curate.deduplicate(docs, thresold=0.8)
     with pytest.raises(
-        TypeError, match=r"unknown option char_ngrams= \(char_ngrams in NeMo Curator is width= in curate\)"
+        TypeError, match=r"unknown option char_ngrams= \(char_ngrams in NeMo Curator is width= in curate; "
     ):
         curate.deduplicate(docs, char_ngrams=24)  # "did you mean ngram=?", the word/char choice
-    with pytest.raises(TypeError, match=r"\(n_grams in datatrove is width= with ngram='word' in curate\)"):
+    with pytest.raises(
+        TypeError,
+        match=r"\(n_grams in datatrove is width= with ngram='word' in curate; all of datatrove's MinHash "
+        r"settings: config=curate.config.load_config\('datatrove'\)\)",
+    ):
         curate.deduplicate(docs, n_grams=5)
     with pytest.raises(TypeError, match=r"blocksize= configures reading or writing files"):
         curate.deduplicate(docs, blocksize="1MB")
