@@ -108,9 +108,13 @@ def check_inputs(inputs: list[str], io: IOConfig, keep: str = "first") -> Inputs
             f"no text field {io.text_field!r} in any input file {listed}; --text-field names the field that holds the text"
         )
     if io.id_field_given and io.id_field not in fields:
+        # Left out, the id field is the default's where the input has it: "ids are assigned" was
+        # said of an input whose records have ids.
+        default = IOConfig.model_fields["id_field"].default
+        unset = f"the field {default!r} is used" if default in fields else "ids are assigned"
         raise ValueError(
             f"no id field {io.id_field!r} in any input file {listed}; --id-field names the field that holds the ids "
-            "(left out, ids are assigned)"
+            f"(left out, {unset})"
         )
     try:
         column = parse_keep(keep)[1]

@@ -62,8 +62,15 @@ def test_fields_every_run_needs_name_the_flag(tmp_path):
         ValueError, match=r"no text field 'body' in any input file \(fields: \['id', 'text'\]\); --text-field names"
     ):
         check_inputs([str(data)], IOConfig(text_field="body"))
-    with pytest.raises(ValueError, match=r"no id field 'key' in any input file .*; --id-field names the field"):
+    # Left out, the records' field "id" is used: "ids are assigned" was said of them too.
+    with pytest.raises(
+        ValueError,
+        match=r"no id field 'key' in any input file .*; --id-field names .* \(left out, the field 'id' is used\)$",
+    ):
         check_inputs([str(data)], IOConfig(id_field="key"))
+    no_ids = write_jsonl(tmp_path / "b.jsonl", [{"text": "x"}])
+    with pytest.raises(ValueError, match=r"no id field 'key' .*\(left out, ids are assigned\)$"):
+        check_inputs([str(no_ids)], IOConfig(id_field="key"))
     with pytest.raises(ValueError, match=r"--keep max:score: no field 'score' in any input file"):
         check_inputs([str(data)], IOConfig(), "max:score")
     pq.write_table(pa.table({"key": [1], "body": ["x"]}), tmp_path / "a.parquet")
