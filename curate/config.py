@@ -334,7 +334,8 @@ class FuzzyConfig(_Section):
             f"num_bands x rows_per_band = {self.num_bands} x {self.rows_per_band} make a pair at Jaccard "
             f"{self.threshold} (the threshold) a candidate with probability {probability}: most near duplicates "
             f"at the threshold are missed; chosen for it they are {bands} x {rows} (`curate params {flags}`): "
-            f"give {fix[form]}, or leave both out of the configuration"
+            f"give {fix[form]} (where neither is set, as in a config file of your own without them, "
+            "curate chooses them so)"
         )
 
     @property

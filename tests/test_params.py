@@ -204,8 +204,11 @@ def test_given_bands_that_miss_most_pairs_at_the_threshold_are_warned_of(tmp_pat
     assert weak == (
         "num_bands x rows_per_band = 20 x 13 make a pair at Jaccard 0.7 (the threshold) a candidate with "
         "probability 18%: most near duplicates at the threshold are missed; chosen for it they are 39 x 6 "
-        "(`curate params --threshold 0.7`): give --num-bands 39 --rows-per-band 6, or leave both out of the configuration"
+        "(`curate params --threshold 0.7`): give --num-bands 39 --rows-per-band 6 (where neither is set, as in a "
+        "config file of your own without them, curate chooses them so)"
     )
+    # ("or leave both out of the configuration" left a user of the shipped nemo-curator config
+    # looking for a flag that unsets them.)
     # The choice named is the one `curate params` shows with the same settings, and leaving the
     # bands out makes (it was made for bands x rows when num_perm was not given, and named the
     # command without --num-perm).
