@@ -323,9 +323,13 @@ def deduplicate(
     io, keep = run.io, KeepPolicy.parse(run.keep)
     if run.mode != "exact" and (weak := run.fuzzy.weak_bands("keyword")):
         warnings.warn(weak, stacklevel=3)  # the caller of deduplicate, under its decorator
-    if run.mode == "exact" and (unused := [f"{k}=" for k in options if k in FuzzyConfig.model_fields]):
-        verb = "configures" if len(unused) == 1 else "configure"
-        warnings.warn(f"{', '.join(unused)} {verb} fuzzy dedup, which mode='exact' does not run", stacklevel=3)
+    given = [k for k in options if k in FuzzyConfig.model_fields]
+    from_config = [f"fuzzy.{k}" for k in run.fuzzy.changed() if k not in given]  # config='s own
+    if run.mode == "exact" and (given or from_config):
+        named = [", ".join(f"{k}=" for k in given), ", ".join(from_config)]
+        names = " and config's ".join(filter(None, named)) if given else f"config's {named[1]}"
+        verb = "configures" if len(given) + len(from_config) == 1 else "configure"
+        warnings.warn(f"{names} {verb} fuzzy dedup, which mode='exact' does not run", stacklevel=3)
     _check_columns(docs, io, keep, io.id_field_given)
     own_keys = DOC not in docs.columns
     if own_keys:

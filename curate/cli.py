@@ -158,7 +158,7 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
             asked = config.backend
             config = _resolved(config)
             _warn_if_gpu_settings_unused(config, asked)
-            _warn_if_fuzzy_flags_unused(config, flags)
+            _warn_if_fuzzy_settings_unused(config, flags)
             if config.cluster.local_directory:  # else Dask's bare OSError as the cluster starts
                 _spill_folder(config.cluster.local_directory)
             with hold_output(out_dir):
@@ -725,15 +725,19 @@ def _warn_if_gpu_settings_unused(config: RunConfig, asked: str) -> None:
     click.echo(f"warning: {names} {verb} the GPU cluster, which this run does not start ({why})", err=True)
 
 
-def _warn_if_fuzzy_flags_unused(config: RunConfig, flags: dict) -> None:
-    """One line when ``--mode exact`` was given fuzzy dedup's flags, which it does not run (they
-    were ignored without a word: one could believe near duplicates were looked for)."""
+def _warn_if_fuzzy_settings_unused(config: RunConfig, flags: dict) -> None:
+    """One line when ``--mode exact`` was given fuzzy dedup's flags, or a config file's fuzzy
+    settings, which it does not run (they were ignored without a word: one could believe near
+    duplicates were looked for; ``--mode exact --config nemo-curator`` said nothing)."""
     given = [name for name, value in flags.items() if value is not None and SECTIONS[name] == ("fuzzy",)]
-    if config.mode != "exact" or not given:
+    from_file = [f"fuzzy.{name}" for name in config.fuzzy.changed() if name not in given]
+    if config.mode != "exact" or not (given or from_file):
         return
-    names = ", ".join(_flag_of(name, flags[name]) for name in given)
-    verb = "configures" if len(given) == 1 else "configure"
-    click.echo(f"warning: {names} {verb} fuzzy dedup, which --mode exact does not run", err=True)
+    named = [", ".join(_flag_of(name, flags[name]) for name in given), ", ".join(from_file)]
+    names = " and the config's ".join(filter(None, named)) if given else f"the config's {named[1]}"
+    verb = "configures" if len(given) + len(from_file) == 1 else "configure"
+    mode = "--mode exact" if flags.get("mode") else "the config's mode exact"
+    click.echo(f"warning: {names} {verb} fuzzy dedup, which {mode} does not run", err=True)
 
 
 def _warn_about_records(counts: dict, out_dir: str) -> None:

@@ -338,6 +338,14 @@ class FuzzyConfig(_Section):
             "curate chooses them so)"
         )
 
+    def changed(self) -> list[str]:
+        """The settings given (by a config file, flags or keywords) whose values differ from the
+        defaults, in field order."""
+        default = FuzzyConfig()
+        return [
+            k for k in type(self).model_fields if k in self.model_fields_set and getattr(self, k) != getattr(default, k)
+        ]
+
     @property
     def num_hashes(self) -> int:
         """Signature length, ``num_bands * rows_per_band`` (at most ``num_perm``)."""

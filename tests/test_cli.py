@@ -268,6 +268,7 @@ def test_fuzzy_settings_with_mode_exact_are_named_not_ignored(tmp_path, monkeypa
 
     import curate
     import curate.cli
+    from curate.config import load_config
 
     def interrupted(*args):
         raise KeyboardInterrupt
@@ -280,13 +281,35 @@ def test_fuzzy_settings_with_mode_exact_are_named_not_ignored(tmp_path, monkeypa
     assert result.output.splitlines()[0] == (
         "warning: --threshold, --no-verify configure fuzzy dedup, which --mode exact does not run"
     ), result.output
-    for args in (["--mode", "exact"], ["--threshold", "0.5"]):  # nothing unused: no word
-        assert "warning" not in CliRunner().invoke(main, ["dedup", docs, "-o", out, *args]).output
+    # A config file's fuzzy settings too (--mode exact --config nemo-curator said nothing); those
+    # at their defaults (a `curate config show` copy) configure nothing.
+    result = CliRunner().invoke(main, ["dedup", docs, "-o", out, "--mode", "exact", "--config", "nemo-curator"])
+    assert result.output.splitlines()[0] == (
+        "warning: the config's fuzzy.num_bands, fuzzy.rows_per_band configure fuzzy dedup, which --mode exact does not run"
+    ), result.output
+    result = CliRunner().invoke(main, ["config", "show"])
+    (tmp_path / "all.yaml").write_text(result.output.replace("mode: both", "mode: exact", 1))
+    assert "mode: exact" in (tmp_path / "all.yaml").read_text()
+    (tmp_path / "mine.yaml").write_text("mode: exact\nfuzzy:\n  width: 10\n")
+    result = CliRunner().invoke(
+        main, ["dedup", docs, "-o", out, "--config", str(tmp_path / "mine.yaml"), "--threshold", "0.5"]
+    )
+    assert result.output.splitlines()[0] == (
+        "warning: --threshold and the config's fuzzy.width configure fuzzy dedup, which the config's mode exact "
+        "does not run"
+    ), result.output
+    for args in (["--mode", "exact"], ["--threshold", "0.5"], ["--config", str(tmp_path / "all.yaml")]):
+        assert "warning" not in CliRunner().invoke(main, ["dedup", docs, "-o", out, *args]).output  # none unused
     frame = dd.from_pandas(pd.DataFrame({"text": ["a b c", "d e f"]}), npartitions=1)
     with pytest.warns(
         UserWarning, match=r"^threshold=, ngram= configure fuzzy dedup, which mode='exact' does not run$"
     ):
         curate.deduplicate(frame, mode="exact", threshold=0.5, ngram="word")
+    with pytest.warns(
+        UserWarning,
+        match=r"^threshold= and config's fuzzy.num_bands, fuzzy.rows_per_band configure fuzzy dedup, which mode='exact'",
+    ):
+        curate.deduplicate(frame, mode="exact", threshold=0.5, config=load_config("nemo-curator"))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         curate.deduplicate(frame, mode="exact", keep="longest")
