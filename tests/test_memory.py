@@ -75,12 +75,15 @@ def test_a_workers_shingle_sets_take_at_most_a_quarter_of_a_threads_room(monkeyp
     unmanaged = {f"distributed.worker.memory.{k}": False for k in ("target", "spill", "pause", "terminate")}
     with (
         dask.config.set(unmanaged),
-        LocalCluster(n_workers=1, threads_per_worker=2, processes=False, memory_limit="700MB") as cluster,
+        LocalCluster(
+            n_workers=1, threads_per_worker=2, processes=False, memory_limit="700MB", dashboard_address=None
+        ) as cluster,
         Client(cluster) as client,
     ):
         budget = client.submit(sets_budget).result()
-        scored = client.submit(jaccard, texts, x, y, 24, False).result()
-        split = client.submit(greedy_representatives, texts[order], starts, 0.8, 24, False).result()
+        both, ordered = client.scatter([texts, texts[order]])  # (not 16 MB of graph)
+        scored = client.submit(jaccard, both, x, y, 24, False).result()
+        split = client.submit(greedy_representatives, ordered, starts, 0.8, 24, False).result()
     assert budget == (700_000_000 - 300_000_000) // 2 // 8 // 4  # 6.25 MB of text, sets of 50 MB
     # Chunks of pairs and batches of groups of at most the budget's text bytes (no pair, no group
     # of a book and its copy, holds more); the default budget took all the texts at once.
