@@ -670,15 +670,6 @@ def _default_client() -> Client | None:
         return None
 
 
-def partition_slots(client: Client | None, gpu: bool) -> int:
-    """How many partitions ``client``'s workers compute at once: all their threads, or on the GPU
-    backend one per worker (its GPU takes one task at a time); 1 without a client."""
-    if client is None:
-        return 1
-    workers = client.scheduler_info(n_workers=-1)["workers"].values()
-    return max(1, len(workers) if gpu else sum(w["nthreads"] for w in workers))
-
-
 def worker_specs(client: Client | None) -> dict[str, dict]:
     """``client``'s workers by address, each ``{"nthreads": int, "memory_limit": int | None}``
     (bytes; None: no limit), as the scheduler knows them now; {} without a client. For
@@ -691,6 +682,13 @@ def worker_specs(client: Client | None) -> dict[str, dict]:
         address: {"nthreads": w["nthreads"], "memory_limit": w.get("memory_limit") or None}
         for address, w in sorted(workers.items())
     }
+
+
+def partition_slots(client: Client | None, gpu: bool) -> int:
+    """How many partitions ``client``'s workers compute at once: all their threads, or on the GPU
+    backend one per worker (its GPU takes one task at a time); 1 without a client."""
+    workers = worker_specs(client).values()
+    return max(1, len(workers) if gpu else sum(w["nthreads"] for w in workers))
 
 
 # A thread's room over a partition's bytes: on a corpus of books and 9 rounds of edited copies
@@ -707,10 +705,8 @@ def memory_blocksize(client: Client | None, gpu: bool) -> int | None:
     over the workers, at least 4 MB. None without a client, where a worker has no limit, or on
     the GPU backend (device memory bounds its partitions).
     """
-    if client is None or gpu:
-        return None
-    workers = client.scheduler_info(n_workers=-1)["workers"].values()
-    if not workers or not all(w.get("memory_limit") for w in workers):
+    workers = [] if gpu else worker_specs(client).values()
+    if not workers or not all(w["memory_limit"] for w in workers):
         return None
     room = min(thread_room(w["memory_limit"], w["nthreads"]) for w in workers)
     return max(4_000_000, int(room / PARTITION_PEAK))
