@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from curate.backend import first_non_string, is_missing, on_host, shown, to_host
 from curate.cluster import current_client, local_shuffles, one_task_per_gpu, shuffles_need_workers
-from curate.config import ClusterConfig, FuzzyConfig, IOConfig, RunConfig, field_problem, peer_answer
+from curate.config import ClusterConfig, FuzzyConfig, IOConfig, RunConfig, field_problem, peer_answer, settings_named
 from curate.dask_fixes import fused
 from curate.dedup.exact import ExactDedup
 from curate.dedup.fuzzy import FuzzyDedup
@@ -323,13 +323,12 @@ def deduplicate(
     io, keep = run.io, KeepPolicy.parse(run.keep)
     if run.mode != "exact" and (weak := run.fuzzy.weak_bands("keyword")):
         warnings.warn(weak, stacklevel=3)  # the caller of deduplicate, under its decorator
-    given = [k for k in options if k in FuzzyConfig.model_fields]
-    from_config = [f"fuzzy.{k}" for k in run.fuzzy.changed() if k not in given]  # config='s own
-    if run.mode == "exact" and (given or from_config):
-        named = [", ".join(f"{k}=" for k in given), ", ".join(from_config)]
-        names = " and config's ".join(filter(None, named)) if given else f"config's {named[1]}"
-        verb = "configures" if len(given) + len(from_config) == 1 else "configure"
-        warnings.warn(f"{names} {verb} fuzzy dedup, which mode='exact' does not run", stacklevel=3)
+    if run.mode == "exact":
+        given = [k for k in options if k in FuzzyConfig.model_fields]
+        from_config = [f"fuzzy.{k}" for k in run.fuzzy.changed() if k not in given]  # config='s own
+        if given or from_config:
+            names = settings_named([f"{k}=" for k in given], from_config, "config's")
+            warnings.warn(f"{names} fuzzy dedup, which mode='exact' does not run", stacklevel=3)
     _check_columns(docs, io, keep, io.id_field_given)
     own_keys = DOC not in docs.columns
     if own_keys:

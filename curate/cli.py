@@ -41,6 +41,7 @@ from curate.config import (
     field_problem,
     peer_answer,
     peer_settings,
+    settings_named,
     shipped_configs,
 )
 from curate.io.files import FORMATS, counted
@@ -729,15 +730,14 @@ def _warn_if_fuzzy_settings_unused(config: RunConfig, flags: dict) -> None:
     """One line when ``--mode exact`` was given fuzzy dedup's flags, or a config file's fuzzy
     settings, which it does not run (they were ignored without a word: one could believe near
     duplicates were looked for; ``--mode exact --config nemo-curator`` said nothing)."""
+    if config.mode != "exact":
+        return
     given = [name for name, value in flags.items() if value is not None and SECTIONS[name] == ("fuzzy",)]
     from_file = [f"fuzzy.{name}" for name in config.fuzzy.changed() if name not in given]
-    if config.mode != "exact" or not (given or from_file):
-        return
-    named = [", ".join(_flag_of(name, flags[name]) for name in given), ", ".join(from_file)]
-    names = " and the config's ".join(filter(None, named)) if given else f"the config's {named[1]}"
-    verb = "configures" if len(given) + len(from_file) == 1 else "configure"
-    mode = "--mode exact" if flags.get("mode") else "the config's mode exact"
-    click.echo(f"warning: {names} {verb} fuzzy dedup, which {mode} does not run", err=True)
+    if given or from_file:
+        names = settings_named([_flag_of(name, flags[name]) for name in given], from_file, "the config's")
+        mode = "--mode exact" if flags.get("mode") else "the config's mode exact"
+        click.echo(f"warning: {names} fuzzy dedup, which {mode} does not run", err=True)
 
 
 def _warn_about_records(counts: dict, out_dir: str) -> None:

@@ -374,6 +374,14 @@ def field_problem(loc: tuple, message: str, section: str = "") -> str:
     return ": ".join(filter(None, [key, message.removeprefix("Value error, ")]))
 
 
+def settings_named(given: list[str], configured: list[str], owner: str) -> str:
+    """``given`` then ``configured`` (``owner``'s settings, e.g. "the config's") as one subject
+    with its verb: ``--threshold and the config's fuzzy.width configure``."""
+    parts = [", ".join(given), f"{owner} {', '.join(configured)}" if configured else ""]
+    verb = "configures" if len(given) + len(configured) == 1 else "configure"
+    return f"{' and '.join(filter(None, parts))} {verb}"
+
+
 # curate's fuzzy settings under the names of the tools users come from (NeMo Curator 1.x, its
 # FuzzyDuplicatesConfig before, datatrove's MinhashConfig): such a name is answered with curate's
 # settings (a value where theirs fixes one), where the nearest spelling misled (NeMo Curator's
@@ -392,6 +400,9 @@ PEER_NAMES = {
 # time misses the rest (datatrove's word 5-grams mapped by hand, without its lower-casing,
 # punctuation removal and 64-bit hashes, removed 91 of 20 Newsgroups' posts, not 109).
 PEER_CONFIGS = {"NeMo Curator": "nemo-curator", "datatrove": "datatrove"}
+# A boolean of theirs named above by what true means: what false means (curate's default), which
+# an answer gives too ("use_64_bit_hash: false" was answered with hash_bits 64 alone).
+PEER_FALSE = {"use_64_bit_hash": {"hash_bits": 32}}
 
 
 def peer_settings(name: str) -> tuple[str, str, dict] | None:
@@ -415,9 +426,13 @@ def peer_answer(name: str, form: str, where: str = "curate") -> str | None:
         "key": lambda k, v: f"fuzzy.{k}" + ("" if v is None else f": {v}"),
         "keyword": lambda k, v: f"{k}=" + ("" if v is None else repr(v)),
     }[form]
-    answer = f"{key} in {tool} is {' with '.join(written(k, v) for k, v in settings.items())} in {where}"
-    if key == "use_64_bit_hash":  # a flag of theirs: false is curate's default
-        answer += f" ({written('hash_bits', 32)} for false, the default)"
+
+    def joined(values: dict) -> str:
+        return " with ".join(written(k, v) for k, v in values.items())
+
+    answer = f"{key} in {tool} is {joined(settings)} in {where}"
+    if key in PEER_FALSE:
+        answer += f" ({joined(PEER_FALSE[key])} for false, the default)"
     if tool not in PEER_CONFIGS:
         return answer
     name = PEER_CONFIGS[tool]
