@@ -30,7 +30,7 @@ from curate.dedup.resolve import AccountingError, empty_groups, resolve
 from curate.io.read import split_rejected
 from curate.io.rejected import later_occurrences, mark_listed
 from curate.io.write import count_rows
-from curate.schema import DOC, POSITION_BITS
+from curate.schema import DOC, POSITION_BITS, REJECT_COLUMNS
 
 # Options of the call: the config's field names that concern documents already in a frame.
 _TOP = ("keep",)
@@ -268,7 +268,9 @@ def deduplicate(
         frame from :func:`curate.io.read_documents` (or :func:`curate.add_doc_keys`) keeps its
         ``_doc`` keys; any other is keyed here (partition << 40 | row). A skip-mode read
         (``read_documents(..., on_error="skip")``) has its rejected records left out and listed
-        in ``rejected``, as ``curate dedup --on-error skip`` does.
+        in ``rejected``, as ``curate dedup --on-error skip`` does; so do such reads concatenated
+        and keyed anew (``dd.concat(reads).drop(columns="_doc")``): every row whose ``_kind`` is
+        set is a rejected record, listed by its position as ``_doc``.
     mode : {"exact", "fuzzy", "both"}, optional
         Default: ``config``'s mode, else "both".
     config : RunConfig or FuzzyConfig, optional
@@ -368,7 +370,12 @@ def deduplicate(
         removed, duplicates = _after(removed, checks), _after(duplicates, checks)
     if id_field == DOC:  # no id column: the keys are the ids
         removed, duplicates = removed.assign(id=removed[DOC]), duplicates.assign(id=duplicates[DOC])
-    kept = _drop_positions(docs, removed, divisions) if own_keys else drop(keyed, removed)
+    if own_keys:  # kept as given; a re-keyed skip-mode read's rejected records are not documents
+        gone = removed[[DOC]] if rejected is None else dd.concat([removed[[DOC]], rejected[[DOC]]])
+        kept = _drop_positions(docs, gone, divisions)
+        kept = kept if rejected is None else kept.drop(columns=[c for c in REJECT_COLUMNS if c in kept.columns])
+    else:
+        kept = drop(keyed, removed)
     counts |= {
         "kept": count_rows(kept),
         "removed": count_rows(removed),
@@ -512,7 +519,8 @@ def _checked_ids(keyed: dd.DataFrame, id_field: str, own_keys: bool):
         ``_doc`` and :data:`curate.schema.REJECT_COLUMNS` of the rejected records (skip mode).
     check : dask Scalar or None
     """
-    skip = "_kind" in keyed.columns and not own_keys
+    # A skip-mode read's rows, its own keys dropped or not (concatenated reads are keyed anew).
+    skip = "_kind" in keyed.columns
     if id_field == DOC:  # curate's keys: unique
         return (*split_rejected(keyed), None) if skip else (keyed, None, None)
     if not skip:

@@ -10,7 +10,7 @@ import contextlib
 import glob
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -56,11 +56,16 @@ class Inputs:
     fmt : {"jsonl", "parquet"}
     fields : tuple of str
         The fields found at the start of the files, in the order first seen.
+    warnings : tuple of str
+        Skipping bad records (``on_error="skip"``): one sentence for each file whose first
+        records lack a field every record needs, or hold no string as the text; its records
+        will be rejected (failing, the first such file is an error).
     """
 
     paths: tuple[str, ...]
     fmt: str
     fields: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
 
 
 def check_inputs(inputs: list[str], io: IOConfig, keep: str = "first") -> Inputs:
@@ -69,7 +74,8 @@ def check_inputs(inputs: list[str], io: IOConfig, keep: str = "first") -> Inputs
     The fields are those of the start of every file (the first MiB of JSONL, the Parquet
     schema), as :func:`curate.io.read_documents` finds them. With ``io.on_error == "fail"``,
     a file whose first records all lack the text field (or the id field, where ids are not
-    assigned) would stop the run at its first record, so it stops here instead.
+    assigned) would stop the run at its first record, so it stops here instead; skipping,
+    :attr:`Inputs.warnings` names it.
 
     Parameters
     ----------
@@ -126,37 +132,51 @@ def check_inputs(inputs: list[str], io: IOConfig, keep: str = "first") -> Inputs
         schemas = [schema for schemas, _ in samples for schema in schemas]
         per_source = [(source, schemas) for source, (schemas, _) in zip(source_names(paths), samples)]
         check_ordered(column, *unify_schemas(schemas, io.text_field, io.id_field), per_source)
-    if io.on_error == "fail":
-        required = {io.text_field: "--text-field names another field"}
-        if io.id_field_given:
-            required[io.id_field] = "--id-field names another field"
-        elif io.id_field in fields:  # else ids are assigned
-            having = first_few([n for n, got in zip(source_names(paths), per_file) if io.id_field in got], sep=", ")
-            required[io.id_field] = (
-                f"other input files have it ({having}), so every record needs one (ids are assigned only where "
-                "no file has the field): give this file's records ids, --id-field names a field they all have"
+    # A file whose first records lack a field every record needs (or hold no string as the text)
+    # would stop a failing run at its first record, after the cluster started: it stops here.
+    # Skipping, its records are all rejected: a wrong field more likely than bad data, and a
+    # whole source that did not count towards the warning on half the records went unsaid.
+    problems = []
+    required = {io.text_field: _field_fix(io.text_field, "--text-field", per_file, paths)}
+    if io.id_field_given:
+        required[io.id_field] = _field_fix(io.id_field, "--id-field", per_file, paths)
+    elif io.id_field in fields:  # else ids are assigned
+        having = first_few([n for n, got in zip(source_names(paths), per_file) if io.id_field in got], sep=", ")
+        required[io.id_field] = (
+            f"other input files have it ({having}), so every record needs one (ids are assigned only where "
+            "no file has the field): give this file's records ids, --id-field names a field they all have"
+        )
+    for name, path, present, (schemas, _) in zip(source_names(paths), paths, per_file, samples):
+        for field, fix in required.items():
+            if present and field not in present and _has_rows(fs, path, fmt):
+                problems.append(f"{name}: no field {field!r} in its first records (fields: {list(present)}); {fix}")
+        texts = [f for s in schemas for f in s if f.name == io.text_field]
+        other = next((f for f in texts if not _text_type(f)), None)
+        # (One bad record among strings is named with its line by the run.)
+        if (
+            other is not None
+            and not any(_text_type(f) and f.type != pa.null() for f in texts)
+            and _has_rows(fs, path, fmt)
+        ):
+            problems.append(
+                f"{name}: field {io.text_field!r} holds {_kind(other)} in its first records, not strings; "
+                "--text-field names the field that holds the text"
             )
-        for name, path, present, (schemas, _) in zip(source_names(paths), paths, per_file, samples):
-            for field, fix in required.items():
-                if present and field not in present and _has_rows(fs, path, fmt):
-                    raise ValueError(
-                        f"{name}: no field {field!r} in its first records (fields: {list(present)}); {fix}, {_SKIP_HINT}"
-                    )
-            # A text field that holds no string in a file's first records is another field: the run
-            # would stop at its first record, after the cluster started. (One bad record among
-            # strings is named with its line by the run.)
-            texts = [f for s in schemas for f in s if f.name == io.text_field]
-            other = next((f for f in texts if not _text_type(f)), None)
-            if (
-                other is not None
-                and not any(_text_type(f) and f.type != pa.null() for f in texts)
-                and _has_rows(fs, path, fmt)
-            ):
-                raise ValueError(
-                    f"{name}: field {io.text_field!r} holds {_kind(other)} in its first records, not strings; "
-                    f"--text-field names the field that holds the text, {_SKIP_HINT}"
-                )
-    return found
+    if problems and io.on_error == "fail":
+        raise ValueError(f"{problems[0]}, {_SKIP_HINT}")
+    return replace(found, warnings=tuple(f"{p}; --on-error skip rejects its records" for p in problems))
+
+
+def _field_fix(field: str, flag: str, per_file: list[dict], paths: list[str]) -> str:
+    """How to name the field of a file that lacks it: the flag, which names it for every file."""
+    having = [n for n, got in zip(source_names(paths), per_file) if field in got]
+    if not having:
+        return f"{flag} names another field"
+    return (
+        f"other input files have it ({first_few(having, sep=', ')}) and {flag} names one field for every file: "
+        "give this file a run of its own, or read each source with curate.read_documents and concatenate them "
+        '(README, "Sources of several shapes")'
+    )
 
 
 def _text_type(field: pa.Field) -> bool:

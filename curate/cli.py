@@ -44,7 +44,7 @@ from curate.config import (
     settings_named,
     shipped_configs,
 )
-from curate.io.files import FORMATS, counted
+from curate.io.files import FORMATS, counted, first_few
 from curate.io.records import BadRecordError
 
 if TYPE_CHECKING:  # imported inside the commands that use them: they cost start-up time
@@ -155,6 +155,8 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
             # Cheapest first: the output folder, the inputs and their fields, then the whole config.
             check_output(out_dir, overwrite=overwrite, resume=resume, inputs=tuple(inputs))
             found = check_inputs(list(inputs), io, data.get("keep") or "first")
+            for warning in found.warnings:
+                click.echo(f"warning: {warning}", err=True)
             config = _validated(RunConfig.model_validate, data)
             asked = config.backend
             config = _resolved(config)
@@ -742,27 +744,44 @@ def _warn_if_fuzzy_settings_unused(config: RunConfig, flags: dict) -> None:
 
 def _warn_about_records(counts: dict, out_dir: str) -> None:
     """One line when the inputs hold no record; one when ``--on-error skip`` could not read a
-    file to its end, whose rest no count holds (the break is one rejected record); one when it
-    rejected half the records or more, some for what they hold: more likely a wrong field or
-    format than bad data (an --id-field that few records have rejected all but one)."""
+    file to its end, whose rest no count holds (the break is one rejected record), naming the
+    files; one when it rejected half the records or more, some for what they hold: more likely a
+    wrong field or format than bad data (an --id-field that few records have rejected all but
+    one), naming the files that hold most of them."""
     rejected, total = counts["output"].get("rejected", 0), counts["input"]["documents"]
     if not total:  # empty files (or blank lines only): an empty output, which looked like success
         click.echo("warning: the inputs hold no records; the output is empty", err=True)
     broken = sum(counts["rejected"].get(kind, 0) for kind in ("truncated", "corrupt"))  # one per file
     if broken:
         files = f"{broken:,} input file{'s' if broken > 1 else ''}"
+        named = first_few([source for source, _ in _rejected_sources(out_dir, ("truncated", "corrupt"))], sep=", ")
         click.echo(
-            f"warning: {files} could not be read to the end (truncated or corrupt): the records after "
+            f"warning: {files} could not be read to the end (truncated or corrupt: {named}): the records after "
             f"the damage are not read and in no count; each file's reason is in {out_dir}/rejected/",
             err=True,
         )
     if rejected > broken and 2 * rejected >= total:
         kinds = ", ".join(f"{kind} {n:,}" for kind, n in sorted(counts["rejected"].items(), key=lambda kv: -kv[1]))
+        most = first_few([f"{source} {n:,}" for source, n in _rejected_sources(out_dir)], sep=", ")
         click.echo(
-            f"warning: {rejected:,} of {total:,} records were rejected ({kinds}); check --text-field and "
-            f"--id-field, and each record's reason in {out_dir}/rejected/",
+            f"warning: {rejected:,} of {total:,} records were rejected ({kinds}; most in {most}); check "
+            f"--text-field and --id-field, and each record's reason in {out_dir}/rejected/",
             err=True,
         )
+
+
+def _rejected_sources(out_dir: str, kinds: tuple[str, ...] | None = None) -> list[tuple[str, int]]:
+    """The files of ``OUT/rejected/``'s records (of ``kinds``, else all), most rejected first (the
+    counts say how many records, not which files: a truncated source went unnamed)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    table = ds.dataset(Path(out_dir) / "rejected", format="parquet").to_table(columns=["source", "kind"])
+    if kinds is not None:
+        table = table.filter(pc.is_in(table["kind"], pa.array(kinds)))
+    counted_sources = table.group_by("source").aggregate([("source", "count")]).to_pylist()
+    return sorted(((row["source"], row["source_count"]) for row in counted_sources), key=lambda sn: (-sn[1], sn[0]))
 
 
 def print_summary(summary: dict, out_dir: str) -> None:

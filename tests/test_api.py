@@ -25,7 +25,7 @@ from curate.config import load_config
 from curate.io import read_documents, write_documents
 from curate.params import optimal_bands
 from curate.pipeline import dedup
-from curate.schema import WORKING_COLUMNS
+from curate.schema import REJECT_COLUMNS, WORKING_COLUMNS
 from tests.conftest import FIXTURES, realignments, shared_corpus, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -420,6 +420,41 @@ def test_a_skip_mode_read_rejects_what_the_cli_rejects(tmp_path):
     assert result.counts["documents"] == 9 and result.counts["rejected"] == 4 and result.counts["kept"] == 2
     cli_counts = json.loads((tmp_path / "out" / "summary.json").read_text())["counts"]
     assert result.counts["empty"] == cli_counts["input"]["empty"] == 2  # g (null) and h ("")
+
+
+def test_concatenated_skip_mode_reads_keep_their_rejected_records_rejected(tmp_path):
+    # Sources of two shapes, read each with its own text field, concatenated and keyed anew (as
+    # doc_divisions' error advises): the rejected rows came back as kept documents (null text,
+    # invented ids), with _line/_kind riding along in kept, and no rejected count.
+    text = "The quick brown fox jumps over the lazy dog near the river bank every single morning at dawn. " * 3
+    news = write_jsonl(tmp_path / "news.jsonl", [{"id": "n1", "text": text}, {"id": "n2", "text": "news two " * 9}])
+    with open(news, "a") as f:
+        f.write('{"id": "n3", "text": "cut off\n')
+    books = write_jsonl(
+        tmp_path / "books.jsonl",
+        [
+            {"id": "b1", "content": text},
+            {"id": "n2", "content": "a book " * 9},
+            {"id": "b3"},
+            {"id": "b4", "content": "b4 " * 9},
+        ],
+    )
+    with dask.config.set(scheduler="sync"):
+        parts = [
+            read_documents([str(news)], on_error="skip"),
+            read_documents([str(books)], text_field="content", on_error="skip").rename(columns={"content": "text"}),
+        ]
+        with pytest.raises(ValueError, match="key ranges per partition are unknown"):
+            curate.deduplicate(dd.concat(parts))
+        result = curate.deduplicate(dd.concat(parts).drop(columns="_doc"))
+        kept, removed, _ = result.compute()
+        rejected = result.rejected.compute()
+    assert kept.id.tolist() == ["n1", "n2", "b4"] and not set(REJECT_COLUMNS) & set(kept.columns)
+    assert removed[["id", "kind", "representative"]].values.tolist() == [["b1", "exact", "n1"]]
+    assert rejected._kind.tolist() == ["invalid-json", "duplicate-id", "missing-field"]
+    assert rejected._line.tolist() == [3, 2, 3]
+    assert rejected._record.tolist()[0] == b'{"id": "n3", "text": "cut off'
+    assert result.counts["documents"] == 7 and result.counts["rejected"] == 3 and result.counts["kept"] == 3
 
 
 def test_bad_ids_and_columns_are_errors():

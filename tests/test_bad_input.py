@@ -642,8 +642,8 @@ def test_a_file_cut_short_is_not_blamed_on_the_fields(tmp_path, joined):
     assert result.exit_code == 0, result.output
     warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]
     assert warnings == [
-        "warning: 1 input file could not be read to the end (truncated or corrupt): the records after the "
-        f"damage are not read and in no count; each file's reason is in {out}/rejected/"
+        "warning: 1 input file could not be read to the end (truncated or corrupt: b.jsonl.gz): the records after "
+        f"the damage are not read and in no count; each file's reason is in {out}/rejected/"
     ]
     reasons = pd.read_parquet(out / "rejected").reason.tolist()  # it said "after line 0"
     assert reasons == ["truncated gzip stream before its first line (it ends inside a compressed block)"]
@@ -981,11 +981,14 @@ def test_cli_skip_end_to_end(tmp_path, joined):
     assert result.exit_code == 0, result.output
     assert "records rejected" in result.output
     # More than half rejected is more likely a wrong field than bad data: a warning says so.
-    assert "warning: 7 of 13 records were rejected (duplicate-id 1, invalid-json 1, " in result.output
+    # (the files that hold them were not named)
+    said = " ".join(result.output.split())
+    assert "warning: 7 of 13 records were rejected (duplicate-id 1, invalid-json 1, " in said
+    assert "wrong-type 1; most in a.jsonl 4, b.jsonl 2, d.jsonl.gz 1); check --text-field" in said
     # The cut .gz is one rejected record; what followed the cut is in no count, which was not said.
     assert (
-        "warning: 1 input file could not be read to the end (truncated or corrupt): the records after the "
-        f"damage are not read and in no count; each file's reason is in {out}/rejected/"
+        "warning: 1 input file could not be read to the end (truncated or corrupt: d.jsonl.gz): the records after "
+        f"the damage are not read and in no count; each file's reason is in {out}/rejected/"
     ) in " ".join(result.output.split())
     counts = json.loads((out / "summary.json").read_text())["counts"]
     assert counts["output"] == {"kept": 5, "removed": 1, "rejected": 7}

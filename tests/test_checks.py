@@ -85,12 +85,21 @@ def test_fields_every_run_needs_name_the_flag(tmp_path):
 def test_a_file_without_a_needed_field_fails_only_where_the_run_would(tmp_path):
     write_jsonl(tmp_path / "in" / "a.jsonl", records(2))
     write_jsonl(tmp_path / "in" / "b.jsonl", [{"id": 5, "body": "elsewhere"}])
+    # (it said "--text-field names another field", which then failed every other file)
     with pytest.raises(
         ValueError,
-        match=r"b.jsonl: no field 'text' in its first records .*--text-field names another field, or --on-error skip",
+        match=r"b.jsonl: no field 'text' in its first records \(fields: \['id', 'body'\]\); other input files have "
+        r"it \(a.jsonl\) and --text-field names one field for every file: give this file a run of its own, or read "
+        r"each source with curate.read_documents and concatenate them .*, or --on-error skip",
     ):
         check_inputs([str(tmp_path / "in")], IOConfig())
-    assert check_inputs([str(tmp_path / "in")], IOConfig(on_error="skip")).fields == ("id", "text", "body")
+    # Skipping, each such file is named before the run: its records are all rejected, and a whole
+    # source rejected, short of half the records, went without a word.
+    skipping = check_inputs([str(tmp_path / "in")], IOConfig(on_error="skip"))
+    assert skipping.fields == ("id", "text", "body") and len(skipping.warnings) == 1
+    assert skipping.warnings[0].startswith("b.jsonl: no field 'text' in its first records (fields: ['id', 'body'])")
+    assert skipping.warnings[0].endswith("; --on-error skip rejects its records")
+    assert check_inputs([str(tmp_path / "in" / "b.jsonl")], IOConfig(text_field="body", on_error="skip")).warnings == ()
     # ids are required once some file has them, unless they are assigned (no file has them)
     write_jsonl(tmp_path / "in" / "b.jsonl", [{"text": "no id"}])
     # (it said "--id-field names another field (other files have this one)": no way out there)
@@ -127,7 +136,11 @@ def test_a_text_field_of_another_type_stops_before_the_cluster(tmp_path):
             ValueError, match=rf"^a\.jsonl: field '{field}' holds {kind} in its first records, not strings"
         ):
             check_inputs([str(tmp_path / "a.jsonl")], IOConfig(text_field=field))
-        check_inputs([str(tmp_path / "a.jsonl")], IOConfig(text_field=field, on_error="skip"))  # rejected there
+        skipping = check_inputs([str(tmp_path / "a.jsonl")], IOConfig(text_field=field, on_error="skip"))
+        assert skipping.warnings == (
+            f"a.jsonl: field '{field}' holds {kind} in its first records, not strings; --text-field names the field "
+            "that holds the text; --on-error skip rejects its records",
+        )
     check_inputs([str(tmp_path / "a.jsonl")], IOConfig(text_field="none"))  # null texts read as empty
     # One record among strings is a bad record, named with its line when the run reads it.
     write_jsonl(tmp_path / "b.jsonl", [{"text": "a"}, {"text": 5}, {"text": None}])

@@ -127,7 +127,8 @@ def doc_divisions(docs: dd.DataFrame) -> tuple[int, ...]:
         raise ValueError(
             "the documents' key ranges per partition are unknown (divisions): keep the frame as "
             "curate.io.read_documents or curate.add_doc_keys made it (filters keep them; shuffles, repartitions "
-            f"and concatenations do not), or drop its {DOC!r} column (docs.drop(columns={DOC!r})) to key it anew"
+            f"and concatenations do not), or drop its {DOC!r} column (docs.drop(columns={DOC!r})) to key it anew "
+            "(a skip-mode read's rejected records stay rejected, named by their _line and _record)"
         )
     return docs.divisions
 

@@ -148,7 +148,10 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
         raise ValueError(f"{bad}: unknown file type (expected {FORMATS})")
     if len(formats) > 1:
         examples = ", ".join(f"{fmt} {next(p for p in paths if _format_of(p) == fmt)}" for fmt in sorted(formats))
-        raise ValueError(f"inputs mix formats ({examples}); give one kind of file per run")
+        raise ValueError(
+            f"inputs mix formats ({examples}); give one kind of file per run, or read each kind with "
+            'curate.read_documents and concatenate them (README, "Sources of several shapes")'
+        )
     if not local:
         paths = [fs.unstrip_protocol(p) for p in paths]
     return fs, paths, formats.pop(), repeats, list(dict.fromkeys(skipped))
