@@ -652,8 +652,8 @@ def test_inspect_names_a_rejected_record_as_rejected(client, tmp_path):
     run = RunOutput(tmp_path / "out")
     assert run.rejected_as("c") == [("x.jsonl:3", "wrong-type")]
     assert run.rejected_as("a") == [("x.jsonl:4", "duplicate-id")]
-    assert run.rejected_as("x.jsonl:5") == [("x.jsonl:5", "invalid-json")]  # no id in it: its file and line
-    assert run.rejected_as("x.jsonl:3") == run.rejected_as("zz") == []  # that record has an id, "c"
+    assert run.rejected_as("d") == [("x.jsonl:5", "invalid-json")]  # its id comes before the JSON breaks
+    assert run.rejected_as("x.jsonl:3") == run.rejected_as("x.jsonl:5") == run.rejected_as("zz") == []  # with ids
     result = CliRunner().invoke(main, ["inspect", str(tmp_path / "out"), "--id", "c"])
     assert result.exit_code == 1 and result.output == (
         f"Error: 'c' was rejected, so not deduplicated: x.jsonl:3 (wrong-type) (listed in {tmp_path / 'out' / 'rejected'})\n"
@@ -665,9 +665,56 @@ def test_inspect_names_a_rejected_record_as_rejected(client, tmp_path):
     # A kept id whose later repeat was rejected was said to be rejected itself.
     (tmp_path / "y.jsonl").write_text('{"id": "u", "text": "alone"}\n{"id": "u", "text": "again"}\n')
     dedup([str(tmp_path / "y.jsonl")], str(tmp_path / "out2"), load_config(None, {"io": {"on_error": "skip"}}))
-    with pytest.raises(KeyError, match="'u' is in no duplicate group: it was kept as unique; later records with this "
-                       r"id were rejected as repeated ids: y.jsonl:2 \(duplicate-id\)"):  # fmt: skip
+    with pytest.raises(KeptAlone, match=r"'u' was kept and is in no duplicate group: .*part\.0\.jsonl; records with "
+                       r"this id were rejected: y.jsonl:2 \(duplicate-id\)"):  # fmt: skip
         RunOutput(tmp_path / "out2").document("u")
+
+
+def test_inspect_finds_kept_ids_beside_their_rejected_records_and_ids_in_unreadable_records(sync, tmp_path):
+    # A user trial (--on-error skip): `--id reuters-2`, kept and later repeated, exited 1 saying
+    # "kept as unique" without its part file; `--id scraped-badutf8`, rejected for invalid UTF-8
+    # in its text, was "not an input id": its id was read by parsing the record as strict UTF-8 JSON.
+    lines = [
+        b'{"id": "r", "text": "first of a repeated id"}',
+        b'{"id": "r", "text": "a repeated id"}',
+        b'{"id": "bad", "text": "caf\xe9 au lait"}',  # invalid UTF-8 after its id
+        b"this is not json at all",
+        b'{"id": "cut", "text": "cut off mid-wri',  # invalid JSON after its id
+        b'{"id": "caf\xe9", "text": "invalid UTF-8 in the id"}',  # no id that can be read
+        b'{"id": "w", "text": 5}',  # rejected before a record with its id that is kept
+        b'{"id": "w", "text": "kept though its id was rejected before"}',
+        b'{"id": "deep", "text": "t", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}",  # past Python's recursion limit
+    ]
+    (tmp_path / "x.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    out = tmp_path / "out"
+    dedup([str(tmp_path / "x.jsonl")], str(out), load_config(None, {"io": {"on_error": "skip"}}))
+    part, listed = out / "deduplicated" / "part.0.jsonl", f"(listed in {out / 'rejected'})"
+
+    def inspect(doc_id):
+        return CliRunner().invoke(main, ["inspect", str(out), "--id", doc_id])
+
+    for doc_id, where in [("r", "x.jsonl:2 (duplicate-id)"), ("w", "x.jsonl:7 (wrong-type)")]:
+        result = inspect(doc_id)  # an answer, not an error
+        assert result.exit_code == 0 and result.output == (
+            f"{doc_id!r} was kept and is in no duplicate group: {part}; records with this id were rejected: "
+            f"{where} {listed}\n"
+        )
+    for doc_id, where in [
+        ("bad", "x.jsonl:3 (invalid-utf8)"),
+        ("cut", "x.jsonl:5 (invalid-json)"),
+        ("deep", "x.jsonl:9 (invalid-json)"),
+        ("x.jsonl:4", "x.jsonl:4 (invalid-json)"),  # no id in it: its file and line
+        ("x.jsonl:6", "x.jsonl:6 (invalid-utf8)"),
+    ]:
+        result = inspect(doc_id)
+        assert result.exit_code == 1 and result.output == (
+            f"Error: {doc_id!r} was rejected, so not deduplicated: {where} {listed}\n"
+        )
+    result = inspect("zz")
+    assert result.exit_code == 1 and result.output == (
+        "Error: 'zz' is not an input id: no duplicate group and no kept document has it; 2 rejected records have no "
+        f"readable id (not JSON, say): --id FILE:LINE finds one, e.g. --id x.jsonl:4 {listed}\n"
+    )
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])

@@ -214,10 +214,55 @@ SEARCHED_BYTES = 2 * 10**9
 
 class KeptAlone(KeyError):
     """An id in no duplicate group whose document was kept (:meth:`RunOutput.document`): the
-    message names the part file that holds it."""
+    message names the part file that holds it, and where other records with the id were rejected."""
 
 
 _PLAIN = re.compile(r"[A-Za-z0-9 _.:@+/-]*")
+_UNREADABLE = object()  # a rejected record's id that cannot be read (:func:`_record_id`)
+_JSON = json.JSONDecoder()
+_BLANK = re.compile(r"[ \t\n\r]*")
+
+
+def _leading_members(text: str):
+    """The members of the JSON object that ``text`` begins, in order, up to the first that cannot
+    be parsed: what a record that is cut off, or invalid further on, still says."""
+    at, separator = _BLANK.match(text).end(), "{"
+    while text.startswith(separator, at):
+        at = _BLANK.match(text, at + 1).end()
+        if not text.startswith('"', at):
+            return
+        try:
+            key, at = json.decoder.scanstring(text, at + 1)
+            at = _BLANK.match(text, at).end()
+            if not text.startswith(":", at):
+                return
+            value, at = _JSON.raw_decode(text, _BLANK.match(text, at + 1).end())
+        except (ValueError, RecursionError):
+            return
+        yield key, value
+        at, separator = _BLANK.match(text, at).end(), ","
+
+
+def _record_id(record: bytes, field: str):
+    """The id of a record in ``rejected/`` (its bytes as read) as a string (``7`` and ``"7"`` are
+    one id); None where the record, read whole, holds no ``field``; :data:`_UNREADABLE` where it
+    cannot be read as far as its id: not JSON, cut off or invalid before the id, or invalid UTF-8
+    in the id itself. Invalid UTF-8 or JSON elsewhere (in a text, after the id) does not hide it."""
+    text = record.decode("utf-8", "surrogateescape")  # invalid bytes as lone surrogates, kept apart
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):  # invalid JSON, or nested past Python's recursion limit
+        value = dict(_leading_members(text))
+        if field not in value:  # it may come after what could be read
+            return _UNREADABLE
+    if not isinstance(value, dict) or field not in value:
+        return None
+    held = str(value[field])
+    try:
+        held.encode("utf-8")
+    except UnicodeEncodeError:  # invalid bytes in the id: no id that can be typed
+        return _UNREADABLE
+    return held
 
 
 def _lines_matching(data: bytes, pattern: re.Pattern):
@@ -403,11 +448,13 @@ class RunOutput:
         ------
         KeptAlone
             If ``doc_id`` is in no duplicate group and a kept document has it (:meth:`kept_file`),
-            naming the part file.
+            naming the part file, and where ``--on-error skip`` rejected other records with the id
+            (a repeated id, say), from ``rejected/``.
         KeyError
-            If ``doc_id`` is in no duplicate group otherwise: not in the input, or its record was
-            rejected (then naming where, from ``rejected/``); or, where the kept copy was not
-            searched, either of those or kept.
+            If ``doc_id`` is in no duplicate group otherwise: its records were rejected (then
+            naming where, from ``rejected/``), or it is not in the input (then saying how many
+            rejected records have no readable id, :meth:`rejected_as`); or, where the kept copy was
+            not searched, either of those or kept.
         """
         doc_id = self._id(doc_id)
         row = self.removed[self.removed.id == doc_id]
@@ -415,23 +462,33 @@ class RunOutput:
             return self._pairs_of(row)
         if (self.duplicates.group == doc_id).any() or (self.removed.representative == doc_id).any():
             return self.group(doc_id, limit)
-        listed = f"(listed in {self.out_dir / 'rejected'})"
-        if rejected := self.rejected_as(doc_id):
-            places = first_few([f"{where} ({kind})" for where, kind in rejected], sep=", ")
-            if all(kind == "duplicate-id" for _, kind in rejected):  # its first record was read
-                raise KeyError(
-                    f"{doc_id!r} is in no duplicate group: it was kept as unique; later records with this id "
-                    f"were rejected as repeated ids: {places} {listed}"
-                )
-            raise KeyError(f"{doc_id!r} was rejected, so not deduplicated: {places} {listed}")
+        # A record rejected before one with its id was read leaves that one kept: both are searched.
+        rejected = self.rejected_as(doc_id)
         kept, unsearched = self.kept_file(doc_id)
+        places = first_few([f"{where} ({kind})" for where, kind in rejected], sep=", ")
+        listed = f"(listed in {self.out_dir / 'rejected'})"
         if kept is not None:
-            raise KeptAlone(f"{doc_id!r} was kept and is in no duplicate group: {kept}")
-        if not unsearched:
-            raise KeyError(f"{doc_id!r} is not an input id: no duplicate group and no kept document has it")
-        raise KeyError(
-            f"{doc_id!r} is in no duplicate group: it was kept as unique, or is not an input id ({unsearched})"
-        )
+            also = f"; records with this id were rejected: {places} {listed}" if rejected else ""
+            raise KeptAlone(f"{doc_id!r} was kept and is in no duplicate group: {kept}{also}")
+        if unsearched and any(kind == "duplicate-id" for _, kind in rejected):  # a first record was read
+            raise KeyError(
+                f"{doc_id!r} is in no duplicate group: it was kept as unique ({unsearched}); later records with "
+                f"this id were rejected as repeated ids: {places} {listed}"
+            )
+        if rejected:
+            raise KeyError(f"{doc_id!r} was rejected, so not deduplicated: {places} {listed}")
+        note = ""  # the id may be in a rejected record that cannot be read
+        if unreadable := self._unreadable():
+            have = "has" if len(unreadable) == 1 else "have"
+            note = (
+                f"; {counted(len(unreadable), 'rejected record')} {have} no readable id (not JSON, say): "
+                f"--id FILE:LINE finds one, e.g. --id {unreadable[0]} {listed}"
+            )
+        if unsearched:
+            raise KeyError(
+                f"{doc_id!r} is in no duplicate group: it was kept as unique, or is not an input id ({unsearched}){note}"
+            )
+        raise KeyError(f"{doc_id!r} is not an input id: no duplicate group and no kept document has it{note}")
 
     def kept_file(self, doc_id) -> tuple[Path | None, str]:
         """The part file of ``deduplicated/`` that holds the kept document ``doc_id`` (None if
@@ -475,11 +532,11 @@ class RunOutput:
         """Where ``--on-error skip`` rejected a record with id ``doc_id``, from ``rejected/``:
         ``("file:line", kind)`` for each record whose JSON holds the run's id field with that
         value (as a string: ``7`` and ``"7"`` are one id), or, for one that holds no id (assigned
-        ids), whose ``file:line`` it is. Empty where nothing was rejected (or ``rejected/`` is
-        unreadable)."""
-        try:
-            rejected = pd.read_parquet(self.out_dir / "rejected", columns=["source", "line", "kind", "record"])
-        except (OSError, pa.ArrowException):  # none (a run that rejected nothing has no folder), or damaged
+        ids) or none that can be read (not JSON, say), whose ``file:line`` it is. A record's id is
+        read though its text has invalid UTF-8 or it is invalid JSON after the id (cut off,
+        say). Empty where nothing was rejected (or ``rejected/`` is unreadable)."""
+        rejected = self._rejected
+        if rejected is None:
             return []
         field, wanted = self.summary["config"]["io"].get("id_field") or "id", str(doc_id)
         found = []
@@ -487,14 +544,32 @@ class RunOutput:
             where = f"{source}:{line}"
             if where != wanted and wanted.isascii() and wanted.encode() not in record:  # most: no JSON parse
                 continue
-            try:
-                value = json.loads(record)
-            except ValueError:  # invalid JSON or UTF-8: its id cannot be read
-                value = None
-            held = isinstance(value, dict) and field in value
-            if (str(value[field]) == wanted) if held else (where == wanted):
+            held = _record_id(record, field)
+            if (held == wanted) if isinstance(held, str) else (where == wanted):
                 found.append((where, kind))
         return found
+
+    def _unreadable(self) -> list[str]:
+        """``file:line`` of each record in ``rejected/`` whose id cannot be read (:func:`_record_id`):
+        :meth:`rejected_as` finds these only by that ``file:line``."""
+        rejected = self._rejected
+        if rejected is None:
+            return []
+        field = self.summary["config"]["io"].get("id_field") or "id"
+        return [
+            f"{source}:{line}"
+            for source, line, record in zip(rejected.source, rejected.line, rejected.record)
+            if _record_id(record, field) is _UNREADABLE
+        ]
+
+    @functools.cached_property
+    def _rejected(self) -> pd.DataFrame | None:
+        """``rejected/`` (``source``, ``line``, ``kind``, ``record``); None where there is none (a
+        run that rejected nothing has no folder) or it is damaged."""
+        try:
+            return pd.read_parquet(self.out_dir / "rejected", columns=["source", "line", "kind", "record"])
+        except (OSError, pa.ArrowException):
+            return None
 
     def _id(self, value):
         """A command-line id in the id column's type."""
