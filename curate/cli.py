@@ -760,6 +760,15 @@ def _warn_about_records(counts: dict, out_dir: str) -> None:
             f"the damage are not read and in no count; each file's reason is in {out_dir}/rejected/",
             err=True,
         )
+    repeated = counts["rejected"].get("duplicate-id", 0)
+    if repeated:  # a valid document lost to another's id (sources that number their ids apart)
+        source, line, reason = _first_rejected(out_dir, "duplicate-id")
+        click.echo(
+            f"warning: {counted(repeated, 'record')} rejected for an id an earlier record has (e.g. {source}:{line}: "
+            f"{reason}); ids must be unique across all inputs: sources that number their ids apart need runs of "
+            "their own, or --id-field naming a field unique across them",
+            err=True,
+        )
     if rejected > broken and 2 * rejected >= total:
         kinds = ", ".join(f"{kind} {n:,}" for kind, n in sorted(counts["rejected"].items(), key=lambda kv: -kv[1]))
         most = first_few([f"{source} {n:,}" for source, n in _rejected_sources(out_dir)], sep=", ")
@@ -768,6 +777,15 @@ def _warn_about_records(counts: dict, out_dir: str) -> None:
             f"--text-field and --id-field, and each record's reason in {out_dir}/rejected/",
             err=True,
         )
+
+
+def _first_rejected(out_dir: str, kind: str) -> tuple[str, int, str]:
+    """``source``, ``line`` and ``reason`` of the first record of ``kind`` in ``OUT/rejected/``."""
+    import pyarrow.dataset as ds
+
+    rows = ds.dataset(Path(out_dir) / "rejected", format="parquet")
+    first = rows.to_table(columns=["source", "line", "reason"], filter=ds.field("kind") == kind).slice(0, 1)
+    return tuple(first.to_pylist()[0].values())
 
 
 def _rejected_sources(out_dir: str, kinds: tuple[str, ...] | None = None) -> list[tuple[str, int]]:

@@ -985,6 +985,12 @@ def test_cli_skip_end_to_end(tmp_path, joined):
     said = " ".join(result.output.split())
     assert "warning: 7 of 13 records were rejected (duplicate-id 1, invalid-json 1, " in said
     assert "wrong-type 1; most in a.jsonl 4, b.jsonl 2, d.jsonl.gz 1); check --text-field" in said
+    # A valid record lost to another file's id was one in the count of rejected records.
+    assert (
+        "warning: 1 record rejected for an id an earlier record has (e.g. b.jsonl:2: duplicate id 'a1': first at "
+        "a.jsonl:1); ids must be unique across all inputs: sources that number their ids apart need runs of their "
+        "own, or --id-field naming a field unique across them"
+    ) in said
     # The cut .gz is one rejected record; what followed the cut is in no count, which was not said.
     assert (
         "warning: 1 input file could not be read to the end (truncated or corrupt: d.jsonl.gz): the records after "
