@@ -469,7 +469,7 @@ def _checked_part(part, text_field: str | None, id_field: str | None, own_keys: 
         i = next((i for i in present if pd.api.types.infer_dtype([values[i]]) != kind), present[-1])
         raise ValueError(
             f"id column {id_field!r} holds {type(first).__name__} and {type(values[i]).__name__} values "
-            f"({_where(int(docs[i]), own_keys)}: {shown(values[i])}); ids must be of one type"
+            f"({_where(int(docs[i]), own_keys)}: {shown(values[i])}); ids must be of one type (.astype('string') makes them strings)"
         )
     return part
 
@@ -499,7 +499,7 @@ def _refuse_kinds(kinds: pd.DataFrame, id_field: str) -> int:
         first, row = kinds.iloc[0], other.iloc[0]
         raise ValueError(
             f"id column {id_field!r} holds {first['type']} and {row['type']} values ({row['at']}: {row['value']}, "
-            f"after {first['type']} {first['value']} at {first['at']}); ids must be of one type"
+            f"after {first['type']} {first['value']} at {first['at']}); ids must be of one type (.astype('string') makes them strings)"
         )
     return 0
 

@@ -657,11 +657,12 @@ def ids_of_two_types() -> dict[str, pd.DataFrame]:
     text[3] = text[0]
     frame = pd.DataFrame({"text": text})
     return {
-        r"holds int and str values \(row 1 of partition 0: 'b'\); ids must be of one type": frame.assign(
-            id=[0, "b", 2, 3, 4, 5]
-        ),
+        r"holds int and str values \(row 1 of partition 0: 'b'\); ids must be of one type \(\.astype\('string'\) "
+        r"makes them strings\)": frame.assign(id=[0, "b", 2, 3, 4, 5]),
         r"holds int and str values \(row 0 of partition 1: 'd', after int 0 at row 0 of partition 0\); "
-        r"ids must be of one type": frame.assign(id=[0, 1, 2, "d", "e", "f"]),
+        r"ids must be of one type \(\.astype\('string'\) makes them strings\)": frame.assign(
+            id=[0, 1, 2, "d", "e", "f"]
+        ),
         r"holds tuple values \(row 0 of partition [01]: \([03], 'a'\)\); ids must be strings, numbers or other "
         r"scalars, all of one type": frame.assign(id=[(i, "a") for i in range(6)]),
     }
