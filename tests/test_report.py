@@ -684,6 +684,9 @@ def test_inspect_finds_kept_ids_beside_their_rejected_records_and_ids_in_unreada
         b'{"id": "w", "text": 5}',  # rejected before a record with its id that is kept
         b'{"id": "w", "text": "kept though its id was rejected before"}',
         b'{"id": "deep", "text": "t", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}",  # past Python's recursion limit
+        b'{"id": "d1", "text": "a text and its exact copy"}',
+        b'{"id": "d2", "text": "a text and its exact copy"}',  # removed
+        b'{"id": "d2", "text": "another record with the removed one\'s id"}',
     ]
     (tmp_path / "x.jsonl").write_bytes(b"\n".join(lines) + b"\n")
     out = tmp_path / "out"
@@ -710,6 +713,11 @@ def test_inspect_finds_kept_ids_beside_their_rejected_records_and_ids_in_unreada
         assert result.exit_code == 1 and result.output == (
             f"Error: {doc_id!r} was rejected, so not deduplicated: {where} {listed}\n"
         )
+    # A removed id's colliding record was not mentioned.
+    result = inspect("d2")
+    assert result.exit_code == 0 and " ".join(result.output.split()).endswith(
+        f"records with this id were also rejected: x.jsonl:12 (duplicate-id) {listed}"
+    )
     result = inspect("zz")
     assert result.exit_code == 1 and result.output == (
         "Error: 'zz' is not an input id: no duplicate group and no kept document has it; 2 rejected records have no "
