@@ -129,7 +129,9 @@ def read_documents(
         ``curate dedup`` asks for one per worker thread.
     on_error : {"fail", "skip"}, default="fail"
         What a record that cannot be read does: "fail" raises ``ValueError`` naming its file,
-        line (or row) and field; "skip" keeps it as a rejected row (see :func:`split_rejected`).
+        line (or row) and field; "skip" keeps it as a rejected row (see :func:`split_rejected`),
+        whose fields are placeholders (0 in numeric and boolean columns, else null; ``_record``
+        holds the record as read).
     records : bool, default=False
         Also return ``_record`` (binary), each record as read, to write it unchanged as JSONL:
         its line without the line end (JSONL), or its row's values as a JSON object, every
