@@ -442,18 +442,22 @@ def sha256_hex_pandas(text: pd.Series) -> pd.Series:
 
 
 PUNCTUATION = r"\p{P}+"
+FORMAT = r"\p{Cf}+"  # invisible characters that NFKC keeps: a zero-width space inside a word split its shingles
 # RE2's \s is ASCII without \v; \p{Z} adds Unicode spaces (no-break, ideographic, ...), and
 # \x1c-\x1f, \x85 (separators, next line) the rest of what Arrow's utf8_trim_whitespace trims
 # at the ends, which is also what str.isspace calls whitespace.
 WHITESPACE = r"[\s\x0b\x1c-\x1f\x85\p{Z}]+"
 
 
-def _normalize_chars(arr, *, lowercase: bool, whitespace: bool, punctuation: bool):
-    # Everything but NFKC and the final trim: lowercase, strip punctuation, each run of whitespace to one space.
+def _normalize_chars(arr, *, lowercase: bool, whitespace: bool, punctuation: bool, format_chars: bool = False):
+    # Everything but NFKC and the final trim: lowercase, strip punctuation and format characters,
+    # each run of whitespace to one space.
     if lowercase:
         arr = pc.utf8_lower(arr)
     if punctuation:
         arr = pc.replace_substring_regex(arr, PUNCTUATION, "")
+    if format_chars:
+        arr = pc.replace_substring_regex(arr, FORMAT, "")
     if whitespace:
         arr = pc.replace_substring_regex(arr, WHITESPACE, " ")
     return arr
@@ -461,13 +465,15 @@ def _normalize_chars(arr, *, lowercase: bool, whitespace: bool, punctuation: boo
 
 @normalize_text.register(pd.Series)
 def normalize_text_pandas(
-    text: pd.Series, *, lowercase: bool, whitespace: bool, punctuation: bool, nfkc: bool
+    text: pd.Series, *, lowercase: bool, whitespace: bool, punctuation: bool, nfkc: bool, format_chars: bool = False
 ) -> pd.Series:
     """Normalise text before shingling, each step only when its flag is set.
 
     In order: Unicode NFKC (``nfkc``; Unicode Standard Annex #15, by Arrow's ``utf8_normalize``),
     lowercase (``lowercase``; Arrow's ``utf8_lower``), remove punctuation (``punctuation``; RE2
-    ``\\p{P}``), replace each run of whitespace with one space and trim both ends (``whitespace``).
+    ``\\p{P}``), remove format characters (``format_chars``; RE2 ``\\p{Cf}``: zero-width spaces and
+    joiners, soft hyphens, byte order marks, which NFKC keeps), replace each run of whitespace
+    with one space and trim both ends (``whitespace``).
     All but NFKC and the trim are applied as their character map (:func:`normalization_table`),
     in one compiled pass (:func:`curate.kernels.normalize.map_and_collapse`): the same strings.
     Returns a ``str`` series with ``text``'s index; nulls stay null.
@@ -480,7 +486,12 @@ def normalize_text_pandas(
     arr = _arrow_strings(text)
     if nfkc:
         arr = pc.utf8_normalize(arr, "NFKC")
-    options = {"lowercase": lowercase, "whitespace": whitespace, "punctuation": punctuation}
+    options = {
+        "lowercase": lowercase,
+        "whitespace": whitespace,
+        "punctuation": punctuation,
+        "format_chars": format_chars,
+    }
     table, trim = normalization_table(**options)
     if table:
         # The operations' character map in one compiled pass (Arrow's lowercase and two RE2
@@ -496,12 +507,12 @@ def normalize_text_pandas(
 
 
 @functools.cache
-def character_map(*, lowercase: bool, whitespace: bool, punctuation: bool) -> np.ndarray:
+def character_map(*, lowercase: bool, whitespace: bool, punctuation: bool, format_chars: bool = False) -> np.ndarray:
     """:func:`normalization_table`'s map as an array for :func:`curate.kernels.normalize.map_characters`.
 
     Parameters
     ----------
-    lowercase, whitespace, punctuation : bool
+    lowercase, whitespace, punctuation, format_chars : bool
         As :func:`normalize_text_pandas`.
 
     Returns
@@ -509,7 +520,9 @@ def character_map(*, lowercase: bool, whitespace: bool, punctuation: bool) -> np
     numpy.ndarray of int32 (0x110000,), read-only
         The code point each code point becomes (itself where the map has none); -1 where removed.
     """
-    table, _ = normalization_table(lowercase=lowercase, whitespace=whitespace, punctuation=punctuation)
+    table, _ = normalization_table(
+        lowercase=lowercase, whitespace=whitespace, punctuation=punctuation, format_chars=format_chars
+    )
     target = np.arange(_normalize.CODE_POINTS, dtype=np.int32)
     for point, value in table.items():
         target[point] = ord(value) if value else -1
@@ -518,7 +531,9 @@ def character_map(*, lowercase: bool, whitespace: bool, punctuation: bool) -> np
 
 
 @functools.cache
-def normalization_table(*, lowercase: bool, whitespace: bool, punctuation: bool) -> tuple[dict[int, str], str]:
+def normalization_table(
+    *, lowercase: bool, whitespace: bool, punctuation: bool, format_chars: bool = False
+) -> tuple[dict[int, str], str]:
     """What :func:`normalize_text_pandas` does to each character, for the GPU backend's cudf string ops.
 
     Arrow's lowercase maps each code point to one code point, without context (utf8proc's simple
@@ -533,7 +548,7 @@ def normalization_table(*, lowercase: bool, whitespace: bool, punctuation: bool)
 
     Parameters
     ----------
-    lowercase, whitespace, punctuation : bool
+    lowercase, whitespace, punctuation, format_chars : bool
         As :func:`normalize_text_pandas`.
 
     Returns
@@ -553,7 +568,9 @@ def normalization_table(*, lowercase: bool, whitespace: bool, punctuation: bool)
     """
     points = np.r_[np.arange(0, 0xD800), np.arange(0xE000, 0x110000)]  # every scalar value, no surrogates
     chars = pa.array(list(points.astype("<u4").tobytes().decode("utf-32-le")), pa.large_string())  # one code point each
-    mapped = _normalize_chars(chars, lowercase=lowercase, whitespace=whitespace, punctuation=punctuation)
+    mapped = _normalize_chars(
+        chars, lowercase=lowercase, whitespace=whitespace, punctuation=punctuation, format_chars=format_chars
+    )
     changed = pc.indices_nonzero(pc.not_equal(chars, mapped)).to_numpy()
     values = mapped.take(pa.array(changed)).to_pylist()
     if any(len(v) > 1 for v in values):

@@ -255,6 +255,11 @@ class FuzzyConfig(_Section):
         False, description="Replace every run of whitespace by one space, and trim, before shingling."
     )
     strip_punctuation: bool = Field(False, description="Remove Unicode punctuation before shingling.")
+    strip_format: bool = Field(
+        False,
+        description="Remove Unicode format characters (Cf: zero-width spaces and joiners, soft hyphens, byte "
+        "order marks, direction marks) before shingling.",
+    )
     nfkc: bool = Field(False, description="Apply Unicode NFKC normalisation before shingling.")
     local_components_max_edges: int = Field(
         2_000_000,
@@ -354,7 +359,7 @@ class FuzzyConfig(_Section):
     @property
     def normalizes(self) -> bool:
         """Whether any text normalisation is switched on."""
-        return self.lowercase or self.collapse_whitespace or self.strip_punctuation or self.nfkc
+        return self.lowercase or self.collapse_whitespace or self.strip_punctuation or self.strip_format or self.nfkc
 
 
 def is_fraction(value: str) -> bool:

@@ -1045,7 +1045,7 @@ def test_band_buckets_no_documents():
 # ---------------------------------------------------------------------------------------------
 # text normalisation
 
-OFF = dict(lowercase=False, whitespace=False, punctuation=False, nfkc=False)
+OFF = dict(lowercase=False, whitespace=False, punctuation=False, nfkc=False, format_chars=False)
 
 
 def _norm(texts, index=None, **on):
@@ -1071,6 +1071,17 @@ def test_normalize_whitespace():
 def test_normalize_punctuation():
     texts = ['Hello, World! (it\'s) "q" a-b ¿qué? «x» 1.5; a_b {c}']
     assert _norm(texts, punctuation=True) == ["Hello World its q ab qué x 15 ab c"]
+
+
+def test_normalize_format_characters():
+    # Zero-width spaces and joiners, soft hyphens, BOMs and direction marks (Cf), which NFKC
+    # keeps: a crawl's copy with them sprinkled in shared almost no shingle with its original
+    # (Jaccard 0.003-0.009 in a user's trial), whatever else was normalised.
+    texts = ["zero\u200bwidth joi\u200dner soft\u00adhyphen \ufeffbom \u200eltr", "a \u200b b", "\u2060"]
+    assert _norm(texts, format_chars=True) == ["zerowidth joiner softhyphen bom ltr", "a  b", ""]
+    assert _norm(texts, format_chars=True, whitespace=True) == ["zerowidth joiner softhyphen bom ltr", "a b", ""]
+    assert _norm(texts, nfkc=True) == texts  # NFKC alone keeps them
+    assert _norm(["e\u0301\u200b"], format_chars=True) == ["e\u0301"]  # combining marks (Mn) are not Cf
 
 
 def test_normalize_nfkc():

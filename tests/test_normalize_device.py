@@ -27,8 +27,8 @@ from tests.conftest import FIXTURES, SHARED
 from tests.cuda_simulator_check import EXTRA
 
 OPTIONS = [
-    dict(zip(("lowercase", "whitespace", "punctuation", "nfkc"), bits))
-    for bits in itertools.product((False, True), repeat=4)
+    dict(zip(("lowercase", "whitespace", "punctuation", "format_chars", "nfkc"), bits))
+    for bits in itertools.product((False, True), repeat=5)
 ]
 ALL_POINTS = [chr(c) for c in itertools.chain(range(0xD800), range(0xE000, 0x110000))]
 
@@ -45,9 +45,14 @@ def strings(offsets: np.ndarray, data: np.ndarray) -> list[str]:
     return [data[a:b].tobytes().decode() for a, b in zip(offsets[:-1], offsets[1:])]
 
 
-def device_recipe(texts: list[str], *, lowercase, whitespace, punctuation, nfkc) -> list[str]:
+def device_recipe(texts: list[str], *, lowercase, whitespace, punctuation, nfkc, format_chars=False) -> list[str]:
     """What normalize_text_cudf does, with the kernels on numpy and Python's strip for cudf's."""
-    options = {"lowercase": lowercase, "whitespace": whitespace, "punctuation": punctuation}
+    options = {
+        "lowercase": lowercase,
+        "whitespace": whitespace,
+        "punctuation": punctuation,
+        "format_chars": format_chars,
+    }
     table, trim = backend.normalization_table(**options)
     if nfkc:  # on the host in both backends
         texts = backend.normalize_text(
@@ -66,12 +71,14 @@ def cpu(texts: list[str], **options) -> list[str]:
     return backend.normalize_text(pd.Series(texts, dtype="str"), **options).tolist()
 
 
-def arrow_ops(texts: list[str], *, lowercase, whitespace, punctuation, nfkc) -> list[str]:
+def arrow_ops(texts: list[str], *, lowercase, whitespace, punctuation, nfkc, format_chars=False) -> list[str]:
     """The normalisation's definition: Arrow's operations on the strings themselves."""
     arr = backend._arrow_strings(pd.Series(texts, dtype="str"))
     if nfkc:
         arr = pc.utf8_normalize(arr, "NFKC")
-    arr = backend._normalize_chars(arr, lowercase=lowercase, whitespace=whitespace, punctuation=punctuation)
+    arr = backend._normalize_chars(
+        arr, lowercase=lowercase, whitespace=whitespace, punctuation=punctuation, format_chars=format_chars
+    )
     return (pc.utf8_trim_whitespace(arr) if whitespace else arr).to_pylist()
 
 
@@ -85,7 +92,7 @@ def real_texts() -> list[str]:
 
 def mixes(n: int, seed: int = 0) -> list[str]:
     """Random strings of the characters the map changes, the trim characters, and ordinary text."""
-    table, trim = backend.normalization_table(lowercase=True, whitespace=True, punctuation=True)
+    table, trim = backend.normalization_table(lowercase=True, whitespace=True, punctuation=True, format_chars=True)
     pool = list(map(chr, table)) + list(trim) * 20 + list("aZ 9ΣσςİıẞßǅﬁＡ\u0301😀東") * 10
     rng = random.Random(seed)
     return ["".join(rng.choices(pool, k=rng.randint(0, 40))) for _ in range(n)]
@@ -99,7 +106,7 @@ def test_both_backends_equal_arrow_ops_on_real_text_and_mixes(options):
     assert device_recipe(texts, **options) == expected
 
 
-@pytest.mark.parametrize("options", OPTIONS[:8], ids=lambda o: "+".join(k for k, v in o.items() if v) or "none")
+@pytest.mark.parametrize("options", OPTIONS[:16], ids=lambda o: "+".join(k for k, v in o.items() if v) or "none")
 def test_both_backends_equal_arrow_ops_on_every_code_point(options):
     # Each code point alone, between letters, and all of them in order in one text (every
     # neighbour pair of the code space), so a context the map ignores would show.

@@ -13,7 +13,8 @@ def prepare_text(text: pd.Series, config: FuzzyConfig) -> pd.Series:
     ----------
     text : pandas.Series or cudf.Series of str
     config : FuzzyConfig
-        Its ``lowercase``, ``collapse_whitespace``, ``strip_punctuation`` and ``nfkc`` flags.
+        Its ``lowercase``, ``collapse_whitespace``, ``strip_punctuation``, ``strip_format`` and
+        ``nfkc`` flags.
 
     Returns
     -------
@@ -33,5 +34,6 @@ def prepare_text(text: pd.Series, config: FuzzyConfig) -> pd.Series:
         lowercase=config.lowercase,
         whitespace=config.collapse_whitespace,
         punctuation=config.strip_punctuation,
+        format_chars=config.strip_format,
         nfkc=config.nfkc,
     )
