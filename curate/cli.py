@@ -533,7 +533,9 @@ def inspect(out_dir, group, doc_id, sample, seed, width):
         print_pair(console, pair)
     if doc_id is not None and (rejected := run.rejected_as(doc_id)):  # a colliding record went unsaid
         places = first_few([f"{where} ({kind})" for where, kind in rejected], sep=", ")
-        console.print(f"records with this id were also rejected: {places} (listed in {run.out_dir / 'rejected'})")
+        # Unwrapped and unmarked: a long path folded mid-word, and a file named "a[1].jsonl" is markup.
+        line = f"records with this id were also rejected: {places} (listed in {run.out_dir / 'rejected'})"
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
 
 
 def _reader_console(width: int | None):
