@@ -136,17 +136,21 @@ def check_inputs(inputs: list[str], io: IOConfig, keep: str = "first") -> Inputs
     # would stop a failing run at its first record, after the cluster started: it stops here.
     # Skipping, its records are all rejected: a wrong field more likely than bad data, and a
     # whole source that did not count towards the warning on half the records went unsaid.
-    problems = []
-    required = {io.text_field: _field_fix(io.text_field, "--text-field", per_file, paths)}
+    names = source_names(paths)
+    having = {  # the needed fields' files, named
+        f: first_few([n for n, got in zip(names, per_file) if f in got], sep=", ")
+        for f in {io.text_field, io.id_field} & set(fields)
+    }
+    required = {io.text_field: _field_fix("--text-field", having[io.text_field])}
     if io.id_field_given:
-        required[io.id_field] = _field_fix(io.id_field, "--id-field", per_file, paths)
+        required[io.id_field] = _field_fix("--id-field", having[io.id_field])
     elif io.id_field in fields:  # else ids are assigned
-        having = first_few([n for n, got in zip(source_names(paths), per_file) if io.id_field in got], sep=", ")
         required[io.id_field] = (
-            f"other input files have it ({having}), so every record needs one (ids are assigned only where "
-            "no file has the field): give this file's records ids, --id-field names a field they all have"
+            f"other input files have it ({having[io.id_field]}), so every record needs one (ids are assigned only "
+            "where no file has the field): give this file's records ids, --id-field names a field they all have"
         )
-    for name, path, present, (schemas, _) in zip(source_names(paths), paths, per_file, samples):
+    problems = []
+    for name, path, present, (schemas, _) in zip(names, paths, per_file, samples):
         for field, fix in required.items():
             if present and field not in present and _has_rows(fs, path, fmt):
                 problems.append(f"{name}: no field {field!r} in its first records (fields: {list(present)}); {fix}")
@@ -167,13 +171,13 @@ def check_inputs(inputs: list[str], io: IOConfig, keep: str = "first") -> Inputs
     return replace(found, warnings=tuple(f"{p}; --on-error skip rejects its records" for p in problems))
 
 
-def _field_fix(field: str, flag: str, per_file: list[dict], paths: list[str]) -> str:
-    """How to name the field of a file that lacks it: the flag, which names it for every file."""
-    having = [n for n, got in zip(source_names(paths), per_file) if field in got]
+def _field_fix(flag: str, having: str) -> str:
+    """How to name the field of a file that lacks it, where the files ``having`` it (named, "" for
+    none) have it: the flag, which names it for every file."""
     if not having:
         return f"{flag} names another field"
     return (
-        f"other input files have it ({first_few(having, sep=', ')}) and {flag} names one field for every file: "
+        f"other input files have it ({having}) and {flag} names one field for every file: "
         "give this file a run of its own, or read each source with curate.read_documents and concatenate them "
         '(README, "Sources of several shapes")'
     )

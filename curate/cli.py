@@ -750,33 +750,39 @@ def _warn_if_fuzzy_settings_unused(config: RunConfig, flags: dict) -> None:
 def _warn_about_records(counts: dict, out_dir: str) -> None:
     """One line when the inputs hold no record; one when ``--on-error skip`` could not read a
     file to its end, whose rest no count holds (the break is one rejected record), naming the
-    files; one when it rejected half the records or more, some for what they hold: more likely a
-    wrong field or format than bad data (an --id-field that few records have rejected all but
-    one), naming the files that hold most of them."""
+    files; one when it rejected a record for an id an earlier record has, with the first such; one
+    when it rejected half the records or more, some for what they hold: more likely a wrong field
+    or format than bad data (an --id-field that few records have rejected all but one), naming
+    the files that hold most of them. The counts say how many records, ``OUT/rejected/`` which."""
     rejected, total = counts["output"].get("rejected", 0), counts["input"]["documents"]
     if not total:  # empty files (or blank lines only): an empty output, which looked like success
         click.echo("warning: the inputs hold no records; the output is empty", err=True)
-    broken = sum(counts["rejected"].get(kind, 0) for kind in ("truncated", "corrupt"))  # one per file
-    if broken:
-        files = f"{broken:,} input file{'s' if broken > 1 else ''}"
-        named = first_few([source for source, _ in _rejected_sources(out_dir, ("truncated", "corrupt"))], sep=", ")
+    if not rejected:
+        return
+    import pandas as pd
+
+    rows = pd.read_parquet(Path(out_dir) / "rejected", columns=["source", "line", "kind", "reason"])
+    broken = rows[rows.kind.isin(["truncated", "corrupt"])]  # one per file
+    if len(broken):
+        files = f"{len(broken):,} input file{'s' if len(broken) > 1 else ''}"
+        named = first_few([source for source, _ in _most_rejected(broken)], sep=", ")
         click.echo(
             f"warning: {files} could not be read to the end (truncated or corrupt: {named}): the records after "
             f"the damage are not read and in no count; each file's reason is in {out_dir}/rejected/",
             err=True,
         )
-    repeated = counts["rejected"].get("duplicate-id", 0)
-    if repeated:  # a valid document lost to another's id (sources that number their ids apart)
-        source, line, reason = _first_rejected(out_dir, "duplicate-id")
+    repeated = rows[rows.kind == "duplicate-id"]
+    if len(repeated):  # a valid document lost to another's id (sources that number their ids apart)
+        first = repeated.iloc[0]
         click.echo(
-            f"warning: {counted(repeated, 'record')} rejected for an id an earlier record has (e.g. {source}:{line}: "
-            f"{reason}); ids must be unique across all inputs: sources that number their ids apart need runs of "
-            "their own, or --id-field naming a field unique across them",
+            f"warning: {counted(len(repeated), 'record')} rejected for an id an earlier record has (e.g. "
+            f"{first.source}:{first.line}: {first.reason}); ids must be unique across all inputs: sources that "
+            "number their ids apart need runs of their own, or --id-field naming a field unique across them",
             err=True,
         )
-    if rejected > broken and 2 * rejected >= total:
+    if rejected > len(broken) and 2 * rejected >= total:
         kinds = ", ".join(f"{kind} {n:,}" for kind, n in sorted(counts["rejected"].items(), key=lambda kv: -kv[1]))
-        most = first_few([f"{source} {n:,}" for source, n in _rejected_sources(out_dir)], sep=", ")
+        most = first_few([f"{source} {n:,}" for source, n in _most_rejected(rows)], sep=", ")
         click.echo(
             f"warning: {rejected:,} of {total:,} records were rejected ({kinds}; most in {most}); check "
             f"--text-field and --id-field, and each record's reason in {out_dir}/rejected/",
@@ -784,27 +790,9 @@ def _warn_about_records(counts: dict, out_dir: str) -> None:
         )
 
 
-def _first_rejected(out_dir: str, kind: str) -> tuple[str, int, str]:
-    """``source``, ``line`` and ``reason`` of the first record of ``kind`` in ``OUT/rejected/``."""
-    import pyarrow.dataset as ds
-
-    rows = ds.dataset(Path(out_dir) / "rejected", format="parquet")
-    first = rows.to_table(columns=["source", "line", "reason"], filter=ds.field("kind") == kind).slice(0, 1)
-    return tuple(first.to_pylist()[0].values())
-
-
-def _rejected_sources(out_dir: str, kinds: tuple[str, ...] | None = None) -> list[tuple[str, int]]:
-    """The files of ``OUT/rejected/``'s records (of ``kinds``, else all), most rejected first (the
-    counts say how many records, not which files: a truncated source went unnamed)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.dataset as ds
-
-    table = ds.dataset(Path(out_dir) / "rejected", format="parquet").to_table(columns=["source", "kind"])
-    if kinds is not None:
-        table = table.filter(pc.is_in(table["kind"], pa.array(kinds)))
-    counted_sources = table.group_by("source").aggregate([("source", "count")]).to_pylist()
-    return sorted(((row["source"], row["source_count"]) for row in counted_sources), key=lambda sn: (-sn[1], sn[0]))
+def _most_rejected(rows) -> list[tuple[str, int]]:
+    """``(source, records)`` of ``OUT/rejected/``'s ``rows``, most records first, then by name."""
+    return sorted(rows.groupby("source").size().items(), key=lambda sn: (-sn[1], sn[0]))
 
 
 def print_summary(summary: dict, out_dir: str) -> None:

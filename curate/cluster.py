@@ -684,11 +684,11 @@ def worker_specs(client: Client | None) -> dict[str, dict]:
     }
 
 
-def partition_slots(client: Client | None, gpu: bool) -> int:
-    """How many partitions ``client``'s workers compute at once: all their threads, or on the GPU
-    backend one per worker (its GPU takes one task at a time); 1 without a client."""
-    workers = worker_specs(client).values()
-    return max(1, len(workers) if gpu else sum(w["nthreads"] for w in workers))
+def partition_slots(workers: dict[str, dict], gpu: bool) -> int:
+    """How many partitions the ``workers`` (:func:`worker_specs`) compute at once: all their
+    threads, or on the GPU backend one per worker (its GPU takes one task at a time); 1 without
+    any."""
+    return max(1, len(workers) if gpu else sum(w["nthreads"] for w in workers.values()))
 
 
 # A thread's room over a partition's bytes: on a corpus of books and 9 rounds of edited copies
@@ -699,13 +699,13 @@ def partition_slots(client: Client | None, gpu: bool) -> int:
 PARTITION_PEAK = 24
 
 
-def memory_blocksize(client: Client | None, gpu: bool) -> int | None:
-    """The largest partition (bytes of text) that ``client``'s workers' host memory limits hold:
-    a thread's room (:func:`curate.config.thread_room`) over :data:`PARTITION_PEAK`; the smallest
-    over the workers, at least 4 MB. None without a client, where a worker has no limit, or on
-    the GPU backend (device memory bounds its partitions).
+def memory_blocksize(workers: dict[str, dict], gpu: bool) -> int | None:
+    """The largest partition (bytes of text) that the ``workers``' (:func:`worker_specs`) host
+    memory limits hold: a thread's room (:func:`curate.config.thread_room`) over
+    :data:`PARTITION_PEAK`; the smallest over the workers, at least 4 MB. None without workers,
+    where a worker has no limit, or on the GPU backend (device memory bounds its partitions).
     """
-    workers = [] if gpu else worker_specs(client).values()
+    workers = [] if gpu else workers.values()
     if not workers or not all(w["memory_limit"] for w in workers):
         return None
     room = min(thread_room(w["memory_limit"], w["nthreads"]) for w in workers)

@@ -141,11 +141,11 @@ def dedup(
     # Parquet output reads every field, so the first read checks them all, as that one will
     # (JSONL values that do not convert, a field named as a column the reader adds).
     # A partition for every worker thread, where the input is large enough (curate.io.plan).
-    spread = partition_slots(current_client(), gpu)
-    workers = worker_specs(current_client())
+    workers = worker_specs(current_client())  # one reading of the scheduler's table
+    spread = partition_slots(workers, gpu)
     # Unless given, partitions no larger than the workers' memory holds: at 64 MB, workers of 1 GB
     # were restarted in verification until the run stopped (lowering --blocksize was the advice).
-    most = memory_blocksize(current_client(), gpu)
+    most = memory_blocksize(workers, gpu)
     why = "what the workers' memory limits hold"
     # Resumed, no larger than the run it resumes cut them: the stop's advice, more memory, made
     # larger partitions, and every finished stage was computed again.

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from distributed import futures_of, get_task_stream
 
-from curate.cluster import memory_blocksize
+from curate.cluster import memory_blocksize, worker_specs
 from curate.config import load_config
 from curate.dedup.keys import in_order
 from curate.dedup.resolve import AccountingError, resolve
@@ -379,10 +379,11 @@ def test_partitions_are_no_larger_than_the_workers_memory_holds_unless_given(
     # partitions (of a corpus of books and edited copies; 32 MB finished). Each worker here has
     # one thread and the limit LocalCluster gives it.
     (limit,) = {w["memory_limit"] for w in client.scheduler_info(n_workers=-1)["workers"].values()}
-    assert memory_blocksize(client, gpu=False) == max(4_000_000, int((limit - 300_000_000) / 24))
-    assert memory_blocksize(client, gpu=True) is None and memory_blocksize(None, gpu=False) is None
+    workers = worker_specs(client)
+    assert memory_blocksize(workers, gpu=False) == max(4_000_000, int((limit - 300_000_000) / 24))
+    assert memory_blocksize(workers, gpu=True) is None and memory_blocksize({}, gpu=False) is None
     # As if that were 1,000 bytes: the fixture (2,445 bytes) in 3 partitions, the same outputs.
-    monkeypatch.setattr("curate.pipeline.memory_blocksize", lambda client, gpu: 1000)
+    monkeypatch.setattr("curate.pipeline.memory_blocksize", lambda workers, gpu: 1000)
     out, summary = run(tmp_path, ["tests/data/docs.jsonl"])
     assert summary["counts"]["input"]["partitions"] == 3 and summary["config"]["io"]["blocksize"] == 1000
     # The workers it ran on, whose limit the config does not give (its memory_limit is "auto").
@@ -400,7 +401,7 @@ def test_partitions_are_no_larger_than_the_workers_memory_holds_unless_given(
     # computed every finished stage again; it now cuts it as the run it resumes did.
     stages = tmp_path / "stages"
     dedup(["tests/data/docs.jsonl"], str(stages), load_config(None, {}), keep_stages=True)
-    monkeypatch.setattr("curate.pipeline.memory_blocksize", lambda client, gpu: 2000)
+    monkeypatch.setattr("curate.pipeline.memory_blocksize", lambda workers, gpu: 2000)
     resumed = dedup(["tests/data/docs.jsonl"], str(stages), load_config(None, {}), resume=True, keep_stages=True)
     assert resumed["counts"]["input"]["partitions"] == 3 and resumed["config"]["io"]["blocksize"] == 1000
     assert len(resumed["reused_stages"]) == 11
@@ -413,9 +414,9 @@ def test_a_run_resumed_on_another_number_of_threads_reuses_its_stages_if_its_par
     # computed every stage again: the worker threads were part of the stages' key, though the
     # fixture is one partition either way.
     out, inputs = tmp_path / "out", ["tests/data/docs.jsonl"]
-    monkeypatch.setattr("curate.pipeline.partition_slots", lambda client, gpu: 1)
+    monkeypatch.setattr("curate.pipeline.partition_slots", lambda workers, gpu: 1)
     first = dedup(inputs, str(out), load_config(None, {}), keep_stages=True)
-    monkeypatch.setattr("curate.pipeline.partition_slots", lambda client, gpu: 2)
+    monkeypatch.setattr("curate.pipeline.partition_slots", lambda workers, gpu: 2)
     second = dedup(inputs, str(out), load_config(None, {}), resume=True, keep_stages=True)
     assert second["reused_stages"] == [
         *("read", "exact", "minhash+lsh", "select", "verify", "member_pairs", "verify_members"),
