@@ -19,7 +19,17 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import get_protocol, glob_translate
 
 from curate.config import IOConfig, parse_keep
-from curate.io.files import check_ordered, find_inputs, first_few, glob_root, sample_files, source_names, unify_schemas
+from curate.io.files import (
+    check_ordered,
+    find_inputs,
+    first_few,
+    glob_root,
+    sample_files,
+    shown_types,
+    source_names,
+    types_found,
+    unify_schemas,
+)
 
 # A run's outputs; summary.json first: when replacing a run, a reader must never take the old
 # summary for new outputs.
@@ -59,13 +69,19 @@ class Inputs:
     warnings : tuple of str
         Skipping bad records (``on_error="skip"``): one sentence for each file whose first
         records lack a field every record needs, or hold no string as the text; its records
-        will be rejected (failing, the first such file is an error).
+        will be rejected (failing, the first such file is an error). And one where some
+        file's ids are integers and others' not: all are read as strings.
+    converted : tuple of str
+        One sentence for each field whose types in the files have no one Arrow type (``int64``
+        in one file and ``string`` in another, timestamps in two time zones, ``{}``): it is
+        read as each value's JSON text, a string, which Parquet output holds.
     """
 
     paths: tuple[str, ...]
     fmt: str
     fields: tuple[str, ...]
     warnings: tuple[str, ...] = ()
+    converted: tuple[str, ...] = ()
 
 
 def check_inputs(inputs: list[str], io: IOConfig, keep: str = "first") -> Inputs:
@@ -128,15 +144,23 @@ def check_inputs(inputs: list[str], io: IOConfig, keep: str = "first") -> Inputs
         column = None  # the config's validation says what is wrong with it
     if column is not None and column not in fields:
         raise ValueError(f"--keep {keep}: no field {column!r} in any input file {listed}")
+    names = source_names(paths)
+    per_source = [(source, schemas) for source, (schemas, _) in zip(names, samples)]
+    schema, json_text = unify_schemas(
+        [schema for _, schemas in per_source for schema in schemas], io.text_field, io.id_field
+    )
     if column is not None:
-        schemas = [schema for schemas, _ in samples for schema in schemas]
-        per_source = [(source, schemas) for source, (schemas, _) in zip(source_names(paths), samples)]
-        check_ordered(column, *unify_schemas(schemas, io.text_field, io.id_field), per_source)
+        check_ordered(column, schema, json_text, per_source)
+    converted = tuple(
+        f"field {name!r} is read as each value's JSON text, a string, as no one type holds its values "
+        f"({shown_types(types_found(name, per_source))})"
+        for name in schema.names
+        if name in json_text
+    )
     # A file whose first records lack a field every record needs (or hold no string as the text)
     # would stop a failing run at its first record, after the cluster started: it stops here.
     # Skipping, its records are all rejected: a wrong field more likely than bad data, and a
     # whole source that did not count towards the warning on half the records went unsaid.
-    names = source_names(paths)
     having = {  # the needed fields' files, named
         f: first_few([n for n, got in zip(names, per_file) if f in got], sep=", ")
         for f in {io.text_field, io.id_field} & set(fields)
@@ -168,7 +192,21 @@ def check_inputs(inputs: list[str], io: IOConfig, keep: str = "first") -> Inputs
             )
     if problems and io.on_error == "fail":
         raise ValueError(f"{problems[0]}, {_SKIP_HINT}")
-    return replace(found, warnings=tuple(f"{p}; --on-error skip rejects its records" for p in problems))
+    warnings = [f"{p}; --on-error skip rejects its records" for p in problems]
+    return replace(found, warnings=(*warnings, *_string_ids(schema, per_source, io.id_field)), converted=converted)
+
+
+def _string_ids(schema: pa.Schema, per_source: list[tuple[str, list[pa.Schema]]], id_field: str) -> list[str]:
+    """A sentence where ids are read as strings though some file's are integers (none otherwise)."""
+    if id_field not in schema.names or pa.types.is_integer(schema.field(id_field).type):
+        return []
+    found = types_found(id_field, per_source)
+    if not any(re.fullmatch(r"u?int\d+", kind) for kinds in found.values() for kind in kinds):
+        return []
+    return [
+        f"ids are read as strings, as not every file's ids are integers ({shown_types(found)}): "
+        'removed.parquet and duplicates.parquet list the integer 7 as "7"'
+    ]
 
 
 def _field_fix(flag: str, having: str) -> str:

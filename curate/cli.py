@@ -157,6 +157,9 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
             found = check_inputs(list(inputs), io, data.get("keep") or "first")
             for warning in found.warnings:
                 click.echo(f"warning: {warning}", err=True)
+            if (io.output_format or found.fmt) == "parquet":  # else each record is written as read
+                for note in found.converted:
+                    click.echo(f"warning: {note}", err=True)
             config = _validated(RunConfig.model_validate, data)
             asked = config.backend
             config = _resolved(config)

@@ -4,6 +4,7 @@ Each test builds its fixture in ``tmp_path``. Fail mode: the message names file,
 Skip mode: the exact rejected rows (line, kind, field, reason, record bytes) and the documents kept.
 """
 
+import datetime
 import gzip
 import json
 import os
@@ -786,6 +787,41 @@ def test_parquet_file_cut_short_or_not_parquet(tmp_path):
     assert fail_message(tmp_path).startswith("d.parquet:0: Parquet data that cannot be read (")
     good, rejected = read_skip(tmp_path)
     assert good.id.tolist() == ["a", "b"] and [r[:3] for r in rejected] == [(0, "corrupt", None)]
+
+
+def test_parquet_value_the_widened_type_cannot_hold_rejects_its_row_only(tmp_path):
+    # Files whose column types differ are read in a type both hold (ms and ns timestamps as ns,
+    # int64 and double as double). One value beyond it rejected every row of its file, each
+    # with that value's reason, and the failing run named row 0.
+    (tmp_path / "p").mkdir()
+    stamps = [datetime.datetime(2000, 1, 1)] * 300
+    stamps[200] = datetime.datetime(3000, 1, 1)  # beyond int64 nanoseconds
+    numbers = list(range(300))
+    numbers[250] = 2**53 + 1  # no double holds it
+    pq.write_table(
+        pa.table(
+            {
+                "id": list(range(300)),
+                "text": [f"document number {i}" for i in range(300)],
+                "ts": pa.array(stamps, pa.timestamp("ms")),
+                "n": numbers,
+            }
+        ),
+        tmp_path / "p" / "a.parquet",
+        row_group_size=64,
+    )
+    pq.write_table(
+        pa.table({"id": [300], "text": ["last"], "ts": pa.array([None], pa.timestamp("ns")), "n": [0.5]}),
+        tmp_path / "p" / "b.parquet",
+    )
+    message = fail_message(tmp_path / "p")
+    assert message.startswith("a.parquet:200: field 'ts': cannot convert timestamp[ms] to timestamp[ns] (")
+    good, rejected = read_skip(tmp_path / "p")
+    assert good.id.tolist() == [i for i in range(301) if i not in (200, 250)]
+    assert [r[:3] for r in rejected] == [(200, "wrong-type", "ts"), (250, "wrong-type", "n")]
+    assert rejected[1][3].startswith("cannot convert int64 to double (Integer value 9007199254740993 not in range")
+    assert json.loads(rejected[0][4])["id"] == 200 and json.loads(rejected[1][4])["n"] == 2**53 + 1
+    assert good.n[good.id == 249].tolist() == [249.0] and good.ts.notna().sum() == 298
 
 
 def test_parquet_damage_in_a_column_the_dedup_does_not_read(tmp_path):

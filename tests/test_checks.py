@@ -153,6 +153,37 @@ def test_a_text_field_of_another_type_stops_before_the_cluster(tmp_path):
     assert result.exit_code == 1 and "field 'meta' holds objects" in result.output and not (tmp_path / "out").exists()
 
 
+def test_fields_and_ids_read_as_strings_are_named_before_the_run(tmp_path):
+    # Timestamps in two time zones came out of Parquet to Parquet as JSON text ('"2020-01-01T00:00:00+00:00"'),
+    # one file's integer ids and another's strings as strings ('7'), without a word.
+    (tmp_path / "in").mkdir()
+    when = {"UTC": pa.timestamp("us", tz="UTC"), "Berlin": pa.timestamp("us", tz="Europe/Berlin")}
+    pq.write_table(
+        pa.table({"id": [7, 8], "text": ["a", "b"], "ts": pa.array([0, 1], when["UTC"])}), tmp_path / "in" / "a.parquet"
+    )
+    pq.write_table(
+        pa.table({"id": ["x"], "text": ["c"], "ts": pa.array([0], when["Berlin"])}), tmp_path / "in" / "b.parquet"
+    )
+    found = check_inputs([str(tmp_path / "in")], IOConfig())
+    field = (
+        "field 'ts' is read as each value's JSON text, a string, as no one type holds its values "
+        "(a.parquet: timestamp[us, tz=UTC]; b.parquet: timestamp[us, tz=Europe/Berlin])"
+    )
+    ids = (
+        "ids are read as strings, as not every file's ids are integers (a.parquet: int64; b.parquet: string): "
+        'removed.parquet and duplicates.parquet list the integer 7 as "7"'
+    )
+    assert found.converted == (field,) and found.warnings == (ids,)
+    only_a = check_inputs([str(tmp_path / "in" / "a.parquet")], IOConfig())
+    assert only_a.converted == () and only_a.warnings == ()
+    for output, said in (("parquet", [ids, field]), ("jsonl", [ids])):  # JSONL output: each row as read
+        args = ["dedup", str(tmp_path / "in"), "-o", str(tmp_path / output), "--output-format", output]
+        result = CliRunner().invoke(main, [*args, "--threshold", "1.5"])  # stopped after the checks
+        assert result.exit_code != 0 and [
+            line for line in result.output.splitlines() if line.startswith("warning")
+        ] == [f"warning: {s}" for s in said]
+
+
 def test_a_spill_folder_that_cannot_be_one_stops_before_the_cluster(tmp_path):
     # It was Dask's bare "[Errno 20] Not a directory: '<dir>/dask-scratch-space'" as workers started.
     (tmp_path / "file").write_text("x")

@@ -19,8 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import curate
 from curate.config import load_config
-from curate.io import read_documents
+from curate.io import read_documents, write_documents
 from curate.io import records as record_parsing
 from curate.io.files import expand_paths, find_inputs, overlap_message
 from curate.io.plan import SPREAD_FLOOR, parse_pieces, plan_sources
@@ -159,6 +160,28 @@ def test_assigned_ids_are_put_first_in_the_records(sync, tmp_path):
     assert pd.read_parquet(out / "removed.parquet")[["id", "representative"]].values.tolist() == [
         ["in.jsonl:4", "in.jsonl:1"]
     ]
+
+
+def test_the_apis_jsonl_write_of_records_read_with_every_field_is_the_input(sync, tmp_path):
+    # records=True keeps every field beside _record; write_documents put them all in front of
+    # the record's own keys, so every key came out twice, first as converted values: {} and a
+    # list of numbers and objects as their JSON text in strings, an integer beyond int64 too.
+    fields = [
+        b'"text": "some text here", "obj": {}, "mixed": [1, {"x": 2}], "big": 99999999999999999999}',
+        b'"text":"other text","obj":{},"mixed":[1,{"x":2}],"big":5}',
+        b'"text": "other text", "obj": {}, "mixed": [1], "big": 5.0}',  # an exact duplicate
+    ]
+
+    def kept_lines(name: str, lines: list[bytes]) -> list[bytes]:
+        (tmp_path / f"{name}.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+        result = curate.deduplicate(read_documents(str(tmp_path / f"{name}.jsonl"), records=True))
+        result.compute_with(write_documents(result.kept, str(tmp_path / name), "jsonl"))
+        return (tmp_path / name / "part.0.jsonl").read_bytes().splitlines()
+
+    own = [b'{"id": 1, ' + fields[0], b'{"id":2,' + fields[1], b'{"id": 3, ' + fields[2]]
+    assert kept_lines("own", own) == own[:2]
+    assigned = kept_lines("bare", [b"{" + f for f in fields])
+    assert assigned == [b'{"id": "bare.jsonl:1", ' + fields[0], b'{"id": "bare.jsonl:2", ' + fields[1]]
 
 
 def test_parquet_keeps_its_schema_and_values(sync, tmp_path):

@@ -613,12 +613,7 @@ def check_ordered(
     if name not in schema.names:
         return
     if name in json_text:
-        found = {}  # file -> its types
-        for source, schemas in samples:
-            for field in (f for s in schemas for f in s if f.name == name):
-                kind = _MARKED.get(field.metadata and dict(field.metadata).get(b"curate"), str(field.type))
-                if kind != "null":
-                    found.setdefault(source, {})[kind] = None
+        found = types_found(name, samples)
         huge = [source for source, kinds in found.items() if _MARKED[b"huge"] in kinds]
         if huge:  # read as their exact text, which does not order as numbers
             raise ValueError(
@@ -630,11 +625,31 @@ def check_ordered(
         kinds = {kind for each in found.values() for kind in each}
         if len(kinds) == 1 and next(iter(kinds)).startswith(("struct", "list", "large_list", "map")):
             _refuse_nested(name, kinds.pop())
-        shown = first_few([f"{source}: {', '.join(sorted(kinds))}" for source, kinds in found.items()], "{} more files")
-        raise ValueError(f"field {name!r}, which --keep orders, holds values of several types ({shown})")
+        raise ValueError(f"field {name!r}, which --keep orders, holds values of several types ({shown_types(found)})")
     dtype = schema.field(name).type
     if pa.types.is_nested(dtype):
         _refuse_nested(name, dtype)
+
+
+def types_found(name: str, samples: list[tuple[str, list[pa.Schema]]]) -> dict[str, dict[str, None]]:
+    """Each sampled file's types for field ``name``, as messages name them (``int64``, "values of
+    no one type"), nulls left out; files without the field left out.
+
+    ``samples`` holds each file's name and sampled schemas, as :func:`check_ordered`'s."""
+    found: dict[str, dict[str, None]] = {}
+    for source, schemas in samples:
+        for field in (f for s in schemas for f in s if f.name == name):
+            kind = _MARKED.get(field.metadata and dict(field.metadata).get(b"curate"), str(field.type))
+            if kind != "null":
+                found.setdefault(source, {})[kind] = None
+    return found
+
+
+def shown_types(found: dict[str, dict[str, None]]) -> str:
+    """:func:`types_found`'s result for a message: ``a.parquet: int64; b.parquet: string`` (three files at most)."""
+    return first_few(
+        [f"{source}: {', '.join(sorted(kinds))}" for source, kinds in found.items()], "{} more files", "; "
+    )
 
 
 def _refuse_nested(name: str, dtype) -> None:

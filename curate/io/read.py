@@ -133,9 +133,10 @@ def read_documents(
         whose fields are placeholders (0 in numeric and boolean columns, else null; ``_record``
         holds the record as read).
     records : bool, default=False
-        Also return ``_record`` (binary), each record as read, to write it unchanged as JSONL:
-        its line without the line end (JSONL), or its row's values as a JSON object, every
-        column of its file in the file's types (Parquet; NaN and infinities as null).
+        Also return ``_record`` (binary), each record as read, to write it unchanged as JSONL
+        (:func:`curate.io.write_documents`): its line without the line end (JSONL), or its
+        row's values as a JSON object, every column of its file in the file's types (Parquet;
+        NaN and infinities as null); an assigned id is put first (``{"id": "a.jsonl:1", ...``).
     compared : tuple of str, default=()
         Fields whose values are ordered (a keep policy's column, ``--keep max:FIELD``): each
         must have one type, and one that orders (not a list, struct or map); a Parquet row
@@ -413,11 +414,13 @@ class _Reader:
         if self.layout.only:
             table = table.select([n for n in self.layout.schema.names if n in table.column_names])
         problems = _row_problems(table, self.layout)
+        for row, problem in _cast_problems(table, self.layout).items():
+            problems.setdefault(row, problem)
         rows = np.arange(table.num_rows, dtype=np.int64)
         good = np.setdiff1d(rows, list(problems))
         try:
             pieces = [(good, conform(table.take(good), self.layout))]
-        except Mismatch as err:  # a column of another type than in other files: every row
+        except Mismatch as err:  # what no row causes alone (a value beyond the type is _cast_problems'): every row
             pieces, problems = [], dict.fromkeys(rows.tolist(), (err.kind, err.field, err.reason)) | problems
         bad = [Bad(row, *problems[row]) for row in sorted(problems)]
         records = _row_json(table.take([b.index for b in bad])) if bad else []
@@ -439,10 +442,14 @@ class _Reader:
         table = pa.concat_tables([t for _, t in pieces]) if pieces else self.layout.schema.empty_table()
         key = (np.int64(index) << POSITION_BITS) | np.asarray(positions, dtype=np.int64)
         columns = {DOC: pa.array(key[rows], pa.int64())}
-        if self.assign_ids:
-            columns["id"] = pa.array([f"{self.names[index]}:{line}" for line in lines[rows]], pa.string())
+        ids = [f"{self.names[index]}:{line}" for line in lines[rows]] if self.assign_ids else None
+        if ids is not None:
+            columns["id"] = pa.array(ids, pa.string())
         if self.records:
-            columns["_record"] = pa.array([raw_lines[i] for i in rows], pa.large_binary())
+            lines_kept = [raw_lines[i] for i in rows]
+            if ids is not None:  # the record as written out: its assigned id its first key
+                lines_kept = [_with_id(line, id_) for line, id_ in zip(lines_kept, ids)]
+            columns["_record"] = pa.array(lines_kept, pa.large_binary())
         if self.skip:
             columns["_line"] = pa.array(lines[rows], pa.int64())
         table = pa.table(
@@ -469,6 +476,12 @@ class _Reader:
         if both.nbytes >= SMALL_OFFSETS_LIMIT:  # take joins each column's chunks into one array
             both = both.cast(pa.schema([f.with_type(large_offsets(f.type)) for f in both.schema]))
         return both.take(np.argsort(both[DOC].to_numpy(), kind="stable"))
+
+
+def _with_id(record: bytes, id_: str) -> bytes:
+    """A JSON object's bytes with ``"id": id_`` put first, the rest of them unchanged."""
+    rest = record.lstrip()[1:].lstrip()  # after the object's '{'
+    return b'{"id": ' + json_text(id_).encode() + (b"" if rest.startswith(b"}") else b", ") + rest
 
 
 def _read_bytes(fs, src: Source, path: str) -> tuple[bytes, int, Broken | None]:
@@ -546,6 +559,46 @@ def _row_problems(table: pa.Table, layout: Layout) -> dict[int, tuple[str, str |
                         row,
                         ("invalid-utf8", name, f"invalid UTF-8 (byte 0x{value[err.start]:02x} at byte {err.start})"),
                     )
+    return problems
+
+
+def _cast_problems(table: pa.Table, layout: Layout) -> dict[int, tuple[str, str, str]]:
+    """Parquet rows holding a value that the input's type for its field cannot hold: row -> problem.
+
+    Where files' types for a field differ, each file's column is cast to the type found for all
+    (:func:`curate.io.files.unify_schemas`: ``timestamp[ms]`` and ``[ns]`` as ``[ns]``, ``int64``
+    and ``double`` as ``double``), and a single value beyond it (the year 3000 in nanoseconds,
+    2**53 + 1 as a double) fails the cast of its whole column. The failing rows are found by
+    halving the column, so a file with k such values costs about ``2 k log2(rows)`` casts, and the
+    rest of the file is read. A pair of types Arrow cannot cast at all fails every row.
+    """
+    problems: dict[int, tuple[str, str, str]] = {}
+    for field in layout.schema or ():
+        if field.name in layout.json_text or field.name not in table.column_names:
+            continue
+        column = table[field.name]
+        if column.type == field.type:
+            continue
+        reason = f"cannot convert {column.type} to {field.type}"
+        try:
+            column.cast(field.type)
+            continue
+        except pa.ArrowInvalid:
+            pass
+        except (pa.ArrowNotImplementedError, pa.ArrowTypeError) as err:  # the types themselves
+            problems.update(dict.fromkeys(range(table.num_rows), ("wrong-type", field.name, f"{reason} ({err})")))
+            continue
+        pending = [(0, len(column))]
+        while pending:
+            start, stop = pending.pop()
+            try:
+                column.slice(start, stop - start).cast(field.type)
+            except pa.ArrowInvalid as err:
+                if stop - start == 1:
+                    problems.setdefault(start, ("wrong-type", field.name, f"{reason} ({err})"))
+                else:
+                    middle = (start + stop) // 2
+                    pending += [(middle, stop), (start, middle)]
     return problems
 
 

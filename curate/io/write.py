@@ -53,10 +53,11 @@ def write_documents(
     ----------
     docs : dask.dataframe.DataFrame
         With ``_record`` (binary: JSONL lines, from :func:`curate.io.read_documents` with
-        ``records=True``), JSONL output writes each record's line unchanged, the frame's other
-        columns (an assigned ``id``) put in front of its keys. Otherwise each row is written
-        from its Arrow values: in JSONL, integers whole and floats as the shortest text that
-        reads back as the same double (NaN and infinities, which JSON lacks, as null).
+        ``records=True``), JSONL output writes each record's line unchanged (an assigned ``id``
+        its first key) and none of the frame's other columns: drop ``_record`` to write them.
+        Otherwise each row is written from its Arrow values: in JSONL, integers whole and floats
+        as the shortest text that reads back as the same double (NaN and infinities, which JSON
+        lacks, as null), and a field read as JSON text (values of several types) as a string.
     path : str
         Output directory (local path or fsspec URL); created if needed.
     fmt : {"parquet", "jsonl"}
@@ -141,21 +142,12 @@ def _arrow_table(part, schema: pa.Schema) -> pa.Table:
 def jsonl_lines(table: pa.Table) -> bytes:
     """JSONL of a table's rows (see :func:`write_documents`): each ending in ``\\n``, UTF-8.
 
-    With a ``_record`` column (binary JSON objects), each record as it is, the other columns
-    put first as keys of the object, the rest of its bytes unchanged.
+    With a ``_record`` column (binary JSON objects), each record as it is; the other columns are
+    not written (they hold the same fields, converted).
     """
     if "_record" not in table.column_names:
         return b"".join(json_text(finite(row)).encode() + b"\n" for row in python_rows(table))
-    lines = table["_record"].to_pylist()
-    front = table.drop_columns(["_record"])
-    if front.num_columns == 0:
-        return b"".join(line + b"\n" for line in lines)
-    out = []
-    for row, line in zip(python_rows(front), lines):
-        keys = json_text(row).encode()[:-1]  # '{"id": "a.jsonl:1"'
-        rest = line.lstrip()[1:].lstrip()  # after the record's '{'
-        out.append(keys + (b"" if rest.startswith(b"}") else b", ") + rest + b"\n")
-    return b"".join(out)
+    return b"".join(line + b"\n" for line in table["_record"].to_pylist())
 
 
 def write_table(source: str, path: str, columns: list[str]) -> None:
