@@ -449,15 +449,54 @@ FORMAT = r"\p{Cf}+"  # invisible characters that NFKC keeps: a zero-width space 
 WHITESPACE = r"[\s\x0b\x1c-\x1f\x85\p{Z}]+"
 
 
-def _normalize_chars(arr, *, lowercase: bool, whitespace: bool, punctuation: bool, format_chars: bool = False):
-    # Everything but NFKC and the final trim: lowercase, strip punctuation and format characters,
-    # each run of whitespace to one space.
+MARKS = r"\p{Mn}+"  # nonspacing marks: accents, and the vowel signs some scripts write as marks
+
+
+@functools.cache
+def _every_code_point() -> tuple[np.ndarray, pa.LargeStringArray]:
+    """Every Unicode scalar value (no surrogates), as int64 and as a string of one code point each."""
+    points = np.r_[np.arange(0, 0xD800), np.arange(0xE000, 0x110000)]
+    return points, pa.array(list(points.astype("<u4").tobytes().decode("utf-32-le")), pa.large_string())
+
+
+@functools.cache
+def accent_table() -> dict[int, str]:
+    """What stripping accents does to each code point it changes: a nonspacing mark (Unicode
+    category Mn) becomes ``""``; a character whose canonical decomposition (NFD) is one character
+    and nonspacing marks becomes that character (``é`` and ``ệ`` ``e``, ``ά`` ``α``, ``ç`` ``c``).
+
+    A character map, as scikit-learn's ``strip_accents="unicode"`` and datatrove's diacritics
+    folding (NFD, then nonspacing marks removed) are on composed text, but character by
+    character: a Hangul syllable, whose NFD is several letters, or a Bengali two-part vowel
+    stays whole, and a text gets the same result composed (NFC) or decomposed (NFD). Arrow's
+    NFD and RE2's ``\\p{Mn}``, so the installed pyarrow's Unicode version.
+
+    Returns
+    -------
+    dict of int to str
+        Code point -> ``""`` or the one character it becomes.
+    """
+    points, chars = _every_code_point()
+    stripped = pc.replace_substring_regex(pc.utf8_normalize(chars, "NFD"), MARKS, "")
+    one = pc.less_equal(pc.utf8_length(stripped), 1)
+    changed = pc.indices_nonzero(pc.and_(one, pc.not_equal(chars, stripped))).to_numpy()
+    return {int(points[i]): v for i, v in zip(changed, stripped.take(pa.array(changed)).to_pylist())}
+
+
+def _normalize_chars(
+    arr, *, lowercase: bool, whitespace: bool, punctuation: bool, format_chars: bool = False, accents: bool = False
+):
+    # Everything but NFKC and the final trim: lowercase, strip punctuation, format characters and
+    # accents, each run of whitespace to one space.
     if lowercase:
         arr = pc.utf8_lower(arr)
     if punctuation:
         arr = pc.replace_substring_regex(arr, PUNCTUATION, "")
     if format_chars:
         arr = pc.replace_substring_regex(arr, FORMAT, "")
+    if accents:  # a character map by definition (Arrow's NFD of a whole text would split Hangul)
+        table = accent_table()
+        arr = pa.array([None if t is None else t.translate(table) for t in arr.to_pylist()], arr.type)
     if whitespace:
         arr = pc.replace_substring_regex(arr, WHITESPACE, " ")
     return arr
@@ -465,15 +504,23 @@ def _normalize_chars(arr, *, lowercase: bool, whitespace: bool, punctuation: boo
 
 @normalize_text.register(pd.Series)
 def normalize_text_pandas(
-    text: pd.Series, *, lowercase: bool, whitespace: bool, punctuation: bool, nfkc: bool, format_chars: bool = False
+    text: pd.Series,
+    *,
+    lowercase: bool,
+    whitespace: bool,
+    punctuation: bool,
+    nfkc: bool,
+    format_chars: bool = False,
+    accents: bool = False,
 ) -> pd.Series:
     """Normalise text before shingling, each step only when its flag is set.
 
     In order: Unicode NFKC (``nfkc``; Unicode Standard Annex #15, by Arrow's ``utf8_normalize``),
     lowercase (``lowercase``; Arrow's ``utf8_lower``), remove punctuation (``punctuation``; RE2
     ``\\p{P}``), remove format characters (``format_chars``; RE2 ``\\p{Cf}``: zero-width spaces and
-    joiners, soft hyphens, byte order marks, which NFKC keeps), replace each run of whitespace
-    with one space and trim both ends (``whitespace``).
+    joiners, soft hyphens, byte order marks, which NFKC keeps), strip accents (``accents``;
+    :func:`accent_table`), replace each run of whitespace with one space and trim both ends
+    (``whitespace``).
     All but NFKC and the trim are applied as their character map (:func:`normalization_table`),
     in one compiled pass (:func:`curate.kernels.normalize.map_and_collapse`): the same strings.
     Returns a ``str`` series with ``text``'s index; nulls stay null.
@@ -491,6 +538,7 @@ def normalize_text_pandas(
         "whitespace": whitespace,
         "punctuation": punctuation,
         "format_chars": format_chars,
+        "accents": accents,
     }
     table, trim = normalization_table(**options)
     if table:
@@ -507,12 +555,14 @@ def normalize_text_pandas(
 
 
 @functools.cache
-def character_map(*, lowercase: bool, whitespace: bool, punctuation: bool, format_chars: bool = False) -> np.ndarray:
+def character_map(
+    *, lowercase: bool, whitespace: bool, punctuation: bool, format_chars: bool = False, accents: bool = False
+) -> np.ndarray:
     """:func:`normalization_table`'s map as an array for :func:`curate.kernels.normalize.map_characters`.
 
     Parameters
     ----------
-    lowercase, whitespace, punctuation, format_chars : bool
+    lowercase, whitespace, punctuation, format_chars, accents : bool
         As :func:`normalize_text_pandas`.
 
     Returns
@@ -521,7 +571,7 @@ def character_map(*, lowercase: bool, whitespace: bool, punctuation: bool, forma
         The code point each code point becomes (itself where the map has none); -1 where removed.
     """
     table, _ = normalization_table(
-        lowercase=lowercase, whitespace=whitespace, punctuation=punctuation, format_chars=format_chars
+        lowercase=lowercase, whitespace=whitespace, punctuation=punctuation, format_chars=format_chars, accents=accents
     )
     target = np.arange(_normalize.CODE_POINTS, dtype=np.int32)
     for point, value in table.items():
@@ -532,7 +582,7 @@ def character_map(*, lowercase: bool, whitespace: bool, punctuation: bool, forma
 
 @functools.cache
 def normalization_table(
-    *, lowercase: bool, whitespace: bool, punctuation: bool, format_chars: bool = False
+    *, lowercase: bool, whitespace: bool, punctuation: bool, format_chars: bool = False, accents: bool = False
 ) -> tuple[dict[int, str], str]:
     """What :func:`normalize_text_pandas` does to each character, for the GPU backend's cudf string ops.
 
@@ -548,7 +598,7 @@ def normalization_table(
 
     Parameters
     ----------
-    lowercase, whitespace, punctuation, format_chars : bool
+    lowercase, whitespace, punctuation, format_chars, accents : bool
         As :func:`normalize_text_pandas`.
 
     Returns
@@ -566,10 +616,14 @@ def normalization_table(
         If the installed pyarrow maps a code point to several characters (no version does so far),
         which a character map cannot reproduce.
     """
-    points = np.r_[np.arange(0, 0xD800), np.arange(0xE000, 0x110000)]  # every scalar value, no surrogates
-    chars = pa.array(list(points.astype("<u4").tobytes().decode("utf-32-le")), pa.large_string())  # one code point each
+    points, chars = _every_code_point()
     mapped = _normalize_chars(
-        chars, lowercase=lowercase, whitespace=whitespace, punctuation=punctuation, format_chars=format_chars
+        chars,
+        lowercase=lowercase,
+        whitespace=whitespace,
+        punctuation=punctuation,
+        format_chars=format_chars,
+        accents=accents,
     )
     changed = pc.indices_nonzero(pc.not_equal(chars, mapped)).to_numpy()
     values = mapped.take(pa.array(changed)).to_pylist()

@@ -168,13 +168,20 @@ def _chunked_hex(text: cudf.Series, hash_rows, width: int) -> cudf.Series:
 
 @normalize_text.register(cudf.Series)
 def normalize_text_cudf(
-    text: cudf.Series, *, lowercase: bool, whitespace: bool, punctuation: bool, nfkc: bool, format_chars: bool = False
+    text: cudf.Series,
+    *,
+    lowercase: bool,
+    whitespace: bool,
+    punctuation: bool,
+    nfkc: bool,
+    format_chars: bool = False,
+    accents: bool = False,
 ) -> cudf.Series:
     """Normalised text, the strings of :func:`curate.backend.normalize_text_pandas`; nulls stay null.
 
     On the device, byte by byte over the column's buffers (:mod:`curate.kernels.normalize`): the
     character map of :func:`curate.backend.normalization_table` (lowercase, punctuation, format
-    characters, each whitespace character to a space), one space for each run of spaces, then cudf's ``strip``
+    characters, accents, each whitespace character to a space), one space for each run of spaces, then cudf's ``strip``
     of the characters Arrow trims. NFKC alone runs on the host (cudf has none), before the rest.
     libcudf's ``translate`` and regex ``replace`` gave each string one thread (18 MB/s on books
     on an H200); its own ``lower``, ``normalize_spaces`` and character-type filters differ from
@@ -185,6 +192,7 @@ def normalize_text_cudf(
         "whitespace": whitespace,
         "punctuation": punctuation,
         "format_chars": format_chars,
+        "accents": accents,
     }
     table, trim = normalization_table(**options)
     if nfkc:

@@ -231,6 +231,8 @@ def _changes(before: dict, now: dict, shown: int = 3) -> list[str]:
         for path, rest in new_files.items()
         if old_files.get(path) != rest
     ] + [f"input file {path} is gone" for path in old_files if path not in new_files]
+    if not changes and list(old_files) != list(new_files):  # it read as "the worker threads changed"
+        changes.append("the input files are listed in another order (a document's key holds its file's place)")
     differ = [k for k in sorted(old | new) if old.get(k) != new.get(k)]
     alone = differ == ["partitions"] and not changes  # the same files and options: the threads asked for them
     changes += [f"{k}: {_brief(old.get(k, 'unset'))} -> {_brief(new.get(k, 'unset'))}" for k in differ]

@@ -30,6 +30,7 @@ from curate.io.files import (
     types_found,
     unify_schemas,
 )
+from curate.schema import PART_DIGITS
 
 # A run's outputs; summary.json first: when replacing a run, a reader must never take the old
 # summary for new outputs.
@@ -332,8 +333,14 @@ def check_output(
         )
     # Outputs without stages: --resume would recompute everything and replace them.
     why = " and no finished stages to reuse (a run that succeeds removes them; --keep-stages keeps them)"
-    what = "a finished run" if "summary.json" in held else "outputs of a run that did not finish (no summary.json)"
-    raise FileExistsError(f"{out} already holds {names}: {what}{why if resume else ''}; pass --overwrite to replace it")
+    finished = "summary.json" in held
+    what = "a finished run" if finished else "outputs of a run that did not finish (no summary.json)"
+    # (A run stopped after its outputs, while removing its stages or writing its report, is finished.)
+    report = f"; its outputs are complete, and `curate report {out}` writes report.html" if finished else ""
+    raise FileExistsError(
+        f"{out} already holds {names}: {what}{why if resume else ''}"
+        f"{report if resume and 'report.html' not in held else ''}; pass --overwrite to replace it"
+    )
 
 
 def _lists_outputs(item: str, where: Path) -> bool:
@@ -353,7 +360,11 @@ def _lists_outputs(item: str, where: Path) -> bool:
     # (the folder's own name is no pattern: a [ in it matched nothing)
     pattern = re.compile(glob_translate(os.path.join(glob.escape(real), item[len(root) :])))
     written = [where / name for name in OUTPUTS if "." in name]  # summary.json is JSONL to a glob of *.json
-    written += [where / folder / f"part.0.{ext}" for folder in ("deduplicated", "rejected") for ext in _EXTENSIONS]
+    written += [
+        where / folder / f"part.{0:0{PART_DIGITS}d}.{ext}"
+        for folder in ("deduplicated", "rejected")
+        for ext in _EXTENSIONS
+    ]
     return any(pattern.match(str(path)) for path in written)
 
 

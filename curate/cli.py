@@ -178,23 +178,29 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
             raise click.exceptions.Exit(_exit_status(stop)) from None
     reported = False
     try:
-        print_summary(summary, out_dir)
-        _warn_about_records(summary["counts"], out_dir)
-        if with_report:
-            from curate.review.report import write_report
-
-            try:
-                click.echo(f"report: {write_report(out_dir)}")
-            except OSError as err:  # the run's outputs are whole: say so, with the way to the report
-                raise click.ClickException(
-                    f"{err}; the run's outputs are complete: `curate report {out_dir}` writes it"
-                ) from None
-            reported = True
+        with _sigterm_as_interrupt():  # else SIGTERM ended the report's writing with no word (exit 143)
+            _after_run(summary, out_dir, with_report)
+            reported = with_report
     except KeyboardInterrupt as stop:  # the outputs are complete (summary.json is written last)
         missing = with_report and not reported
         report = f"; `curate report {out_dir}` writes report.html" if missing else ""
         click.echo(f"\n{_how(stop)} after the run had finished: {out_dir} holds its outputs{report}", err=True)
         raise click.exceptions.Exit(_exit_status(stop) if missing else 0) from None
+
+
+def _after_run(summary: dict, out_dir: str, with_report: bool) -> None:
+    """The summary table, the warnings on its records, and with ``with_report`` report.html."""
+    print_summary(summary, out_dir)
+    _warn_about_records(summary["counts"], out_dir)
+    if with_report:
+        from curate.review.report import write_report
+
+        try:
+            click.echo(f"report: {write_report(out_dir)}")
+        except OSError as err:  # the run's outputs are whole: say so, with the way to the report
+            raise click.ClickException(
+                f"{err}; the run's outputs are complete: `curate report {out_dir}` writes it"
+            ) from None
 
 
 dedup.help = dedup.help.replace("{formats}", FORMATS)
@@ -282,6 +288,13 @@ def _user_errors(verbose: bool, out_dir: str, cluster: dict):
     config's section, as given)."""
     try:
         yield
+    except RuntimeError as err:  # a P2P shuffle's "failed during barrier phase", from a file it could not write
+        cause = _storage_cause(err)
+        if cause is None:
+            raise
+        if verbose:
+            click.echo(traceback.format_exc(), err=True, nl=False)
+        raise click.ClickException(f"{cause}{_storage_advice(cause, out_dir, cluster)}") from None
     except (OSError, ValueError, OutputBusyError) as err:
         if verbose:
             click.echo(traceback.format_exc(), err=True, nl=False)
@@ -291,13 +304,58 @@ def _user_errors(verbose: bool, out_dir: str, cluster: dict):
                 "" if err.first else "parts of the input are read in parallel, so an earlier record may be bad too; "
             )
             message += f"\n({earlier}--on-error skip lists every bad record in OUT/rejected/ and goes on)"
-        if isinstance(err, OSError) and _disk_full(err):  # Arrow's and fsspec's name no folder
-            message += (
-                f"\n(a disk is full: free space in {out_dir} or in {_spill_where(cluster)}; the stages that "
-                f"finished are kept in {Path(out_dir) / STAGES}, and the same command with --resume, not "
-                "--overwrite, goes on from them)"
-            )
+        if isinstance(err, OSError):  # Arrow's and fsspec's name no folder
+            message += _storage_advice(err, out_dir, cluster)
         raise click.ClickException(message) from None
+
+
+def _storage_advice(err: OSError, out_dir: str, cluster: dict) -> str:
+    """What to do about a file the run could not write ("" for another OSError): where, and that
+    --resume goes on from the finished stages."""
+    kind = _storage_kind(err)
+    if kind is None:
+        return ""
+    what = _STORAGE[kind].format(out=out_dir, spill=_spill_where(cluster))
+    return (
+        f"\n({what}; the stages that finished are kept in {Path(out_dir) / STAGES}, and the same command with "
+        "--resume, not --overwrite, goes on from them)"
+    )
+
+
+# Why a file could not be written, and what frees the run: a full disk or quota, the file size
+# limit and a file system turned read-only stop a run alike (a trial's EFBIG and EROFS were a
+# bare errno, or a P2P traceback with no Error line).
+_STORAGE = {
+    "full": "a disk is full: free space in {out} or in {spill}",
+    "size": "a file passed the file size limit (ulimit -f) or the file system's largest, in {out} or in {spill}: lift it",
+    "read-only": "a file system turned read-only: make {out} or {spill} writable again",
+}
+
+
+def _storage_kind(err: OSError) -> str | None:
+    """:data:`_STORAGE`'s key for ``err``, or None (Arrow gives the errno only in its message)."""
+    text = str(err).lower()
+    if _disk_full(err):
+        return "full"
+    if err.errno == errno.EFBIG or "[errno 27]" in text:
+        return "size"
+    if err.errno == errno.EROFS or "[errno 30]" in text:
+        return "read-only"
+    return None
+
+
+def _storage_cause(err: BaseException) -> OSError | None:
+    """The OSError among ``err``'s causes that :data:`_STORAGE` names, or None. A P2P shuffle
+    passes a worker's on only in words: ``Exception("OSError(27, 'File too large')")``."""
+    seen = err.__cause__ or err.__context__
+    while seen is not None:
+        found = seen if isinstance(seen, OSError) else None
+        if found is None and (words := re.search(r"OSError\((\d+), '([^']*)'\)", str(seen))):
+            found = OSError(int(words[1]), words[2])
+        if found is not None and _storage_kind(found) is not None:
+            return found
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _spill_where(cluster: dict) -> str:

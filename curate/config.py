@@ -260,6 +260,11 @@ class FuzzyConfig(_Section):
         description="Remove Unicode format characters (Cf: zero-width spaces and joiners, soft hyphens, byte "
         "order marks, direction marks) before shingling.",
     )
+    strip_accents: bool = Field(
+        False,
+        description="Remove accents before shingling: nonspacing marks (Mn), and a letter's marks from its "
+        "canonical decomposition (é to e, ά to α), as datatrove's and scikit-learn's folding.",
+    )
     nfkc: bool = Field(False, description="Apply Unicode NFKC normalisation before shingling.")
     local_components_max_edges: int = Field(
         2_000_000,
@@ -359,7 +364,14 @@ class FuzzyConfig(_Section):
     @property
     def normalizes(self) -> bool:
         """Whether any text normalisation is switched on."""
-        return self.lowercase or self.collapse_whitespace or self.strip_punctuation or self.strip_format or self.nfkc
+        return (
+            self.lowercase
+            or self.collapse_whitespace
+            or self.strip_punctuation
+            or self.strip_format
+            or self.strip_accents
+            or self.nfkc
+        )
 
 
 def is_fraction(value: str) -> bool:

@@ -259,13 +259,17 @@ def dedup(
         if rejected is not None:
             rows = rejected_rows(rejected, names)
             writes["rejected"] = write_documents(rows, str(out / "rejected.tmp"), "parquet", REJECTED_SCHEMA)
-        written = run(
-            "count" if io.identify_only else "write", **writes, **removal_counts(removed)
-        )  # the checks' counts in the same pass
-        # A file rewritten in place to its own size keeps every offset, so nothing failed: its
-        # records were read in two states, and one of them was in neither output (exit 0).
-        if (changed := _changed_input(inputs, files)) is not None:
-            raise InputChangedError(changed)
+        try:
+            written = run(
+                "count" if io.identify_only else "write", **writes, **removal_counts(removed)
+            )  # the checks' counts in the same pass
+            # A file rewritten in place to its own size keeps every offset, so nothing failed: its
+            # records were read in two states, and one of them was in neither output (exit 0).
+            if (changed := _changed_input(inputs, files)) is not None:
+                raise InputChangedError(changed)
+        except BaseException:  # a failed write's parts are never used: a disk it filled stayed full
+            _remove(out, PARTIAL)
+            raise
         kept, n_rejected = int(written["kept"]), int(written.get("rejected", 0))
         n_removed = check_accounting(stats.counts["input"]["documents"], kept, removed, n_rejected, counted=written)
         stats.count("output", kept=kept, removed=n_removed, rejected=n_rejected)
@@ -336,7 +340,8 @@ class InputChangedError(ValueError):
         seen = "" if err is None else f" ({type(err).__name__}: {err})"
         super().__init__(
             f"input file {path} changed during the run (size or modification time), so its records were "
-            f"read in different states{seen}; run again once the inputs stay as they are"
+            f"read in different states{seen}; once the inputs stay as they are, run the same command with --resume "
+            "(what was made from the file is made again) or --overwrite"
         )
 
 

@@ -5,6 +5,7 @@ Skip mode: the exact rejected rows (line, kind, field, reason, record bytes) and
 """
 
 import datetime
+import errno
 import gzip
 import json
 import os
@@ -378,7 +379,7 @@ def test_an_id_first_seen_after_the_sample_where_ids_are_assigned(sync, tmp_path
     out, summary = run(tmp_path / "skip", [path], io={"on_error": "skip"})
     rejected = pd.read_parquet(out / "rejected")
     assert rejected[["line", "kind", "field"]].values.tolist() == [[5001, "unknown-field", "id"]]
-    kept = (out / "deduplicated" / "part.0.jsonl").read_text().splitlines()
+    kept = (out / "deduplicated" / "part.00000.jsonl").read_text().splitlines()
     assert len(kept) == 5999 and all(line.count('"id"') == 1 for line in kept)
 
 
@@ -977,6 +978,35 @@ def test_a_full_disk_says_where_to_free_space_and_how_to_go_on(err, tmp_path, mo
     assert "free space in o or in the workers' spill folders (dask worker --local-directory);" in raised.value.message
 
 
+def test_a_file_size_limit_or_a_read_only_disk_says_what_to_do_as_a_full_disk_does(tmp_path):
+    # Under `ulimit -f` a P2P shuffle's EFBIG came as a 139-line traceback ending in "RuntimeError:
+    # P2P ... failed during barrier phase", with no Error line; elsewhere as "[Errno 27] File too
+    # large" alone; a read-only file system as "[Errno 30] ..." alone.
+    from curate.cli import _user_errors
+
+    spill = {"local_directory": "/scratch/me"}
+    go_on = "; the stages that finished are kept in o/_stages, and the same command with --resume, not --overwrite, goes on from them)"
+    size = "a file passed the file size limit (ulimit -f) or the file system's largest, in o or in the spill folder /scratch/me (--local-directory): lift it"
+    read_only = (
+        "a file system turned read-only: make o or the spill folder /scratch/me (--local-directory) writable again"
+    )
+    too_large = OSError(errno.EFBIG, "File too large")
+    shuffle = RuntimeError("P2P 0083dc29 failed during barrier phase")  # the worker's error in words
+    shuffle.__cause__ = RuntimeError(f'Unexpected error encountered during P2P barrier: Exception("{too_large!r}")')
+    cases = [
+        (too_large, f"{too_large}\n({size}{go_on}"),
+        (OSError("Error writing bytes to file. Detail: [errno 27] File too large"), None),
+        (OSError(errno.EROFS, "Read-only file system", "o/_stages/verify.tmp/part.2.parquet"), None),
+        (shuffle, f"{too_large}\n({size}{go_on}"),
+    ]
+    for err, message in cases:
+        with pytest.raises(click.ClickException) as raised, _user_errors(False, "o", spill):
+            raise err
+        assert raised.value.message == (message or f"{err}\n({read_only if '30' in str(err) else size}{go_on}")
+    with pytest.raises(RuntimeError, match="^P2P"), _user_errors(False, "o", spill):  # another cause: as it was
+        raise RuntimeError("P2P 0083dc29 failed during barrier phase") from ValueError("a bug")
+
+
 def test_output_directory_with_a_previous_run(sync, tmp_path):
     jsonl(tmp_path / "in" / "a.jsonl", '{"id": 1, "text": "a"}', "oops", '{"id": 2, "text": "b"}')
     out, _ = run(tmp_path, [tmp_path / "in"], io={"on_error": "skip"})
@@ -1172,9 +1202,11 @@ def test_an_input_rewritten_to_its_own_size_during_the_run_fails_it(sync, tmp_pa
         run(tmp_path, [path])
     assert str(err.value) == (
         f"input file {path} changed during the run (size or modification time), so its records were read in "
-        "different states; run again once the inputs stay as they are"
+        "different states; once the inputs stay as they are, run the same command with --resume (what was made "
+        "from the file is made again) or --overwrite"
     )
-    assert not (tmp_path / "out" / "summary.json").exists()
+    # Nothing of the write is left (a disk the write filled stayed full: no run uses its parts).
+    assert not (tmp_path / "out" / "summary.json").exists() and not (tmp_path / "out" / "deduplicated.tmp").exists()
 
 
 def test_a_field_named_as_a_column_the_reader_adds_is_refused_where_it_is_read(sync, tmp_path):
@@ -1196,7 +1228,9 @@ def test_a_field_named_as_a_column_the_reader_adds_is_refused_where_it_is_read(s
     path = jsonl(tmp_path / "j" / "a.jsonl", '{"id": 1, "text": "a", "_doc": 5}', '{"id": 2, "text": "a", "_doc": 6}')
     summary = dedup([str(path)], str(tmp_path / "out-j"), load_config(None, {}))
     assert summary["counts"]["output"] == {"kept": 1, "removed": 1, "rejected": 0}
-    assert (tmp_path / "out-j" / "deduplicated" / "part.0.jsonl").read_text() == '{"id": 1, "text": "a", "_doc": 5}\n'
+    assert (
+        tmp_path / "out-j" / "deduplicated" / "part.00000.jsonl"
+    ).read_text() == '{"id": 1, "text": "a", "_doc": 5}\n'
     with pytest.raises(ValueError, match="a.jsonl: field '_doc' has the name"):
         dedup([str(path)], str(tmp_path / "out-p"), load_config(None, {"io": {"output_format": "parquet"}}))
 

@@ -228,10 +228,16 @@ def test_output_folder_problems_name_the_fix(tmp_path):
         check_output(tmp_path / "run")
     assert "--resume" not in str(held.value)
     # --resume has nothing to reuse there: it would recompute the run and replace its outputs.
-    with pytest.raises(
-        FileExistsError,
-        match=r"already holds summary.json: a finished run and no finished stages to reuse .*; pass --overwrite",
-    ):
+    # A run stopped (SIGKILL) while removing its stages is finished: its report is what may be missing.
+    with pytest.raises(FileExistsError) as held:
+        check_output(tmp_path / "run", resume=True)
+    assert str(held.value) == (
+        f"{tmp_path / 'run'} already holds summary.json: a finished run and no finished stages to reuse (a run that "
+        "succeeds removes them; --keep-stages keeps them); its outputs are complete, and "
+        f"`curate report {tmp_path / 'run'}` writes report.html; pass --overwrite to replace it"
+    )
+    (tmp_path / "run" / "report.html").write_text("")
+    with pytest.raises(FileExistsError, match=r"keeps them\); pass --overwrite to replace it$"):
         check_output(tmp_path / "run", resume=True)
     check_output(tmp_path / "run", overwrite=True)
     check_output(tmp_path / "empty", resume=True)  # nothing there yet: a job script may always pass --resume
@@ -241,7 +247,7 @@ def test_a_folder_of_outputs_with_files_no_run_writes(tmp_path):
     # --overwrite deleted a user's file kept in OUT/deduplicated/, and the refusal before it
     # called outputs without summary.json "a finished run".
     (tmp_path / "out" / "deduplicated").mkdir(parents=True)
-    (tmp_path / "out" / "deduplicated" / "part.0.jsonl.gz").write_text("")
+    (tmp_path / "out" / "deduplicated" / "part.00000.jsonl.gz").write_text("")
     with pytest.raises(
         FileExistsError,
         match=r"holds deduplicated: outputs of a run that did not finish \(no summary.json\); pass --overwrite",
@@ -294,7 +300,7 @@ def test_output_and_inputs_kept_apart(tmp_path):
     (tmp_path / "link").symlink_to(tmp_path / "t[1]")
     with pytest.raises(ValueError, match=r"inside the input pattern .*/link/\*\*/\*\.jsonl, so a later run"):
         check_output(tmp_path / "link" / "out", inputs=(str(tmp_path / "link" / "**" / "*.jsonl"),), files=(str(data),))
-    for pattern in ("*.jsonl", "*/*.jsonl", "out/*.jsonl"):  # none lists deduplicated/part.0.jsonl
+    for pattern in ("*.jsonl", "*/*.jsonl", "out/*.jsonl"):  # none lists deduplicated/part.00000.jsonl
         check_output(tmp_path / "in" / "out", inputs=(str(tmp_path / "in" / pattern),), files=(str(data),))
     for inputs in ((str(tmp_path / "in"),), (str(tmp_path / "in" / "**"),)):
         check_output(tmp_path / "in" / "_out", inputs=inputs, files=(str(data),))
@@ -438,7 +444,7 @@ def test_shipped_configs_can_be_listed_shown_and_named(tmp_path):
     nemo, datatrove = load_config("nemo-curator").fuzzy, load_config("datatrove").fuzzy
     assert (nemo.ngram, nemo.width, nemo.num_perm, nemo.num_bands, nemo.rows_per_band) == ("char", 24, 260, 20, 13)
     assert (datatrove.ngram, datatrove.width, datatrove.num_bands, datatrove.rows_per_band) == ("word", 5, 14, 8)
-    assert datatrove.hash_bits == 64 and datatrove.lowercase and datatrove.strip_punctuation
+    assert datatrove.hash_bits == 64 and datatrove.lowercase and datatrove.strip_punctuation and datatrove.strip_accents
     missing = CliRunner().invoke(main, ["config", "show", "nope"])
     assert (
         missing.exit_code == 2

@@ -1,6 +1,8 @@
 import importlib.util
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -385,9 +387,6 @@ def test_ctrl_c_before_any_stage_finished_says_how_to_start_over(tmp_path):
 def _dedup_running(run_body: str, out: Path):
     """``curate dedup`` in a fresh process, its run replaced by ``run_body`` (the body of
     ``run(inputs, out, *args)``, indented by four spaces): the finished process."""
-    import subprocess
-    import sys
-
     script = (
         "import os, signal, time, sys\n"
         "import curate.cli\n"
@@ -414,6 +413,29 @@ def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path):
         f"terminated (SIGTERM): finished stages read are kept in {out / '_stages'}; "
         "run the same command with --resume to continue"
     )
+
+
+def test_sigterm_while_the_report_is_written_says_the_outputs_are_complete(tmp_path):
+    # The run's SIGTERM handler was gone once its outputs were written: a SIGTERM while the report
+    # was written ended the process with no word (a trial's 4 of 4), report.html missing.
+    out = tmp_path / "out"
+    script = (
+        "import os, signal, sys, time\n"
+        "import curate.cli, curate.review.report\n"
+        "def write_report(*args, **kwargs):\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    time.sleep(30)\n"
+        "curate.review.report.write_report = write_report\n"
+        "curate.cli.main(sys.argv[1:])\n"
+    )
+    args = ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(out), "--no-progress", "--report"]
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 143, done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        f"terminated (SIGTERM) after the run had finished: {out} holds its outputs; "
+        f"`curate report {out}` writes report.html"
+    )
+    assert (out / "summary.json").exists() and not (out / "report.html").exists()
 
 
 def test_a_second_sigterm_does_not_interrupt_the_first_ones_clean_up(tmp_path):

@@ -176,7 +176,7 @@ def test_the_apis_jsonl_write_of_records_read_with_every_field_is_the_input(sync
         (tmp_path / f"{name}.jsonl").write_bytes(b"\n".join(lines) + b"\n")
         result = curate.deduplicate(read_documents(str(tmp_path / f"{name}.jsonl"), records=True))
         result.compute_with(write_documents(result.kept, str(tmp_path / name), "jsonl"))
-        return (tmp_path / name / "part.0.jsonl").read_bytes().splitlines()
+        return (tmp_path / name / "part.00000.jsonl").read_bytes().splitlines()
 
     own = [b'{"id": 1, ' + fields[0], b'{"id":2,' + fields[1], b'{"id": 3, ' + fields[2]]
     assert kept_lines("own", own) == own[:2]
@@ -455,7 +455,7 @@ def test_a_partition_with_nothing_kept_writes_no_file(sync, tmp_path, fmt):
     (tmp_path / "in" / "c.jsonl").write_text('{"id": 4, "text": "z"}\n')
     out = tmp_path / "out"
     run(out, [tmp_path / "in"], mode="exact", io={"files_per_partition": 1, "output_format": fmt})
-    assert sorted(f.name for f in (out / "deduplicated").iterdir()) == [f"part.0.{fmt}", f"part.2.{fmt}"]
+    assert sorted(f.name for f in (out / "deduplicated").iterdir()) == [f"part.00000.{fmt}", f"part.00002.{fmt}"]
     if fmt == "jsonl":
         assert [json.loads(line)["id"] for line in output_lines(out)] == [1, 2, 4]
     # partition 0 with no documents: written all the same, empty (no lines; Parquet: the schema),
@@ -465,11 +465,24 @@ def test_a_partition_with_nothing_kept_writes_no_file(sync, tmp_path, fmt):
     config = load_config(None, {"mode": "exact", "io": {"files_per_partition": 1, "output_format": fmt}})
     dedup([str(tmp_path / "in")], str(out), config, overwrite=True)
     files = sorted((out / "deduplicated").iterdir())
-    assert [f.name for f in files] == [f"part.0.{fmt}", f"part.1.{fmt}"]
+    assert [f.name for f in files] == [f"part.00000.{fmt}", f"part.00001.{fmt}"]
     if fmt == "jsonl":
         assert files[0].read_bytes() == b"" and [json.loads(line)["id"] for line in output_lines(out)] == [3]
     else:
         assert pq.read_table(files[0]).num_rows == 0 and pq.read_table(out / "deduplicated")["id"].to_pylist() == [3]
+
+
+def test_parts_sort_by_name_in_input_order(sync, tmp_path):
+    # part.10 sorted before part.2: pyarrow's and pandas' read of the folder, a glob and ls gave
+    # the kept documents out of input order past ten parts.
+    (tmp_path / "in").mkdir()
+    for i in range(12):
+        (tmp_path / "in" / f"{i:02d}.jsonl").write_text(f'{{"id": {i}, "text": "document {i}"}}\n')
+    out = tmp_path / "out"
+    run(out, [tmp_path / "in"], mode="exact", io={"files_per_partition": 1, "output_format": "parquet"})
+    names = sorted(f.name for f in (out / "deduplicated").iterdir())
+    assert names[:2] == ["part.00000.parquet", "part.00001.parquet"] and len(names) == 12
+    assert pq.read_table(out / "deduplicated")["id"].to_pylist() == list(range(12))
 
 
 # -- 3. side fields of any type ride along ------------------------------------------------------------

@@ -130,7 +130,11 @@ def test_minhash_of_books(books, bits, width, words):
     assert np.array_equal(host(signatures), cpu_signatures)
 
 
-@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: "+".join(k for k, v in o.items() if v) or "none")
+@pytest.mark.parametrize(
+    "options",
+    [o for o in OPTIONS if sum(o.values()) in (0, 1, len(o) - 1, len(o))],  # none, each alone, all but each, all
+    ids=lambda o: "+".join(k for k, v in o.items() if v) or "none",
+)
 def test_normalize(texts, options):
     # cudf's translate / replace / strip against the CPU; random mixes of every character the
     # map changes and of the trim characters (tests/test_normalize_device.py); every code point.
@@ -358,7 +362,7 @@ def test_keep_max_on_integers_past_2_53_with_nulls_matches_cpu(tmp_path):
     (tmp_path / "in.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     flags = ["--mode", "exact", "--keep", "max:score"]
     cpu = dedup([tmp_path / "in.jsonl"], tmp_path / "cpu", "--backend", "cpu", *flags)
-    assert [json.loads(line)["id"] for line in cpu["deduplicated/part.0.jsonl"].splitlines()] == ["c"]
+    assert [json.loads(line)["id"] for line in cpu["deduplicated/part.00000.jsonl"].splitlines()] == ["c"]
     assert dedup([tmp_path / "in.jsonl"], tmp_path / "gpu", "--backend", "gpu", *flags) == cpu
 
 

@@ -537,7 +537,7 @@ def test_gpu_workers_take_the_gpu_one_task_at_a_time_and_host_steps_run_beside(g
     # The same bytes as without GPU resources.
     with dask.config.set(scheduler="sync"):
         dedup([str(FIXTURES / "docs.jsonl")], str(tmp_path / "sync"), config)
-    for name in ["removed.parquet", "duplicates.parquet", "deduplicated/part.0.jsonl"]:
+    for name in ["removed.parquet", "duplicates.parquet", "deduplicated/part.00000.jsonl"]:
         assert (tmp_path / "gpu" / name).read_bytes() == (tmp_path / "sync" / name).read_bytes(), name
 
 

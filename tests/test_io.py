@@ -149,7 +149,7 @@ def test_parquet_input_and_output(tmp_path):
         "score": [0.5, 0.1, 0.9],
     }
     assert write_documents(docs, str(tmp_path / "jsonl"), "jsonl").compute() == 3
-    lines = (tmp_path / "jsonl" / "part.0.jsonl").read_text().splitlines()
+    lines = (tmp_path / "jsonl" / "part.00000.jsonl").read_text().splitlines()
     assert [json.loads(line) for line in lines] == [
         {"id": 3, "text": "a", "score": 0.5},
         {"id": 1, "text": "b", "score": 0.1},

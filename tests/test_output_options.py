@@ -49,12 +49,12 @@ def test_compressed_input_gives_compressed_output_of_the_same_lines(sync, tmp_pa
         "summary.json",
     ]
     assert plain["output_compression"] == "none"
-    lines = (tmp_path / "plain" / "deduplicated" / "part.0.jsonl").read_bytes()
+    lines = (tmp_path / "plain" / "deduplicated" / "part.00000.jsonl").read_bytes()
 
     zipped = run([tmp_path / "in"], tmp_path / "gz")
     assert zipped["output_compression"] == "gzip" and zipped["counts"]["output"] == plain["counts"]["output"]
-    assert [p.name for p in (tmp_path / "gz" / "deduplicated").iterdir()] == ["part.0.jsonl.gz"]
-    written = (tmp_path / "gz" / "deduplicated" / "part.0.jsonl.gz").read_bytes()
+    assert [p.name for p in (tmp_path / "gz" / "deduplicated").iterdir()] == ["part.00000.jsonl.gz"]
+    written = (tmp_path / "gz" / "deduplicated" / "part.00000.jsonl.gz").read_bytes()
     assert gzip.decompress(written) == lines
     # the same records give the same bytes: the gzip header (RFC 1952) holds no file name or
     # other optional field (FLG byte 0) and no time stamp (MTIME, bytes 4-7, 0)
@@ -65,7 +65,7 @@ def test_compressed_input_gives_compressed_output_of_the_same_lines(sync, tmp_pa
     ]
 
     run([tmp_path / "in"], tmp_path / "none", output_compression="none")
-    assert (tmp_path / "none" / "deduplicated" / "part.0.jsonl").read_bytes() == lines
+    assert (tmp_path / "none" / "deduplicated" / "part.00000.jsonl").read_bytes() == lines
 
 
 def test_keep_stages_and_output_compression_on_resume(sync, tmp_path):
@@ -73,12 +73,14 @@ def test_keep_stages_and_output_compression_on_resume(sync, tmp_path):
     first = run([DOCS], out, keep_stages=True)
     stages = sorted(p.parent.name for p in (out / "_stages").glob("*/_marker.json"))
     assert stages and first["reused_stages"] == []
-    lines = (out / "deduplicated" / "part.0.jsonl").read_bytes()
+    lines = (out / "deduplicated" / "part.00000.jsonl").read_bytes()
     # the output's compression is not part of any stage's key: only the final write runs again
     again = run([DOCS], out, resume=True, output_compression="zstd")
     assert sorted(again["reused_stages"]) == stages and again["output_compression"] == "zstd"
-    assert [p.name for p in (out / "deduplicated").iterdir()] == ["part.0.jsonl.zst"]
-    assert zstandard.ZstdDecompressor().decompress((out / "deduplicated" / "part.0.jsonl.zst").read_bytes()) == lines
+    assert [p.name for p in (out / "deduplicated").iterdir()] == ["part.00000.jsonl.zst"]
+    assert (
+        zstandard.ZstdDecompressor().decompress((out / "deduplicated" / "part.00000.jsonl.zst").read_bytes()) == lines
+    )
     assert not (out / "_stages").exists()  # a successful run without keep_stages removes them
 
 
@@ -98,7 +100,7 @@ def test_parquet_output_codec(sync, tmp_path):
     run([DOCS], tmp_path / "snappy", output_format="parquet")
     run([DOCS], tmp_path / "zstd", output_format="parquet", output_compression="zstd")
     for name, codec in [("snappy", "SNAPPY"), ("zstd", "ZSTD")]:
-        meta = pq.ParquetFile(tmp_path / name / "deduplicated" / "part.0.parquet").metadata
+        meta = pq.ParquetFile(tmp_path / name / "deduplicated" / "part.00000.parquet").metadata
         assert {meta.row_group(0).column(i).compression for i in range(meta.num_columns)} == {codec}
     assert pq.read_table(tmp_path / "zstd" / "deduplicated") == pq.read_table(tmp_path / "snappy" / "deduplicated")
 
@@ -117,7 +119,7 @@ def test_identify_only_lists_what_a_full_run_removes_and_writes_no_copy(sync, tm
         "removed.parquet",
         "summary.json",
     ]
-    for name in ("removed.parquet", "duplicates.parquet", "rejected/part.0.parquet"):
+    for name in ("removed.parquet", "duplicates.parquet", "rejected/part.00000.parquet"):
         assert (out / name).read_bytes() == (tmp_path / "full" / name).read_bytes()
     assert listed["counts"] == full["counts"] and listed["counts"]["output"] == {"kept": 7, "removed": 5, "rejected": 1}
     assert listed["output_format"] is None and listed["output_compression"] is None
@@ -125,7 +127,7 @@ def test_identify_only_lists_what_a_full_run_removes_and_writes_no_copy(sync, tm
     stages = sorted(p.parent.name for p in (out / "_stages").glob("*/_marker.json"))
     again = run([bad], out, resume=True, keep_stages=True, on_error="skip")
     assert sorted(again["reused_stages"]) == stages
-    part = "deduplicated/part.0.jsonl"
+    part = "deduplicated/part.00000.jsonl"
     assert (out / part).read_bytes() == (tmp_path / "full" / part).read_bytes()
     # Replacing a run whose outputs this one does not write says so (they went without a word).
     (out / "report.html").write_text("the previous run's report")

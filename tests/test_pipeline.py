@@ -345,7 +345,7 @@ def test_a_local_scheduler_set_in_dask_config_runs_the_stages_and_writes_the_sam
     cluster = fixture_run[0]
     files = sorted(p.relative_to(cluster) for p in cluster.rglob("*") if p.is_file() and "_stages" not in p.parts)
     assert [str(f) for f in files if f.suffix != ".json"] == [
-        "deduplicated/part.0.jsonl",
+        "deduplicated/part.00000.jsonl",
         "duplicates.parquet",
         "removed.parquet",
     ]
@@ -366,8 +366,8 @@ def test_a_partition_for_every_worker_thread_with_the_same_bytes(client, fixture
     for name in ("removed.parquet", "duplicates.parquet"):
         assert (out / name).read_bytes() == (cluster / name).read_bytes(), name
     kept = sorted((out / "deduplicated").iterdir())
-    assert [p.name for p in kept] == ["part.0.jsonl", "part.1.jsonl"]
-    assert b"".join(p.read_bytes() for p in kept) == (cluster / "deduplicated" / "part.0.jsonl").read_bytes()
+    assert [p.name for p in kept] == ["part.00000.jsonl", "part.00001.jsonl"]
+    assert b"".join(p.read_bytes() for p in kept) == (cluster / "deduplicated" / "part.00000.jsonl").read_bytes()
     marker = json.loads((cluster / "_stages" / "read" / "_marker.json").read_text())
     assert marker["made_of"]["partitions"] == "1 partition"
 
@@ -393,7 +393,7 @@ def test_partitions_are_no_larger_than_the_workers_memory_holds_unless_given(
     for name in ("removed.parquet", "duplicates.parquet"):
         assert (out / name).read_bytes() == (fixture_run[0] / name).read_bytes(), name
     kept = sorted((out / "deduplicated").iterdir(), key=lambda p: int(p.name.split(".")[1]))
-    assert b"".join(p.read_bytes() for p in kept) == (fixture_run[0] / "deduplicated" / "part.0.jsonl").read_bytes()
+    assert b"".join(p.read_bytes() for p in kept) == (fixture_run[0] / "deduplicated" / "part.00000.jsonl").read_bytes()
     # A blocksize given is the user's, the default's value included.
     _, given = run(tmp_path / "given", ["tests/data/docs.jsonl"], io={"blocksize": "64MB"})
     assert given["counts"]["input"]["partitions"] == 1 and given["config"]["io"]["blocksize"] == 64_000_000
@@ -515,7 +515,7 @@ def test_cache_input_reads_the_input_once_for_the_stages_and_writes_the_same_byt
     assert reads(summary) == {"minhash+lsh": 1, "select": 1}
     assert reads(fixture_run[1]) == {"minhash+lsh": 0, "select": 0}
     cached = fixture_run[0]
-    for name in ["deduplicated/part.0.jsonl", "duplicates.parquet", "removed.parquet"]:
+    for name in ["deduplicated/part.00000.jsonl", "duplicates.parquet", "removed.parquet"]:
         assert (out / name).read_bytes() == (cached / name).read_bytes(), name
     assert summary["counts"] == fixture_run[1]["counts"]
 

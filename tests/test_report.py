@@ -665,7 +665,7 @@ def test_inspect_names_a_rejected_record_as_rejected(client, tmp_path):
     # A kept id whose later repeat was rejected was said to be rejected itself.
     (tmp_path / "y.jsonl").write_text('{"id": "u", "text": "alone"}\n{"id": "u", "text": "again"}\n')
     dedup([str(tmp_path / "y.jsonl")], str(tmp_path / "out2"), load_config(None, {"io": {"on_error": "skip"}}))
-    with pytest.raises(KeptAlone, match=r"'u' was kept and is in no duplicate group: .*part\.0\.jsonl; records with "
+    with pytest.raises(KeptAlone, match=r"'u' was kept and is in no duplicate group: .*part\.00000\.jsonl; records with "
                        r"this id were rejected: y.jsonl:2 \(duplicate-id\)"):  # fmt: skip
         RunOutput(tmp_path / "out2").document("u")
 
@@ -691,7 +691,7 @@ def test_inspect_finds_kept_ids_beside_their_rejected_records_and_ids_in_unreada
     (tmp_path / "x.jsonl").write_bytes(b"\n".join(lines) + b"\n")
     out = tmp_path / "out"
     dedup([str(tmp_path / "x.jsonl")], str(out), load_config(None, {"io": {"on_error": "skip"}}))
-    part, listed = out / "deduplicated" / "part.0.jsonl", f"(listed in {out / 'rejected'})"
+    part, listed = out / "deduplicated" / "part.00000.jsonl", f"(listed in {out / 'rejected'})"
 
     def inspect(doc_id):
         return CliRunner().invoke(main, ["inspect", str(out), "--id", doc_id])
@@ -740,7 +740,7 @@ def test_inspect_finds_a_kept_id_in_the_kept_copy_however_its_json_writes_it(syn
     (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
     dedup([str(tmp_path / "in.jsonl")], str(tmp_path / "out"), load_config(None, {"io": {"output_format": fmt}}))
     run = RunOutput(tmp_path / "out")
-    part = tmp_path / "out" / "deduplicated" / f"part.0.{fmt}"
+    part = tmp_path / "out" / "deduplicated" / f"part.00000.{fmt}"
     for kept in ("a/b.x", "7", "x y", '"q"'):
         with pytest.raises(KeptAlone) as found:
             run.document(kept)

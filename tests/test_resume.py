@@ -278,6 +278,15 @@ def test_resume_names_what_changed_files_first():
         "io.blocksize: 64 -> 32",
         "partitions: 1 partition -> 2 partitions, cut at file 2",
     ]
+    # The same files listed in another order were "the worker threads changed" (their partitions'
+    # keys differ), or, whole files a partition, "an input file's size or modification time, or an option".
+    swapped = {"files": before["files"][::-1]}
+    order = "the input files are listed in another order (a document's key holds its file's place)"
+    assert _changes({**before, **whole}, {**before, **swapped, **cut}) == [
+        order,
+        "partitions: 1 partition -> 2 partitions, cut at file 2",
+    ]
+    assert _changes(before, {**before, **swapped}) == [order]
 
 
 def test_previous_run_needs_resume_or_overwrite(server, tmp_path):

@@ -13,8 +13,8 @@ def prepare_text(text: pd.Series, config: FuzzyConfig) -> pd.Series:
     ----------
     text : pandas.Series or cudf.Series of str
     config : FuzzyConfig
-        Its ``lowercase``, ``collapse_whitespace``, ``strip_punctuation``, ``strip_format`` and
-        ``nfkc`` flags.
+        Its ``lowercase``, ``collapse_whitespace``, ``strip_punctuation``, ``strip_format``,
+        ``strip_accents`` and ``nfkc`` flags.
 
     Returns
     -------
@@ -35,5 +35,6 @@ def prepare_text(text: pd.Series, config: FuzzyConfig) -> pd.Series:
         whitespace=config.collapse_whitespace,
         punctuation=config.strip_punctuation,
         format_chars=config.strip_format,
+        accents=config.strip_accents,
         nfkc=config.nfkc,
     )

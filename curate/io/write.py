@@ -14,7 +14,7 @@ from zlib_ng import gzip_ng
 from curate.backend import host_step, to_arrow, to_host
 from curate.io.files import common_compression
 from curate.io.records import SMALL_OFFSETS_LIMIT, finite, json_text, large_offsets, python_rows
-from curate.schema import DOC
+from curate.schema import DOC, PART_DIGITS
 
 ROW_GROUP_ROWS = 1 << 20
 # JSONL part files: suffix and compressor. gzip level 6 (gzip's own default; 9 is much slower
@@ -45,9 +45,11 @@ def write_documents(
 ) -> dd.Scalar:
     """Lazily write a document frame (without ``_doc``) as ``part.N.parquet`` / ``part.N.jsonl[.gz|.zst]``.
 
-    A partition without rows writes no file, except partition 0, which is always written (then
-    an empty file: 0 bytes of JSONL, or Parquet with the schema and no rows), so the folder
-    always reads back.
+    N is the partition's number with zeros in front to at least :data:`curate.schema.PART_DIGITS` digits
+    (``part.00000.jsonl``), so that the parts sort by name in the frame's order. A partition
+    without rows writes no file, except partition 0, which is always written (then an empty
+    file: 0 bytes of JSONL, or Parquet with the schema and no rows), so the folder always
+    reads back.
 
     Parameters
     ----------
@@ -90,8 +92,11 @@ def write_documents(
     docs = docs.drop(columns=[DOC]) if DOC in docs.columns else docs
     schema = schema or _frame_schema(to_host(docs._meta))
     # Arrow conversion, encoding and compression run on the host (to_arrow copies a cudf partition there).
+    # Numbers of one width, so that a folder listing, a glob or pyarrow's dataset (which sort by
+    # name) read the parts in order: part.10 sorted before part.2.
+    width = max(PART_DIGITS, len(str(docs.npartitions - 1)))
     write = docs.map_partitions(
-        _write_part, fs, root, fmt, schema, compression, meta=(None, "int64"), token=host_step(_write_part)
+        _write_part, fs, root, fmt, schema, compression, width, meta=(None, "int64"), token=host_step(_write_part)
     )
     return write.sum()
 
@@ -106,18 +111,26 @@ def _frame_schema(meta: pd.DataFrame) -> pa.Schema:
 
 
 def _write_part(
-    part: pd.DataFrame, fs, root: str, fmt: str, schema: pa.Schema, compression: str | None, partition_info=None
+    part: pd.DataFrame,
+    fs,
+    root: str,
+    fmt: str,
+    schema: pa.Schema,
+    compression: str | None,
+    width: int,
+    partition_info=None,
 ) -> int:
     number = partition_info["number"]
     if len(part) == 0 and number:
         return 0
     table = _arrow_table(part, schema)
+    name = f"{root}/part.{number:0{width}d}"
     if fmt == "parquet":
-        with fs.open(f"{root}/part.{number}.parquet", "wb") as f:
+        with fs.open(f"{name}.parquet", "wb") as f:
             pq.write_table(table, f, compression=compression or "snappy")
         return len(part)
     suffix, compress = _JSONL_CODECS[compression or "none"]
-    with fs.open(f"{root}/part.{number}.jsonl{suffix}", "wb") as f:
+    with fs.open(f"{name}.jsonl{suffix}", "wb") as f:
         f.write(compress(jsonl_lines(table)))
     return len(part)
 
