@@ -127,8 +127,14 @@ def connect(config: ClusterConfig, backend: str = "cpu", *, quiet: bool = True):
     cluster = client = None
     try:
         # Worker processes take the dask config as it is when they start (a restarted one too).
-        with dask.config.set(worker_settings(config, backend)), _sigint_blocked():
-            cluster = _local_cluster(config, backend, logging.CRITICAL if quiet else logging.WARNING)
+        with dask.config.set(worker_settings(config, backend)), _sigint_blocked(), _sigterm_deferred():
+            try:
+                cluster = _local_cluster(config, backend, logging.CRITICAL if quiet else logging.WARNING)
+            except RuntimeError as err:  # "Nanny failed to start.": a 71-line traceback, no Error line
+                raise ClusterError(
+                    f"the cluster did not start ({str(err).rstrip('.')}: a worker process ended as it started, killed or out of "
+                    "memory); run the same command again (-v logs the workers)"
+                ) from err
             client = Client(cluster)
             if quiet:
                 client.register_plugin(QuietWarnings())
@@ -514,6 +520,26 @@ def _sigint_blocked():
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+@contextlib.contextmanager
+def _sigterm_deferred():
+    """A SIGTERM that lands meanwhile is delivered after (main thread only). Raised inside
+    ``LocalCluster``'s start it left a cluster half started, whose close at exit printed a
+    28-line "AssertionError: Status.closing_gracefully"; after, the cluster is there to stop.
+    Not blocked as SIGINT is: worker processes would inherit the mask, and nannies stop them
+    with SIGTERM."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    landed = []
+    old = signal.signal(signal.SIGTERM, lambda signum, frame: landed.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+        if landed:
+            signal.raise_signal(signal.SIGTERM)
 
 
 @contextlib.contextmanager
