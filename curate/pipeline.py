@@ -51,7 +51,7 @@ from curate.dedup.keys import drop
 from curate.dedup.resolve import REMOVED_COLUMNS, AccountingError, coalesce, empty_groups, resolve
 from curate.dedup.warm import compile_kernels
 from curate.io import count_rows, read_documents, write_documents, write_table
-from curate.io.files import expand_paths, source_names
+from curate.io.files import expand_paths, shared_metadata, source_names
 from curate.io.read import split_rejected
 from curate.io.rejected import (
     REJECTED_SCHEMA,
@@ -254,7 +254,16 @@ def dedup(
         writes = {
             "kept": count_rows(kept_docs)
             if io.identify_only
-            else write_documents(kept_docs, str(out / "deduplicated.tmp"), fmt, compression=compression)
+            else write_documents(
+                kept_docs,
+                str(out / "deduplicated.tmp"),
+                fmt,
+                compression=compression,
+                # Where every file has the same columns, types and metadata (Hugging Face's features).
+                metadata=shared_metadata(fs, paths, [c for c in kept_docs.columns if c != DOC])
+                if input_fmt == fmt == "parquet"
+                else None,
+            )
         }
         if rejected is not None:
             rows = rejected_rows(rejected, names)

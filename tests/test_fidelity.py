@@ -213,6 +213,35 @@ def test_parquet_keeps_its_schema_and_values(sync, tmp_path):
     assert written.to_pylist().__repr__() == expected.to_pylist().__repr__()  # repr: NaN == NaN, -0.0 != 0.0
 
 
+def test_parquet_keeps_the_metadata_every_file_shares(sync, tmp_path):
+    # Hugging Face datasets' features (a class label) were dropped with every schema metadata key:
+    # `label` read back as plain int64. pandas' own stays out (its dtypes and index).
+    features = b'{"info": {"features": {"id": {"dtype": "int64", "_type": "Value"}, "text": {"dtype": "string", '
+    features += b'"_type": "Value"}, "label": {"names": ["ham", "spam"], "_type": "ClassLabel"}}}}'
+    (tmp_path / "in").mkdir()
+    for i, texts in enumerate((["a", "a", "b"], ["c", "d", "b"])):
+        table = pa.table({"id": [3 * i, 3 * i + 1, 3 * i + 2], "text": texts, "label": [0, 1, 0]})
+        meta = {b"huggingface": features, b"pandas": b"{}", b"source": b"crawl-7"}
+        pq.write_table(table.replace_schema_metadata(meta), tmp_path / "in" / f"{i}.parquet")
+    run(tmp_path / "out", [tmp_path / "in"], mode="exact")
+    written = pq.read_table(tmp_path / "out" / "deduplicated")
+    assert written["id"].to_pylist() == [0, 2, 3, 4]
+    assert written.schema.metadata == {b"huggingface": features, b"source": b"crawl-7"}
+    # Files that differ in their metadata, or an id column the run adds: none.
+    meta = {b"huggingface": features, b"source": b"crawl-8"}
+    pq.write_table(
+        pa.table({"id": [9], "text": ["e"], "label": [1]}).replace_schema_metadata(meta), tmp_path / "in" / "2.parquet"
+    )
+    run(tmp_path / "out2", [tmp_path / "in"], mode="exact")
+    assert pq.read_table(tmp_path / "out2" / "deduplicated").schema.metadata is None
+    (tmp_path / "bare").mkdir()
+    pq.write_table(
+        pa.table({"text": ["a", "b"]}).replace_schema_metadata({b"source": b"x"}), tmp_path / "bare" / "0.parquet"
+    )
+    run(tmp_path / "out3", [tmp_path / "bare"], mode="exact")
+    assert pq.read_table(tmp_path / "out3" / "deduplicated").schema.metadata is None
+
+
 def test_parquet_to_jsonl_keeps_float_precision(sync, tmp_path):
     pq.write_table(
         pa.table({"id": [1, 2], "text": ["a", "b"], "score": [0.1234567890123456, 1.5e-12], "n": [2**62 + 1, None]}),

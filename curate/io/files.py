@@ -415,6 +415,39 @@ class _Salvaged(Exception):
         self.good, self.err = good, err
 
 
+def shared_metadata(fs, paths: list[str], columns: list[str]) -> dict[bytes, bytes]:
+    """The schema metadata that every Parquet file of ``paths`` holds alike, pandas' own left out
+    (its index and dtypes, which pandas cannot read back for nested Arrow columns), where every
+    file also has the same fields and types, and those fields are ``columns`` (the output's: no
+    assigned id); else none.
+
+    So Hugging Face ``datasets``' features (``huggingface``: class labels, images) or a
+    pipeline's own keys come through a Parquet to Parquet run, and are never stated of columns
+    that differ from the ones they describe.
+
+    Returns
+    -------
+    dict of bytes to bytes
+        Empty where the files differ, hold none, or cannot be read (the read names those).
+    """
+
+    def read(path: str) -> pa.Schema | None:
+        try:
+            with fs.open(path, "rb") as f:
+                return pq.read_schema(f)
+        except (pa.ArrowInvalid, OSError):
+            return None
+
+    with ThreadPoolExecutor(min(16, len(paths))) as pool:
+        schemas = list(pool.map(read, paths))
+    first = schemas[0]
+    if first is None or first.names != columns:
+        return {}
+    if any(s is None or not s.equals(first, check_metadata=True) for s in schemas[1:]):
+        return {}
+    return {k: v for k, v in (first.metadata or {}).items() if k != b"pandas"}
+
+
 def sample_files(fs, paths: list[str], fmt: str) -> list[tuple[list[pa.Schema], int]]:
     """:func:`sample_file` of every file, in order, read in a thread pool (remote stores: the requests overlap).
 

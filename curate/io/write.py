@@ -41,7 +41,12 @@ def output_compression(given: str | None, input_fmt: str, output_fmt: str, paths
 
 
 def write_documents(
-    docs: dd.DataFrame, path: str, fmt: str, schema: pa.Schema | None = None, compression: str | None = None
+    docs: dd.DataFrame,
+    path: str,
+    fmt: str,
+    schema: pa.Schema | None = None,
+    compression: str | None = None,
+    metadata: dict[bytes, bytes] | None = None,
 ) -> dd.Scalar:
     """Lazily write a document frame (without ``_doc``) as ``part.N.parquet`` / ``part.N.jsonl[.gz|.zst]``.
 
@@ -72,6 +77,9 @@ def write_documents(
         JSONL: ``"none"`` (default), ``"gzip"`` (``part.N.jsonl.gz``) or ``"zstd"``
         (``part.N.jsonl.zst``), the same bytes for the same records. Parquet: the codec inside
         the files (``"none"``, ``"gzip"``, ``"zstd"``, ...; default ``"snappy"``).
+    metadata : dict of bytes to bytes, optional
+        Parquet: the files' schema metadata (``curate dedup`` passes the input's, see
+        :func:`curate.io.files.shared_metadata`). Default: none.
 
     Returns
     -------
@@ -90,7 +98,7 @@ def write_documents(
     fs, root = url_to_fs(path)
     fs.makedirs(root, exist_ok=True)
     docs = docs.drop(columns=[DOC]) if DOC in docs.columns else docs
-    schema = schema or _frame_schema(to_host(docs._meta))
+    schema = (schema or _frame_schema(to_host(docs._meta))).with_metadata(metadata or {})
     # Arrow conversion, encoding and compression run on the host (to_arrow copies a cudf partition there).
     # Numbers of one width, so that a folder listing, a glob or pyarrow's dataset (which sort by
     # name) read the parts in order: part.10 sorted before part.2.
@@ -127,7 +135,7 @@ def _write_part(
     name = f"{root}/part.{number:0{width}d}"
     if fmt == "parquet":
         with fs.open(f"{name}.parquet", "wb") as f:
-            pq.write_table(table, f, compression=compression or "snappy")
+            pq.write_table(table.replace_schema_metadata(schema.metadata), f, compression=compression or "snappy")
         return len(part)
     suffix, compress = _JSONL_CODECS[compression or "none"]
     with fs.open(f"{name}.jsonl{suffix}", "wb") as f:
