@@ -206,7 +206,8 @@ def _string_ids(schema: pa.Schema, per_source: list[tuple[str, list[pa.Schema]]]
         return []
     return [
         f"ids are read as strings, as not every file's ids are integers ({shown_types(found)}): "
-        'removed.parquet and duplicates.parquet list the integer 7 as "7"'
+        'removed.parquet, duplicates.parquet and Parquet output hold the integer 7 as "7"; JSONL output keeps '
+        "each record's own, a mix that pyarrow.json and datasets refuse"
     ]
 
 

@@ -171,7 +171,8 @@ def test_fields_and_ids_read_as_strings_are_named_before_the_run(tmp_path):
     )
     ids = (
         "ids are read as strings, as not every file's ids are integers (a.parquet: int64; b.parquet: string): "
-        'removed.parquet and duplicates.parquet list the integer 7 as "7"'
+        'removed.parquet, duplicates.parquet and Parquet output hold the integer 7 as "7"; JSONL output keeps '
+        "each record's own, a mix that pyarrow.json and datasets refuse"
     )
     assert found.converted == (field,) and found.warnings == (ids,)
     only_a = check_inputs([str(tmp_path / "in" / "a.parquet")], IOConfig())
