@@ -288,13 +288,6 @@ def _user_errors(verbose: bool, out_dir: str, cluster: dict):
     config's section, as given)."""
     try:
         yield
-    except RuntimeError as err:  # a P2P shuffle's "failed during barrier phase", from a file it could not write
-        cause = _storage_cause(err)
-        if cause is None:
-            raise
-        if verbose:
-            click.echo(traceback.format_exc(), err=True, nl=False)
-        raise click.ClickException(f"{cause}{_storage_advice(cause, out_dir, cluster)}") from None
     except (OSError, ValueError, OutputBusyError) as err:
         if verbose:
             click.echo(traceback.format_exc(), err=True, nl=False)
@@ -307,6 +300,13 @@ def _user_errors(verbose: bool, out_dir: str, cluster: dict):
         if isinstance(err, OSError):  # Arrow's and fsspec's name no folder
             message += _storage_advice(err, out_dir, cluster)
         raise click.ClickException(message) from None
+    except RuntimeError as err:  # (OutputBusyError is one, caught above) a P2P shuffle's "failed during barrier phase"
+        cause = _storage_cause(err)
+        if cause is None:
+            raise
+        if verbose:
+            click.echo(traceback.format_exc(), err=True, nl=False)
+        raise click.ClickException(f"{cause}{_storage_advice(cause, out_dir, cluster)}") from None
 
 
 def _storage_advice(err: OSError, out_dir: str, cluster: dict) -> str:
