@@ -132,8 +132,8 @@ def connect(config: ClusterConfig, backend: str = "cpu", *, quiet: bool = True):
                 cluster = _local_cluster(config, backend, logging.CRITICAL if quiet else logging.WARNING)
             except RuntimeError as err:  # "Nanny failed to start.": a 71-line traceback, no Error line
                 raise ClusterError(
-                    f"the cluster did not start ({str(err).rstrip('.')}: a worker process ended as it started, killed or out of "
-                    "memory); run the same command again (-v logs the workers)"
+                    f"the cluster did not start ({str(err).rstrip('.')}: a worker process failed as it started, "
+                    "killed, out of memory or by an error of its own, which -v logs); run the same command again"
                 ) from err
             client = Client(cluster)
             if quiet:

@@ -580,8 +580,8 @@ def test_a_worker_that_ends_as_the_cluster_starts_is_one_error_line(monkeypatch)
     with pytest.raises(ClusterError) as err, connect(ClusterConfig(n_workers=1)):
         pass
     assert str(err.value) == (
-        "the cluster did not start (Nanny failed to start: a worker process ended as it started, killed or out of "
-        "memory); run the same command again (-v logs the workers)"
+        "the cluster did not start (Nanny failed to start: a worker process failed as it started, killed, out of "
+        "memory or by an error of its own, which -v logs); run the same command again"
     )
 
 
