@@ -74,7 +74,7 @@ class Inputs:
         file's ids are integers and others' not: all are read as strings.
     converted : tuple of str
         One sentence for each field whose types in the files have no one Arrow type (``int64``
-        in one file and ``string`` in another, timestamps in two time zones, ``{}``): it is
+        in one file and ``string`` in another, a timestamp with a time zone and one without, ``{}``): it is
         read as each value's JSON text, a string, which Parquet output holds.
     """
 

@@ -5,6 +5,7 @@ keep every value; side fields of any type ride along; overlapping inputs are rea
 files share partitions.
 """
 
+import datetime
 import gzip
 import json
 import logging
@@ -240,6 +241,20 @@ def test_parquet_keeps_the_metadata_every_file_shares(sync, tmp_path):
     )
     run(tmp_path / "out3", [tmp_path / "bare"], mode="exact")
     assert pq.read_table(tmp_path / "out3" / "deduplicated").schema.metadata is None
+
+
+def test_parquet_timestamps_in_two_time_zones_are_the_same_instants_in_utc(sync, tmp_path):
+    # They were each value's JSON text, a string ('"2024-01-01T12:00:00+00:00"'), in Parquet output.
+    (tmp_path / "in").mkdir()
+    zones = {"a": pa.timestamp("ms", tz="UTC"), "b": pa.timestamp("us", tz="Europe/Berlin")}
+    for name, dtype in zones.items():
+        table = pa.table({"id": [name], "text": [f"text {name}"], "ts": pa.array([1_700_000_000_000_000], pa.int64())})
+        table = table.set_column(2, "ts", pa.array([1_700_000_000_000_000 // (1000 if name == "a" else 1)]).cast(dtype))
+        pq.write_table(table, tmp_path / "in" / f"{name}.parquet")
+    run(tmp_path / "out", [tmp_path / "in"], mode="exact")
+    written = pq.read_table(tmp_path / "out" / "deduplicated")
+    assert written.schema.field("ts").type == pa.timestamp("us", tz="UTC")
+    assert written["ts"].to_pylist() == [datetime.datetime(2023, 11, 14, 22, 13, 20, tzinfo=datetime.UTC)] * 2
 
 
 def test_parquet_to_jsonl_keeps_float_precision(sync, tmp_path):

@@ -603,13 +603,7 @@ def unify_schemas(schemas: list[pa.Schema], text_field: str, id_field: str) -> t
                 types[field.name] = field.type
             elif seen != field.type and not pa.types.is_null(field.type) and field.name not in json_text:
                 try:
-                    types[field.name] = (
-                        pa.unify_schemas(
-                            [pa.schema([field.with_type(seen)]), pa.schema([field])], promote_options="permissive"
-                        )
-                        .field(0)
-                        .type
-                    )
+                    types[field.name] = _wider(seen, field.type)
                 except (pa.ArrowInvalid, pa.ArrowTypeError):
                     json_text.add(field.name)
     json_text |= {name for name in wide if pa.types.is_floating(types[name])}  # widening would round them
@@ -622,6 +616,22 @@ def unify_schemas(schemas: list[pa.Schema], text_field: str, id_field: str) -> t
             dtype = pa.string()
         out.append(pa.field(name, dtype))
     return pa.schema(out), json_text - {text_field, id_field}
+
+
+def _wider(a: pa.DataType, b: pa.DataType) -> pa.DataType:
+    """The type that holds values of both ``a`` and ``b``, as pyarrow's permissive unification
+    finds it; timestamps in two time zones, which pyarrow refuses, are the same instants in UTC
+    (the finer unit): JSON text of each value was the alternative, a string in Parquet output.
+
+    Raises
+    ------
+    pyarrow.ArrowInvalid, pyarrow.ArrowTypeError
+        If no type holds both (int64 and string).
+    """
+    if pa.types.is_timestamp(a) and pa.types.is_timestamp(b) and a.tz and b.tz and a.tz != b.tz:
+        return pa.timestamp(_wider(pa.timestamp(a.unit), pa.timestamp(b.unit)).unit, tz="UTC")
+    schemas = [pa.schema([pa.field("x", a)]), pa.schema([pa.field("x", b)])]
+    return pa.unify_schemas(schemas, promote_options="permissive").field(0).type
 
 
 def _parquet_holds(dtype: pa.DataType) -> bool:
