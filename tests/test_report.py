@@ -755,3 +755,19 @@ def test_inspect_finds_a_kept_id_in_the_kept_copy_however_its_json_writes_it(syn
         "'x y' is in no duplicate group: it was kept as unique, or is not an input id (the run wrote no kept copy "
         "to search: --identify-only)"
     )
+
+
+def test_inspect_says_which_text_was_null(sync, tmp_path):
+    # A null text is read as empty, so it and "" are exact copies; inspect said "no words on
+    # either side" and not that one side was null.
+    lines = ['{"id": 1, "text": null}', '{"id": 2, "text": ""}', '{"id": 3, "text": null}', '{"id": 4, "text": "x"}']
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
+    dedup([str(tmp_path / "in.jsonl")], str(tmp_path / "out"), load_config(None, {"mode": "exact"}))
+    pairs = {pair.removed: pair for pair in RunOutput(tmp_path / "out").document(1)}
+    said = {doc: pair.headline(str).split(" · ", 5)[-1] for doc, pair in pairs.items()}
+    assert said == {
+        2: "no words on either side (the kept text is null, read as empty)",
+        3: "no words on either side (both texts are null, read as empty)",
+    }
+    result = CliRunner().invoke(main, ["inspect", str(tmp_path / "out"), "--id", "2", "--width", "240"])
+    assert result.exit_code == 0 and "(the kept text is null, read as empty)" in result.output, result.output

@@ -185,6 +185,7 @@ class Pair:
     group_size: int
     diff: Diff | None
     unavailable: str = ""
+    null: str = ""  # which text is null in the input ("removed", "kept", "both"), read as empty
 
     @property
     def via(self):
@@ -205,7 +206,9 @@ class Pair:
         diff = self.diff
         # The same words and yet not the same shingles: the texts differ in whitespace, which the diff does not mark.
         spaces = diff.complete and diff.words_a and not (diff.changed_a or diff.changed_b) and self.jaccard < 1.0
-        return f"{line} · {differing(diff)}{', only spaces and line breaks differ' if spaces else ''}"
+        null = {"removed": "the removed text is null", "kept": "the kept text is null", "both": "both texts are null"}
+        nulls = f" ({null[self.null]}, read as empty)" if self.null else ""
+        return f"{line} · {differing(diff)}{nulls}{', only spaces and line breaks differ' if spaces else ''}"
 
 
 # `curate inspect --id` searches the kept copy for an id in no duplicate group up to this size on disk (bytes).
@@ -594,8 +597,12 @@ class RunOutput:
         pairs = []
         for removed, representative, kind, jaccard, group, size in rows:
             missing = "; ".join(dict.fromkeys(unavailable[d] for d in (removed, representative) if d in unavailable))
-            diff = None if missing else word_diff(texts[removed], texts[representative], max_chars=self.max_chars)
-            pairs.append(Pair(removed, representative, kind, float(jaccard), group, int(size), diff, missing))
+            a, b = (None, None) if missing else (texts[removed], texts[representative])
+            diff = None if missing else word_diff(a or "", b or "", max_chars=self.max_chars)
+            null = {(True, True): "both", (True, False): "removed", (False, True): "kept"}.get(
+                (not missing and a is None, not missing and b is None), ""
+            )
+            pairs.append(Pair(removed, representative, kind, float(jaccard), group, int(size), diff, missing, null))
         return pairs
 
     @functools.cached_property
@@ -612,7 +619,7 @@ class RunOutput:
         Returns
         -------
         texts : dict
-            id -> text (str).
+            id -> text (str), or None where the input's text is null (the run read it as empty).
         unavailable : dict
             id -> why it could not be read (the file is missing or changed since the run).
         """
@@ -632,7 +639,7 @@ class RunOutput:
                 wanted.append(doc)
         records = read_records([paths[i] for i in readable], keys) if keys else []
         # (a Parquet text column of binary, as Hive writes strings, was read as UTF-8 by the run)
-        texts = [record[self.text_field] or "" for record in records]
+        texts = [record[self.text_field] for record in records]
         texts = [text.decode("utf-8") if isinstance(text, bytes) else text for text in texts]
         return dict(zip(wanted, texts)), unavailable
 
