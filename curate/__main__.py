@@ -1,5 +1,5 @@
 """``python -m curate`` runs the ``curate`` command."""
 
-from curate.cli import main
+from curate.cli import console
 
-main()
+console()

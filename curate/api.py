@@ -8,7 +8,7 @@ graph instead of written stage by stage: nothing runs until the caller computes.
 
 import difflib
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import dask
 import dask.dataframe as dd
@@ -76,7 +76,8 @@ class Deduplication:
         whose text is empty or null, as ``summary.json``'s ``counts.input.empty``), ``kept``, ``removed``,
         ``exact_removed``, ``fuzzy_removed``; with fuzzy dedup (``mode`` "fuzzy" or "both")
         ``candidate_edges``, ``verified_edges`` (not without verification), ``member_pairs``,
-        ``buckets_over_cap``; and ``rejected`` for a skip-mode read. Empty before.
+        ``buckets_over_cap``; ``rejected`` for a skip-mode read; ``reference`` (documents of
+        ``reference``, in ``documents`` too, not in ``kept``) with one. Empty before.
     config : RunConfig
         The configuration the call resolved.
     rejected : dask.dataframe.DataFrame or None
@@ -240,16 +241,24 @@ class Deduplication:
 
     def _check(self) -> None:
         n = self.counts
-        rejected = n.get("rejected", 0)
-        if n["documents"] != n["kept"] + n["removed"] + rejected:
+        rejected, reference = n.get("rejected", 0), n.get("reference", 0)
+        if n["documents"] != n["kept"] + reference + n["removed"] + rejected:
+            plus = f" + {reference} reference" if "reference" in n else ""
             raise AccountingError(
-                f"{n['documents']} input documents != {n['kept']} kept + {n['removed']} removed + {rejected} rejected"
+                f"{n['documents']} input documents != {n['kept']} kept{plus} + {n['removed']} removed + {rejected} rejected"
             )
+        if n.pop("reference removed", 0):
+            raise AccountingError("a reference document was removed")
 
 
 @local_shuffles()
 def deduplicate(
-    docs: dd.DataFrame, *, mode: str | None = None, config: RunConfig | FuzzyConfig | None = None, **options
+    docs: dd.DataFrame,
+    *,
+    mode: str | None = None,
+    config: RunConfig | FuzzyConfig | None = None,
+    reference: dd.DataFrame | None = None,
+    **options,
 ) -> Deduplication:
     """Remove exact and near-duplicate documents from a Dask DataFrame, lazily.
 
@@ -277,6 +286,14 @@ def deduplicate(
         A whole configuration (e.g. from :func:`curate.config.load_config`, which reads a YAML
         file as ``curate dedup --config`` does) or its fuzzy part; ``mode`` and ``options``
         override it.
+    reference : dask.dataframe.DataFrame, optional
+        Documents already deduplicated and published (``curate dedup --reference``), with the
+        text column, and the id and keep columns where those are used: each is its group's
+        representative before any of ``docs``', whatever ``keep`` says, and is never removed
+        (two that are copies of each other both stay); ``kept`` holds ``docs``' documents only.
+        Both frames are then keyed anew (their ``_doc`` columns dropped), the reference's
+        partitions first, so ``removed`` and ``duplicates`` name documents by those keys, and
+        ``kept`` holds ``docs``' columns without ``_doc``. Ids must be unique across both.
     **options
         Configuration fields by name: ``keep`` ("first", "longest", "max:COLUMN", "min:COLUMN"),
         ``text_field``, ``id_field`` (None: documents are named by their keys ``_doc`` even
@@ -332,6 +349,13 @@ def deduplicate(
             names = settings_named([f"{k}=" for k in given], from_config, "config's")
             warnings.warn(f"{names} fuzzy dedup, which mode='exact' does not run", stacklevel=3)
     _check_columns(docs, io, keep, io.id_field_given)
+    columns = list(docs.columns)
+    n_reference = 0  # the reference's partitions, first
+    if reference is not None:
+        _check_columns(reference, io, keep, io.id_field_given, "reference")
+        docs, n_reference = _after_reference(reference, docs)
+        columns = [c for c in columns if c != DOC]
+        keep = replace(keep, reference=n_reference << POSITION_BITS)
     own_keys = DOC not in docs.columns
     if own_keys:
         docs = fixed_partitions(docs)  # the keys number its partitions and rows, and kept drops by them
@@ -346,6 +370,8 @@ def deduplicate(
     fuzzy = FuzzyDedup(run.fuzzy, text_field=io.text_field, id_field=id_field, keep=keep)
     counts = {"documents": count_rows(keyed)}
     keyed, rejected, ids_checked = _checked_ids(keyed, id_field, own_keys)
+    if n_reference:
+        counts["reference"] = count_rows(keyed.partitions[:n_reference])
     checks = [check for check in (id_kinds, ids_checked) if check is not None]
     if rejected is not None:
         counts["rejected"] = count_rows(rejected)
@@ -376,6 +402,11 @@ def deduplicate(
         kept = kept if rejected is None else kept.drop(columns=[c for c in REJECT_COLUMNS if c in kept.columns])
     else:
         kept = drop(keyed, removed)
+    if n_reference:  # docs' documents only, in docs' columns
+        # Fixed first: a selection of partitions moved below the drop numbered them from 0 (all kept).
+        kept = fixed_partitions(kept).partitions[n_reference:]
+        kept = kept[[c for c in columns if c in kept.columns]]
+        counts["reference removed"] = count_rows(removed[removed[DOC] < keep.reference])
     counts |= {
         "kept": count_rows(kept),
         "removed": count_rows(removed),
@@ -696,13 +727,22 @@ def _changed(values: dict, defaults: dict, prefix: str) -> list[str]:
     return found
 
 
-def _check_columns(docs: dd.DataFrame, io, keep: KeepPolicy, id_given: bool) -> None:
+def _after_reference(reference: dd.DataFrame, docs: dd.DataFrame) -> tuple[dd.DataFrame, int]:
+    """One frame of ``reference``'s partitions, then ``docs``', neither keyed (to be keyed anew), and
+    the number of ``reference``'s partitions."""
+    frames = [
+        (frame.drop(columns=DOC) if DOC in frame.columns else frame).clear_divisions() for frame in (reference, docs)
+    ]
+    return dd.concat(frames), reference.npartitions
+
+
+def _check_columns(docs: dd.DataFrame, io, keep: KeepPolicy, id_given: bool, name: str = "docs") -> None:
     if not isinstance(docs, dd.DataFrame):
         wrap = " (dask.dataframe.from_pandas(docs, npartitions=N) makes one)" if isinstance(docs, pd.DataFrame) else ""
-        raise TypeError(f"docs must be a dask DataFrame, got {type(docs).__name__}{wrap}")
+        raise TypeError(f"{name} must be a dask DataFrame, got {type(docs).__name__}{wrap}")
     columns = list(docs.columns)
     if io.text_field not in columns:
-        raise ValueError(f"text_field={io.text_field!r}: no such column in docs (columns: {columns})")
+        raise ValueError(f"text_field={io.text_field!r}: no such column in {name} (columns: {columns})")
     dtype = docs._meta[io.text_field].dtype
     if not pd.api.types.is_string_dtype(dtype):
         categories = isinstance(dtype, pd.CategoricalDtype) or (
@@ -712,15 +752,15 @@ def _check_columns(docs: dd.DataFrame, io, keep: KeepPolicy, id_given: bool) -> 
         raise ValueError(f"text_field={io.text_field!r}: the column holds {dtype}, not strings{fix}")
     if DOC in columns and docs._meta[DOC].dtype != np.int64:
         raise ValueError(
-            f"docs has a column {DOC!r} of {docs._meta[DOC].dtype}: that name is curate's int64 key "
+            f"{name} has a column {DOC!r} of {docs._meta[DOC].dtype}: that name is curate's int64 key "
             "(made by read_documents or add_doc_keys); rename the column"
         )
     if id_given and io.id_field not in columns:
-        raise ValueError(f"id_field={io.id_field!r}: no such column in docs (columns: {columns})")
+        raise ValueError(f"id_field={io.id_field!r}: no such column in {name} (columns: {columns})")
     if id_given and io.id_field == io.text_field:
         raise ValueError(f"id_field={io.id_field!r} is the text column: ids name documents, and texts repeat")
     if keep.column and keep.column not in columns:
-        raise ValueError(f"keep={str(keep)!r}: no column {keep.column!r} in docs (columns: {columns})")
+        raise ValueError(f"keep={str(keep)!r}: no column {keep.column!r} in {name} (columns: {columns})")
     dtype = docs._meta[keep.column].dtype if keep.column else None
     if isinstance(dtype, pd.ArrowDtype) and pa.types.is_nested(dtype.pyarrow_dtype):
         raise ValueError(f"keep={str(keep)!r}: the column holds {dtype.pyarrow_dtype}, which does not order")

@@ -689,14 +689,15 @@ def jaccard_pandas(texts: pd.Series, x, y, width, words, at_least=0.0) -> np.nda
 
 @greedy_representatives.register(pd.Series)
 def greedy_representatives_pandas(
-    text: pd.Series, group_starts, threshold, width, words, known=None
+    text: pd.Series, group_starts, threshold, width, words, known=None, fixed=None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Representative row (int64) and Jaccard similarity with it (float64) per row, arrays of shape (n,);
-    ``known``: similarities with each group's first row already found (float64, NaN unknown); see
-    :func:`curate.kernels.jaccard.greedy_representatives` (its budget :func:`sets_budget`)."""
+    ``known``: similarities with each group's first row already found (float64, NaN unknown);
+    ``fixed``: rows never taken (bool); see :func:`curate.kernels.jaccard.greedy_representatives`
+    (its budget :func:`sets_budget`)."""
     offsets, data = text_buffers(text)
     return _jaccard.greedy_representatives(
-        offsets, data, group_starts, threshold, width, words, known, budget=sets_budget()
+        offsets, data, group_starts, threshold, width, words, known, budget=sets_budget(), fixed=fixed
     )
 
 

@@ -258,10 +258,10 @@ def jaccard_cudf(texts: cudf.Series, x, y, width, words, at_least=0.0) -> np.nda
 
 @greedy_representatives.register(cudf.Series)
 def greedy_representatives_cudf(
-    text: cudf.Series, group_starts, threshold, width, words, known=None
+    text: cudf.Series, group_starts, threshold, width, words, known=None, fixed=None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Representative row (int64) and similarity with it (float64) per row, ``(n,)`` numpy, computed on the host."""
-    return greedy_representatives_pandas(text.to_pandas(), group_starts, threshold, width, words, known)
+    return greedy_representatives_pandas(text.to_pandas(), group_starts, threshold, width, words, known, fixed)
 
 
 @label_components.register(cudf.DataFrame)

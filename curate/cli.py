@@ -44,7 +44,7 @@ from curate.config import (
     settings_named,
     shipped_configs,
 )
-from curate.io.files import FORMATS, counted, first_few
+from curate.io.files import FORMATS, counted, first_few, reference_files, storage_client_error
 from curate.io.records import BadRecordError
 
 if TYPE_CHECKING:  # imported inside the commands that use them: they cost start-up time
@@ -85,6 +85,24 @@ def main():
     """curate: exact and fuzzy (MinHash + LSH) deduplication of text corpora on Dask."""
 
 
+def console() -> None:
+    """The ``curate`` command: :func:`main`, whose exit status a SIGTERM during the process's
+    own clean-up keeps (it was 143 for a run whose outputs were complete, a trial's once, right
+    after the summary was printed)."""
+    try:
+        main()
+    except SystemExit as done:
+        status = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+        signal.signal(signal.SIGTERM, lambda signum, frame: _exit_now(status))
+        raise
+
+
+def _exit_now(status: int) -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
 @main.command(cls=_PeerNamesCommand)
 @click.argument("inputs", nargs=-1, required=True)
 @click.option(
@@ -94,6 +112,14 @@ def main():
     required=True,
     type=click.Path(file_okay=False),
     help="Output folder (created if needed).",
+)
+@click.option(
+    "--reference",
+    multiple=True,
+    metavar="PATH",
+    help="A corpus already deduplicated and published (files, folders, globs or URLs, as INPUT; repeatable): "
+    "read first, its documents are kept as representatives, never removed and not written; INPUT's documents "
+    "that duplicate one of them, or one another, are removed.",
 )
 @click.option(
     "--config",
@@ -131,7 +157,9 @@ def main():
     is_flag=True,
     help="Log the cluster (workers, dashboard), each stage's start and end with its size and its largest kinds of task by compute time, and the cluster's own warnings and errors, with tracebacks.",
 )
-def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress, with_report, verbose, **flags):
+def dedup(
+    inputs, out_dir, reference, config_file, overwrite, resume, keep_stages, progress, with_report, verbose, **flags
+):
     """Remove exact and near-duplicate documents from INPUT... into OUT.
 
     INPUT is any mix of files, folders (searched recursively; files of other names are skipped
@@ -153,8 +181,11 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
     try:
         with _user_errors(verbose, out_dir, data.get("cluster") or {}), _sigterm_as_interrupt():
             # Cheapest first: the output folder, the inputs and their fields, then the whole config.
-            check_output(out_dir, overwrite=overwrite, resume=resume, inputs=tuple(inputs))
-            found = check_inputs(list(inputs), io, data.get("keep") or "first")
+            every = [*reference, *inputs]  # as the run reads them
+            check_output(out_dir, overwrite=overwrite, resume=resume, inputs=tuple(every))
+            if reference:
+                reference_files(list(reference), list(inputs))
+            found = check_inputs(every, io, data.get("keep") or "first")
             for warning in found.warnings:
                 click.echo(f"warning: {warning}", err=True)
             if (io.output_format or found.fmt) == "parquet":  # else each record is written as read
@@ -168,8 +199,18 @@ def dedup(inputs, out_dir, config_file, overwrite, resume, keep_stages, progress
             if config.cluster.local_directory:  # else Dask's bare OSError as the cluster starts
                 _spill_folder(config.cluster.local_directory)
             with hold_output(out_dir):
-                check_output(out_dir, overwrite=overwrite, resume=resume, inputs=tuple(inputs), files=found.paths)
-                summary = _run(list(inputs), out_dir, config, show_progress, overwrite, resume, keep_stages, verbose)
+                check_output(out_dir, overwrite=overwrite, resume=resume, inputs=tuple(every), files=found.paths)
+                summary = _run(
+                    list(inputs),
+                    out_dir,
+                    config,
+                    show_progress,
+                    overwrite,
+                    resume,
+                    keep_stages,
+                    verbose,
+                    list(reference),
+                )
     except KeyboardInterrupt as stop:
         summary = _finished_run(Path(out_dir), started, keep_stages)
         if summary is None:
@@ -215,6 +256,7 @@ def _run(
     resume: bool,
     keep_stages: bool,
     verbose: bool,
+    reference: list[str],
 ) -> dict:
     """The run itself, once the checks passed: Dask is imported and the cluster started here."""
     from curate.backend import use_backend
@@ -232,6 +274,7 @@ def _run(
                 overwrite=overwrite,
                 resume=resume,
                 keep_stages=keep_stages,
+                reference=reference,
             )
     except ClusterError as err:
         raise click.ClickException(str(err)) from None
@@ -299,6 +342,8 @@ def _user_errors(verbose: bool, out_dir: str, cluster: dict):
             message += f"\n({earlier}--on-error skip lists every bad record in OUT/rejected/ and goes on)"
         if isinstance(err, OSError):  # Arrow's and fsspec's name no folder
             message += _storage_advice(err, out_dir, cluster)
+        if isinstance(err, ConnectionError):
+            message += _unreachable_advice(out_dir)
         raise click.ClickException(message) from None
     except RuntimeError as err:  # (OutputBusyError is one, caught above) a P2P shuffle's "failed during barrier phase"
         cause = _storage_cause(err)
@@ -307,6 +352,26 @@ def _user_errors(verbose: bool, out_dir: str, cluster: dict):
         if verbose:
             click.echo(traceback.format_exc(), err=True, nl=False)
         raise click.ClickException(f"{cause}{_storage_advice(cause, out_dir, cluster)}") from None
+    except Exception as err:  # a remote storage client's own error, raised where curate does not name the URL
+        if not storage_client_error(err):
+            raise
+        if verbose:
+            click.echo(traceback.format_exc(), err=True, nl=False)
+        raise click.ClickException(f"{type(err).__name__}: {err}{_unreachable_advice(out_dir)}") from None
+
+
+def _unreachable_advice(out_dir: str) -> str:
+    """What to do when the inputs' remote storage did not answer, or refused the run's credentials."""
+    stages = Path(out_dir) / STAGES
+    kept = (
+        f"; the stages that finished are kept in {stages}, and the same command with --resume goes on from them"
+        if stages.is_dir()
+        else ""
+    )
+    return (
+        "\n(the storage of the inputs did not answer, or refused the credentials: check its endpoint "
+        f"(AWS_ENDPOINT_URL for S3), the credentials and the network on this machine and every worker's{kept})"
+    )
 
 
 def _storage_advice(err: OSError, out_dir: str, cluster: dict) -> str:
@@ -883,6 +948,8 @@ def print_summary(summary: dict, out_dir: str) -> None:
         table.add_row("fuzzy duplicates removed", f"{f['removed']:,} ({counted(f['groups'], 'group')})")
     listed = " (not written: --identify-only)" if summary["output_format"] is None else ""
     table.add_row(f"documents kept{listed}", f"{counts['output']['kept']:,}")
+    if "reference" in counts["output"]:
+        table.add_row("reference documents (kept, not written)", f"{counts['output']['reference']:,}")
     if counts["output"].get("rejected"):
         table.add_row("records rejected (OUT/rejected/)", f"{counts['output']['rejected']:,}")
     if summary["reused_stages"]:

@@ -14,6 +14,7 @@ import logging
 import os
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import dask
@@ -51,7 +52,7 @@ from curate.dedup.keys import drop
 from curate.dedup.resolve import REMOVED_COLUMNS, AccountingError, coalesce, empty_groups, resolve
 from curate.dedup.warm import compile_kernels
 from curate.io import count_rows, read_documents, write_documents, write_table
-from curate.io.files import expand_paths, shared_metadata, source_names
+from curate.io.files import expand_paths, reference_files, shared_metadata, source_names
 from curate.io.read import split_rejected
 from curate.io.rejected import (
     REJECTED_SCHEMA,
@@ -82,6 +83,7 @@ def dedup(
     overwrite: bool = False,
     resume: bool = False,
     keep_stages: bool = False,
+    reference: list[str] = (),
 ) -> dict:
     """Deduplicate ``inputs`` into ``out_dir``, on the ``distributed.Client`` Dask computes with
     (or the scheduler set in ``dask.config``, which Dask puts first: see
@@ -106,6 +108,12 @@ def dedup(
     keep_stages : bool, default=False
         Keep ``out_dir/_stages`` after the run succeeds (for a later ``resume`` with changed
         parameters, or to look at a stage). A run that fails or is interrupted always keeps it.
+    reference : list of str, default=()
+        Files, directories, globs or URLs of a corpus already deduplicated and published (of the
+        inputs' format and file system): read before ``inputs``, each of their documents is its
+        group's representative before any input's, is never removed (two reference documents
+        that are duplicates both stay) and is not written to ``deduplicated/``. The inputs'
+        documents are removed where they duplicate a reference document or one another.
 
     Returns
     -------
@@ -130,6 +138,9 @@ def dedup(
     gpu = dask.config.get("dataframe.backend", "pandas") == "cudf"
     spilled_before = spilled_bytes(gpu)  # a joined cluster's workers count earlier runs' too
     io, keep = config.io, KeepPolicy.parse(config.keep)
+    if reference:  # read first, ranked first, never removed, not written
+        keep = replace(keep, reference=reference_files(list(reference), inputs) << POSITION_BITS)
+        inputs = [*reference, *inputs]
     if config.mode != "exact" and (weak := config.fuzzy.weak_bands()):
         logger.warning(weak)
     fs, paths, input_fmt = expand_paths(inputs)
@@ -209,6 +220,7 @@ def dedup(
         # The read hashes the texts for exact dedup in modes exact and both: one read serves both.
         "exact_dedup": config.mode in ("exact", "both"),
         "keep_columns": keep.columns(),  # exact dedup's candidates, written by the read, carry them
+        **({"reference": keep.reference} if keep.reference else {}),
     }
     with _inputs_unchanged(inputs, files):  # a file rewritten meanwhile fails in ways that do not name it
         cached = cache_input(io.cache_input, config.mode, current_client(), files, gpu=gpu, resume=resume)
@@ -250,7 +262,7 @@ def dedup(
         output, rejected = _read_for_output(
             [path for path, _, _ in files], io, keep, fmt != "parquet", _repeated_ids_path(run, read_key), spread
         )
-        kept_docs = drop(output, removed)
+        kept_docs, reference_docs = written_and_reference(drop(output, removed), keep.reference)
         writes = {
             "kept": count_rows(kept_docs)
             if io.identify_only
@@ -268,9 +280,11 @@ def dedup(
         if rejected is not None:
             rows = rejected_rows(rejected, names)
             writes["rejected"] = write_documents(rows, str(out / "rejected.tmp"), "parquet", REJECTED_SCHEMA)
+        if reference_docs is not None:
+            writes["reference"] = count_rows(reference_docs)
         try:
             written = run(
-                "count" if io.identify_only else "write", **writes, **removal_counts(removed)
+                "count" if io.identify_only else "write", **writes, **removal_counts(removed, keep.reference)
             )  # the checks' counts in the same pass
             # A file rewritten in place to its own size keeps every offset, so nothing failed: its
             # records were read in two states, and one of them was in neither output (exit 0).
@@ -279,9 +293,12 @@ def dedup(
         except BaseException:  # a failed write's parts are never used: a disk it filled stayed full
             _remove(out, PARTIAL)
             raise
-        kept, n_rejected = int(written["kept"]), int(written.get("rejected", 0))
-        n_removed = check_accounting(stats.counts["input"]["documents"], kept, removed, n_rejected, counted=written)
+        kept, n_rejected, n_reference = (int(written.get(k, 0)) for k in ("kept", "rejected", "reference"))
+        n_input = stats.counts["input"]["documents"]
+        n_removed = check_accounting(n_input, kept + n_reference, removed, n_rejected, counted=written)
         stats.count("output", kept=kept, removed=n_removed, rejected=n_rejected)
+        if reference:
+            stats.count("output", reference=n_reference)
 
         # A previous run's outputs (--overwrite) are replaced only now: a run that fails leaves them.
         # summary.json first, as its presence says the outputs are one finished run's. What this
@@ -310,7 +327,8 @@ def dedup(
         if device is not None:
             device -= spilled_before[1] or 0
         summary = {
-            "inputs": list(inputs),
+            "inputs": list(inputs),  # the reference's first
+            "reference": list(reference),
             "input_files": [
                 {"path": _absolute(path), "size": size, "modified": modified} for path, size, modified in files
             ],
@@ -372,11 +390,13 @@ def _inputs_unchanged(inputs: list[str], files: list[tuple[str, int, str]]):
 
 def _changed_input(inputs: list[str], files: list[tuple[str, int, str]]) -> str | None:
     """The first input file whose fingerprint (:func:`input_fingerprint`) is no longer ``files``'
-    (a file gone counts), or None."""
+    (a file gone counts), or None, also where that cannot be told (the storage unreachable)."""
     try:
         now = {path: (size, modified) for path, size, modified in input_fingerprint(inputs)}
-    except (OSError, ValueError):  # a file (or every file of an input) is gone
+    except (FileNotFoundError, ValueError):  # a file (or every file of an input) is gone
         now = {}
+    except Exception:  # S3 gone mid-run: its listing's traceback came second, after the read's
+        return None
     return next((path for path, size, modified in files if now.get(path) != (size, modified)), None)
 
 
@@ -596,16 +616,20 @@ def with_location(duplicates: dd.DataFrame, names: tuple[str, ...]) -> dd.DataFr
     return duplicates.map_partitions(locate, meta=meta, token=host_step(locate))
 
 
-def removal_counts(removed: dd.DataFrame) -> dict:
+def removal_counts(removed: dd.DataFrame, reference: int = 0) -> dict:
     """What :func:`check_accounting` counts in the removed table, as Dask scalars (to compute with other work):
-    ``removed`` (rows), ``removed twice`` (repeated ``_doc`` keys), ``representatives removed``."""
+    ``removed`` (rows), ``removed twice`` (repeated ``_doc`` keys), ``representatives removed``
+    and, with a ``reference`` (:class:`KeepPolicy`'s), ``reference removed``."""
     # Sorting put equal keys in one partition, so repeats show within partitions.
     twice = removed.map_partitions(lambda part: part[DOC].duplicated().sum(), meta=(None, "int64")).sum()
-    return {
+    counts = {
         "removed": count_rows(removed),
         "removed twice": twice,
         "representatives removed": count_rows(_lost(removed)),
     }
+    if reference:
+        counts["reference removed"] = count_rows(removed[removed[DOC] < reference])
+    return counts
 
 
 def _lost(removed: dd.DataFrame) -> dd.DataFrame:
@@ -615,11 +639,12 @@ def _lost(removed: dd.DataFrame) -> dd.DataFrame:
 def check_accounting(
     n_input: int, n_kept: int, removed: dd.DataFrame, n_rejected: int = 0, counted: dict | None = None
 ) -> int:
-    """Raise :class:`AccountingError` unless input = kept + removed + rejected and every representative is kept.
+    """Raise :class:`AccountingError` unless input = kept + removed + rejected, every
+    representative is kept and no reference document (``counted["reference removed"]``) was removed.
 
     ``removed`` is the removed table of :func:`resolve` (sorted by ``_doc``); it is read once
     more for the checks (unless ``counted`` holds :func:`removal_counts` computed), never
-    collected. Returns the number of removed documents.
+    collected. ``n_kept`` counts the reference's documents. Returns the number of removed documents.
     """
     counted = counted or dask.compute(removal_counts(removed))[0]
     n_removed, twice, n_lost = (int(counted[k]) for k in ("removed", "removed twice", "representatives removed"))
@@ -630,7 +655,24 @@ def check_accounting(
     if n_lost:
         examples = sorted(on_host(_lost(removed).id).compute().tolist())[:3]
         raise AccountingError(f"{n_lost} representative(s) were removed themselves, e.g. {examples}")
+    if reference_removed := int(counted.get("reference removed", 0)):
+        raise AccountingError(f"{reference_removed} reference document(s) were removed")
     return n_removed
+
+
+def written_and_reference(kept: dd.DataFrame, reference: int) -> tuple[dd.DataFrame, dd.DataFrame | None]:
+    """``kept`` (documents indexed by ``_doc``, known divisions) split at the ``_doc`` key
+    ``reference`` (:class:`KeepPolicy`'s): the documents to write, and the reference's (None
+    without one). Each keeps only the partitions that can hold its keys (one at least), so a
+    reference read whole writes no empty parts."""
+    if not reference:
+        return kept, None
+    # Partition i holds keys from divisions[i]; the last one's upper bound is inclusive.
+    first_new = min(int(np.searchsorted(kept.divisions[1:-1], reference, side="right")), kept.npartitions - 1)
+    last_reference = max(int(np.searchsorted(kept.divisions[:-1], reference, side="left")) - 1, 0)
+    written = kept.partitions[first_new:]
+    held = kept.partitions[: last_reference + 1]
+    return written[written[DOC] >= reference], held[held[DOC] < reference]
 
 
 def _prepare_output(out: Path, overwrite: bool, resume: bool, inputs: list[str], paths: list[str]) -> None:
@@ -648,4 +690,4 @@ def _remove(out: Path, names: tuple[str, ...]) -> None:
             path.unlink()
 
 
-__all__ = ["check_accounting", "dedup", "removal_counts", "with_location"]
+__all__ = ["check_accounting", "dedup", "removal_counts", "with_location", "written_and_reference"]

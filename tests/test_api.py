@@ -193,6 +193,28 @@ def test_kept_persists_and_deduplicates_again():
     assert outcome == {"kept": 6, "removed again": 0}
 
 
+@pytest.mark.parametrize("read", [False, True])
+def test_reference_documents_are_kept_as_curate_dedup_keeps_them(tmp_path, read):
+    # The API had no reference: a priority column with keep="max:COLUMN" ranked the published
+    # documents first, but removed a3 and a4, published copies of a1. As curate dedup --reference
+    # (test_cli_reference_documents_are_kept_and_not_written): frames of its own, or read ones.
+    records = [json.loads(line) for line in (FIXTURES / "docs.jsonl").read_text().splitlines()]
+    if read:
+        published = read_documents(str(write_jsonl(tmp_path / "p.jsonl", records[:6])))
+        new = read_documents(str(write_jsonl(tmp_path / "n.jsonl", records[6:])))
+    else:
+        published = dd.from_pandas(pd.DataFrame(records[:6]), npartitions=2)
+        new = dd.from_pandas(pd.DataFrame(records[6:]), npartitions=2)
+    with dask.config.set(scheduler="sync"):
+        result = curate.deduplicate(new, reference=published, keep="longest")
+        kept, removed, _ = result.compute()
+    assert kept.id.tolist() == ["a9", "a10", "a11"] and list(kept.columns) == ["id", "text", "source"]
+    assert removed[["id", "representative"]].values.tolist() == [["a7", "a2"], ["a8", "a6"], ["a12", "a1"]]
+    assert (result.counts["documents"], result.counts["reference"], result.counts["kept"]) == (12, 6, 3)
+    with pytest.raises(ValueError, match=r"text_field='text': no such column in reference \(columns: \['body'\]\)"):
+        curate.deduplicate(new, reference=dd.from_pandas(pd.DataFrame({"body": ["x"]}), npartitions=1))
+
+
 def test_building_runs_no_task_and_compute_runs_each_stage_once(monkeypatch):
     calls = {"md5": 0, "minhash": 0}
 

@@ -440,6 +440,10 @@ def test_empty_file(tmp_path):
     jsonl(tmp_path / "b.jsonl", '{"id": 1, "text": "b"}')
     both = read_documents(str(tmp_path)).compute()  # the empty file sorts first and gives nothing
     assert both.to_dict("list") == {"_doc": [1 << 40], "id": [1], "text": ["b"]}
+    # An empty week's dump with --id-field said "no id field 'uid' in any input file (fields:
+    # ['text'])": it holds no records, so no field is missing (a user's trial).
+    named = read_documents(str(tmp_path / "a.jsonl"), id_field="uid", columns=["uid", "text", "week"]).compute()
+    assert len(named) == 0 and list(named.columns) == ["_doc", "uid", "text", "week"]
 
 
 def test_inputs_without_records_are_named_in_a_warning(tmp_path, joined):

@@ -5,8 +5,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import fsspec
+import pandas as pd
 import pytest
 from click.testing import CliRunner
+from fsspec.implementations.memory import MemoryFileSystem
 
 from curate.checks import check_output
 from curate.cli import _interrupted, main, print_summary
@@ -44,6 +47,33 @@ def test_cli_dedup_prints_summary_and_writes_outputs(tmp_path, joined):
         "removed.parquet",
         "summary.json",
     ]
+
+
+def test_cli_reference_documents_are_kept_and_not_written(tmp_path, joined):
+    # A corpus already published, given with --reference: its duplicates of one another stay
+    # (a3, a4 of a1), the input's copies of it go (a12 of a1, a7 of a2), and only the input is
+    # written. Given as inputs in front instead, a3 and a4 were removed (exit 0).
+    lines = (FIXTURES / "docs.jsonl").read_text().splitlines(keepends=True)
+    (tmp_path / "published.jsonl").write_text("".join(lines[:6]))
+    (tmp_path / "new.jsonl").write_text("".join(lines[6:]))
+    out = tmp_path / "out"
+    args = ["dedup", str(tmp_path / "new.jsonl"), "--reference", str(tmp_path / "published.jsonl"), *joined]
+    result = CliRunner().invoke(main, [*args, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "reference documents (kept, not written)" in result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["counts"]["output"] == {"kept": 3, "removed": 3, "rejected": 0, "reference": 6}
+    assert summary["reference"] == [str(tmp_path / "published.jsonl")]
+    removed = pd.read_parquet(out / "removed.parquet")
+    assert removed[["id", "representative"]].values.tolist() == [["a7", "a2"], ["a8", "a6"], ["a12", "a1"]]
+    written = [json.loads(line)["id"] for line in (out / "deduplicated" / "part.00000.jsonl").read_text().splitlines()]
+    assert written == ["a9", "a10", "a11"]
+    # A file named both ways is refused: which would it be?
+    both = CliRunner().invoke(main, [*args, str(tmp_path / "published.jsonl"), "-o", str(tmp_path / "again")])
+    assert both.exit_code == 1 and both.output == (
+        f"Error: 1 file named both as --reference and as input: {tmp_path / 'published.jsonl'}; a reference "
+        "document is kept and not written, an input's may be removed: name each file once\n"
+    )
 
 
 def test_cli_config_file_and_bad_values(tmp_path, joined):
@@ -103,6 +133,67 @@ def test_urls_the_run_cannot_use_are_one_line(tmp_path, monkeypatch):
     missing = CliRunner().invoke(main, ["dedup", "gcs://bucket/crawl/*.jsonl", "-o", "out"])
     assert missing.exit_code == 1 and missing.output.startswith("Error: input 'gcs://bucket/crawl/*.jsonl': ")
     assert "gcsfs" in missing.output and len(missing.output.splitlines()) == 1, missing.output
+
+
+class EndpointConnectionError(Exception):
+    """botocore's error for an endpoint that does not answer (no OSError), as a stand-in."""
+
+
+EndpointConnectionError.__module__ = "botocore.exceptions"
+
+
+class Unreachable(MemoryFileSystem):
+    """A remote file system whose storage does not answer (a wrong AWS_ENDPOINT_URL), or
+    refuses its credentials (s3fs's PermissionError, which names no object)."""
+
+    protocol = "unreachable"
+    refused = False
+
+    @classmethod
+    def _strip_protocol(cls, path):
+        return path.removeprefix("unreachable://").rstrip("/")
+
+    def exists(self, path, **kwargs):  # as s3fs's: only a missing object is False
+        try:
+            self.info(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def info(self, path, **kwargs):
+        if self.refused:
+            raise PermissionError("Access Denied")
+        raise EndpointConnectionError('Could not connect to the endpoint URL: "http://127.0.0.1:5999/corpus"')
+
+
+def test_remote_storage_errors_are_one_line_naming_the_input(tmp_path, monkeypatch):
+    # A wrong endpoint or no credentials printed botocore's 156-line traceback; s3fs's
+    # "Access Denied" named no bucket or object (a trial against a local S3).
+    fsspec.register_implementation("unreachable", Unreachable, clobber=True)
+    url = "unreachable://corpus/gz/part-00000.jsonl"
+    result = CliRunner().invoke(main, ["dedup", url, "-o", str(tmp_path / "out")])
+    assert result.exit_code == 1 and result.output == (
+        f"Error: {url}: EndpointConnectionError: Could not connect to the endpoint URL: "
+        '"http://127.0.0.1:5999/corpus"\n(the storage of the inputs did not answer, or refused the credentials: '
+        "check its endpoint (AWS_ENDPOINT_URL for S3), the credentials and the network on this machine and "
+        "every worker's)\n"
+    )
+    monkeypatch.setattr(Unreachable, "refused", True)
+    result = CliRunner().invoke(main, ["dedup", url, "-o", str(tmp_path / "out")])
+    assert result.exit_code == 1 and result.output == f"Error: {url}: Access Denied\n"
+    # Raised where no URL is at hand (a worker's read): one line, and --resume once stages finished.
+    (tmp_path / "out" / "_stages").mkdir(parents=True)
+
+    def unreachable(*args, **kwargs):
+        raise EndpointConnectionError('Could not connect to the endpoint URL: "http://127.0.0.1:5999/corpus/x"')
+
+    monkeypatch.setattr("curate.cli._run", unreachable)
+    result = CliRunner().invoke(main, ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(tmp_path / "out"), "--resume"])
+    assert result.exit_code == 1 and result.output.startswith("Error: EndpointConnectionError: Could not connect")
+    assert result.output.endswith(
+        f"the stages that finished are kept in {tmp_path / 'out' / '_stages'}, and the same command with --resume "
+        "goes on from them)\n"
+    )
 
 
 def test_cli_params_table():
@@ -413,6 +504,24 @@ def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path):
         f"terminated (SIGTERM): finished stages read are kept in {out / '_stages'}; "
         "run the same command with --resume to continue"
     )
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_sigterm_in_the_process_clean_up_keeps_the_runs_exit_status(tmp_path, fails):
+    # A SIGTERM right after the summary was printed (outputs complete) gave 143 (a trial's, once).
+    out = tmp_path / "out"
+    script = (
+        "import atexit, os, signal, sys, time\n"
+        "import curate.cli\n"
+        "atexit.register(lambda: (os.kill(os.getpid(), signal.SIGTERM), time.sleep(30)))\n"
+        "sys.argv = ['curate', *sys.argv[1:]]\n"
+        "curate.cli.console()\n"
+    )
+    docs = str(tmp_path / "none.jsonl") if fails else str(FIXTURES / "docs.jsonl")
+    args = ["dedup", docs, "-o", str(out), "--no-progress"]
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == (1 if fails else 0), done.stderr
+    assert (out / "summary.json").exists() != fails
 
 
 def test_sigterm_while_the_report_is_written_says_the_outputs_are_complete(tmp_path):

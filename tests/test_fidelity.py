@@ -615,6 +615,19 @@ def test_a_file_given_twice_is_counted_once(tmp_path):
     assert message.count("a.jsonl (in") == 1 and "; and" not in message
 
 
+def test_a_url_given_twice_is_named_with_its_protocol():
+    # "corpus/gz/reuters/part-00000.jsonl.gz (in ...)": the warning dropped s3:// (a trial on S3).
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/overlap/a.jsonl", b'{"id": "a", "text": "a"}\n')
+    _, paths, _, repeats, _ = find_inputs(["memory://overlap/", "memory://overlap/a.jsonl"])
+    assert overlap_message(repeats).endswith(
+        "memory:///overlap/a.jsonl (in 'memory://overlap/' and 'memory://overlap/a.jsonl')"
+    )
+    fs.rm("/overlap", recursive=True)
+
+
 def test_a_file_found_again_through_a_link_in_its_folder_is_named_by_both_spellings(tmp_path):
     # The warning said "given twice" of a folder given once, which held a link to one of its files.
     (tmp_path / "d" / "sub").mkdir(parents=True)

@@ -303,3 +303,38 @@ def test_a_host_read_is_a_pandas_read():
             read_documents(str(FIXTURES / "docs.jsonl"), host=True)
     names = {key_split(key) for key in read_documents(str(FIXTURES / "docs.jsonl"), host=True).__dask_graph__()}
     assert "host-read-documents" in names and "read-documents" not in names
+
+
+def test_input_fingerprints_see_a_remote_object_replaced_after_its_listing():
+    # s3fs answers info() from the listing it cached: an object replaced mid-run kept its first
+    # size and time, so the changed-input check found no change and the read's s3fs error
+    # ("Etag ... no longer exists") named no change (a trial on S3). A listing cache as s3fs's:
+    import fsspec
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    from curate.checkpoints import input_fingerprint
+
+    class Caching(MemoryFileSystem):
+        protocol = "caching"
+
+        @classmethod
+        def _strip_protocol(cls, path):
+            return "/" + path.removeprefix("caching://").strip("/")
+
+        def info(self, path, **kwargs):
+            path = self._strip_protocol(path)
+            if path in self.dircache:
+                return self.dircache[path]
+            self.dircache[path] = super().info(path, **kwargs)
+            return self.dircache[path]
+
+        def invalidate_cache(self, path=None):  # as s3fs's
+            self.dircache.clear()
+
+    fsspec.register_implementation("caching", Caching, clobber=True)
+    fs = fsspec.filesystem("caching")
+    fs.pipe("/week/a.jsonl", b'{"id": "a", "text": "a"}\n')
+    assert input_fingerprint(["caching://week/"])[0][1] == 25
+    fs.pipe("/week/a.jsonl", b'{"id": "a", "text": "a longer text"}\n')  # replaced, the listing cached
+    assert input_fingerprint(["caching://week/"])[0][1] == 37
+    fs.rm_file("/week/a.jsonl")

@@ -899,15 +899,19 @@ def test_greedy_representatives_chain():
     assert greedy_representatives(*buffers([A, A]), np.array([0, 0, 2, 2]), 0.5, 1, True)[0].tolist() == [0, 0]
 
 
-def _greedy_by_hand(texts, starts, threshold, width, words):
-    """greedy_representatives by its definition: each representative compared with every later row."""
+def _greedy_by_hand(texts, starts, threshold, width, words, fixed=None):
+    """greedy_representatives by its definition: each representative compared with every later
+    row, except the ``fixed`` ones (never taken)."""
     rep, similarity = [-1] * len(texts), [0.0] * len(texts)
+    fixed = [False] * len(texts) if fixed is None else list(fixed)
     for lo, hi in zip(starts[:-1], starts[1:]):
         for r in range(lo, hi):
             if rep[r] == -1:
                 rep[r], similarity[r] = r, 1.0
                 for k in range(r + 1, hi):
-                    if rep[k] == -1 and (s := ref.jaccard(texts[k], texts[r], width, words)) >= threshold:
+                    if fixed[k] or rep[k] != -1:
+                        continue
+                    if (s := ref.jaccard(texts[k], texts[r], width, words)) >= threshold:
                         rep[k], similarity[k] = r, s
     return rep, similarity
 
@@ -954,6 +958,43 @@ def test_greedy_representatives_with_known_similarities_give_the_same_groups(tex
         *buffers(texts), np.array(starts), threshold, width, words, known=known, budget=budget
     )
     assert (rep.tolist(), similarity.tolist()) == _greedy_by_hand(texts, starts, threshold, width, words)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.text("ab c", max_size=14), min_size=1, max_size=30),
+    st.data(),
+    st.sampled_from([1 / 3, 0.5, 0.8, 1.0]),
+    st.integers(1, 3),
+    st.booleans(),
+)
+def test_greedy_representatives_never_take_a_fixed_row(texts, data, threshold, width, words):
+    # curate dedup --reference: a published document is never removed, even as the copy of
+    # another one; without `fixed` the first row took every copy (the second published one too).
+    # Fixed rows anywhere in a group (the pipeline sorts them first), some similarities known.
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(texts) - 1), max_size=4))) if len(texts) > 1 else []
+    starts = [0, *cuts, len(texts)]
+    fixed = np.array(data.draw(st.lists(st.booleans(), min_size=len(texts), max_size=len(texts))))
+    known = np.full(len(texts), np.nan)
+    for lo, hi in zip(starts[:-1], starts[1:]):
+        for k in range(lo + 1, hi):
+            if data.draw(st.booleans()):
+                known[k] = ref.jaccard(texts[k], texts[lo], width, words)
+    budget = data.draw(st.sampled_from([1, 30, 1 << 25]))
+    rep, similarity = greedy_representatives(
+        *buffers(texts), np.array(starts), threshold, width, words, known=known, budget=budget, fixed=fixed
+    )
+    assert (rep.tolist(), similarity.tolist()) == _greedy_by_hand(texts, starts, threshold, width, words, fixed)
+    assert (rep[fixed] == np.flatnonzero(fixed)).all()
+
+
+def test_greedy_representatives_fixed_copies_stay():
+    texts = ["alpha beta gamma", "alpha beta gamma", "alpha beta gamma", "delta"]
+    fixed = np.array([True, True, False, False])
+    rep, _ = greedy_representatives(*buffers(texts), np.array([0, 4]), 0.8, 1, True, fixed=fixed)
+    assert rep.tolist() == [0, 1, 0, 3]
+    with pytest.raises(ValueError, match="fixed has 2 values for 4 documents"):
+        greedy_representatives(*buffers(texts), np.array([0, 4]), 0.8, 1, True, fixed=fixed[:2])
 
 
 def test_greedy_representatives_take_a_known_similarity_as_given():

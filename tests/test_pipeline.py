@@ -572,3 +572,23 @@ def test_the_input_is_cached_by_default_where_the_workers_memory_holds_it_four_t
     assert not auto(_Workers(8000), gpu=True) and not auto(_Workers(8000), resume=True)
     assert cache_input(True, "exact", None, files, gpu=True, resume=True)  # as given
     assert not cache_input(False, "both", _Workers(8000), files, gpu=False, resume=False)
+
+
+def test_an_unreachable_storage_is_no_changed_input(monkeypatch):
+    # S3 gone mid-run: the check for changed inputs listed the bucket again while the read's
+    # error was handled, and its own traceback came second; a listing that fails for another
+    # reason than a missing file cannot tell a change, so the read's error stands.
+    from curate import pipeline
+
+    files = [("s3://b/a.jsonl", 10, "t")]
+
+    def fingerprint(error):
+        def raising(inputs):
+            raise error
+
+        return raising
+
+    monkeypatch.setattr(pipeline, "input_fingerprint", fingerprint(ConnectionError("s3://b: unreachable")))
+    assert pipeline._changed_input(["s3://b/"], files) is None
+    monkeypatch.setattr(pipeline, "input_fingerprint", fingerprint(FileNotFoundError("s3://b/ matches no file")))
+    assert pipeline._changed_input(["s3://b/"], files) == "s3://b/a.jsonl"

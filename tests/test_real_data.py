@@ -141,3 +141,56 @@ def test_same_removed_file_whatever_the_partitioning(client, tmp_path):
         assert set(table.kind[apart]) == {"exact", "fuzzy"}, parts
         without += parts - len(set(partition_of(path, blocksize, members.position)))
     assert without > 0
+
+
+def test_reference_documents_are_never_removed_and_take_their_copies(client, tmp_path):
+    # Weekly dumps deduplicated against the weeks published before: a published document was
+    # removed (exit 0) wherever the order of the arguments, or --keep, ranked a new copy first.
+    # Published: campaign mails with near duplicates among themselves (all must stay), posts and
+    # five posts published twice (exact copies, which stay too);
+    # new: the same campaigns' next mails, exact copies of published documents, copies with a
+    # header added in front (longer: --keep longest ranks them above their originals) and copies
+    # among themselves.
+    published = spam_mails(2, 5501, 200) + news_posts(100)
+    published += [{"id": f"twin-{r['id']}", "text": r["text"]} for r in published[200:205]]  # published twice
+    campaign = spam_mails(2, 5701, 200)
+    copies = [{"id": f"copy-{r['id']}", "text": r["text"]} for r in published[::10]]
+    headed = [{"id": f"headed-{r['id']}", "text": "Re: " + r["text"]} for r in published[5::10]]
+    repeats = [{"id": f"again-{r['id']}", "text": r["text"]} for r in campaign[:10]]
+    new = campaign + copies + headed + repeats
+    ref_path = write_jsonl(tmp_path / "published" / "week1.jsonl", published)
+    new_path = write_jsonl(tmp_path / "week2.jsonl", new)
+    out = tmp_path / "out"
+    summary = dedup([str(new_path)], str(out), load_config(None, {"keep": "longest"}), reference=[str(ref_path)])
+
+    removed = pd.read_parquet(out / "removed.parquet")
+    written = pd.read_json(out / "deduplicated" / "part.00000.jsonl", lines=True)
+    every = pd.DataFrame(published + new)
+    similarity = true_jaccard_matrix(every.text, FuzzyConfig().width)
+    position = {doc_id: i for i, doc_id in enumerate(every.id)}
+    published_ids = {r["id"] for r in published}
+    # (1) no published document is removed, none is written; the new ones are written in input order
+    assert not published_ids & set(removed.id) and not published_ids & set(written.id)
+    assert written.id.tolist() == [r["id"] for r in new if r["id"] not in set(removed.id)]
+    assert summary["counts"]["output"] == {
+        "kept": len(written),
+        "removed": len(removed),
+        "rejected": 0,
+        "reference": 305,
+    }
+    # (2) every removal is within the threshold of a representative that is published or written
+    assert set(removed.representative) <= published_ids | set(written.id)
+    assert min(similarity[position[d], position[r]] for d, r in zip(removed.id, removed.representative)) >= 0.8
+    # (3) every exact copy went to a published document, though --keep longest ranks a longer
+    # copy first: the headed copies are longer than their originals and went to them too
+    gone = removed.set_index("id")
+    assert all(gone.representative[r["id"]] in published_ids for r in copies + headed)
+    assert (gone.kind[[r["id"] for r in copies]] == "exact").all()
+    # (4) every new document within the threshold of a published one is removed (LSH may miss a
+    # pair under 0.9; none above), and the published near duplicates of one another all stay
+    n_pub = len(published)
+    close = similarity[n_pub:, :n_pub].max(axis=1)
+    new_ids = np.array([r["id"] for r in new])
+    assert set(new_ids[close >= 0.9]) <= set(removed.id) and (close >= 0.9).sum() > 70
+    i, j = np.triu_indices(n_pub, k=1)
+    assert (similarity[i, j] >= 0.8).sum() > 10  # what makes the published side a test

@@ -106,7 +106,7 @@ class ExactDedup:
         """
         return stage(
             "exact",
-            {"keep": str(self.keep)},
+            self.keep.stage_params(),
             lambda: self.groups(self.candidates(docs) if candidates is None else candidates),
         )
 
@@ -136,5 +136,8 @@ def _exact_groups(part: pd.DataFrame, id_field: str, keep: KeepPolicy) -> pd.Dat
     # Within an md5 group, only texts that also agree in SHA-256 and length are the same text.
     same = part.groupby([MD5, SHA256, LENGTH], sort=False)
     first = same[list(dict.fromkeys([DOC, id_field]))].transform("first")  # one column when the keys are the ids
-    size = same[DOC].transform("size")
+    if (fixed := keep.fixed(part[DOC])) is not None:  # a reference document is its own representative
+        first = first.mask(pd.Series(fixed, index=part.index), part[first.columns])
+    # A group's rows: its representative's and those pointing to it (a reference copy alone is none).
+    size = first[DOC].map(first[DOC].value_counts()) if fixed is not None else same[DOC].transform("size")
     return group_frame(part[DOC], first[DOC], part[id_field], first[id_field], 1.0)[(size > 1).to_numpy()]

@@ -192,7 +192,7 @@ class FuzzyDedup:
             edges = dd.concat([edges, members])
             out.update(member_pairs=second["pairs"], member_edges=members, buckets_over_cap=second["buckets_over_cap"])
         graph = stage("components", {}, lambda: components(edges))
-        groups = stage("groups", {"keep": str(self.keep)}, lambda: self.groups(graph, chosen, edges))
+        groups = stage("groups", self.keep.stage_params(), lambda: self.groups(graph, chosen, edges))
         return {**out, "edges": edges, "components": graph, "groups": groups}
 
     def __call__(self, docs: dd.DataFrame) -> dd.DataFrame:

@@ -10,6 +10,8 @@ from curate.backend import byte_lengths, is_missing
 from curate.config import check_keep, parse_keep
 from curate.schema import DOC, LENGTH
 
+REFERENCE = "_after_reference"  # KeepPolicy.sort's own column: not a reference document
+
 
 @dataclass(frozen=True)
 class KeepPolicy:
@@ -23,6 +25,11 @@ class KeepPolicy:
         Ties always fall back to input order, so the choice is deterministic.
     column : str, optional
         Required for ``max`` / ``min``.
+    reference : int, default=0
+        Documents whose ``_doc`` key is below this are the reference (``curate dedup
+        --reference``: a corpus already published, read before the inputs): they rank before
+        every other document of their group, whatever the rule, and are never removed (two of
+        them that are duplicates both stay). 0: none.
 
     Raises
     ------
@@ -32,6 +39,7 @@ class KeepPolicy:
 
     rule: str = "first"
     column: str | None = None
+    reference: int = 0
 
     def __post_init__(self):
         check_keep(self.rule, self.column)
@@ -56,6 +64,14 @@ class KeepPolicy:
     def __str__(self) -> str:
         return f"{self.rule}:{self.column}" if self.column else self.rule
 
+    def stage_params(self) -> dict:
+        """The policy as a stage's parameters (:func:`curate.checkpoints.stage_key`)."""
+        return {"keep": str(self), **({"reference": self.reference} if self.reference else {})}
+
+    def fixed(self, doc) -> np.ndarray | None:
+        """Which of the ``_doc`` keys ``doc`` (int64, host) are the reference's (bool, numpy); None without one."""
+        return np.asarray(doc, dtype=np.int64) < self.reference if self.reference else None
+
     def columns(self) -> list[str]:
         """Input columns the policy reads besides ``_doc`` and the text."""
         return [self.column] if self.column else []
@@ -76,6 +92,10 @@ class KeepPolicy:
         ``longest`` sorts by the ``_length`` column of :meth:`measure`.
         """
         keys, ascending = list(by), [True] * len(by)
+        if self.reference:  # the reference's documents first
+            part = part.assign(**{REFERENCE: part[DOC].to_numpy() >= self.reference})
+            keys.append(REFERENCE)
+            ascending.append(True)
         if self.rule == "longest":
             keys.append(LENGTH)
             ascending.append(False)
@@ -83,9 +103,10 @@ class KeepPolicy:
             _check_orders(part[self.column], self)
             keys.append(self.column)
             ascending.append(self.rule == "min")
-        return part.sort_values(
+        ordered = part.sort_values(
             keys + [DOC], ascending=ascending + [True], na_position="last", kind="stable", key=self._nan_missing
         )
+        return ordered.drop(columns=REFERENCE) if self.reference else ordered
 
     def _nan_missing(self, values: pd.Series) -> pd.Series:
         # A float NaN ranks last, as a null does: an Arrow float column (the CPU read) sorts NaN

@@ -102,6 +102,7 @@ def _split(part, text_field, id_field, keep, config):
     component = part[COMPONENT].to_numpy()
     starts = np.flatnonzero(np.r_[True, component[1:] != component[:-1]])
     group_starts = np.append(starts, len(part)).astype(np.int64)
+    fixed = keep.fixed(part[DOC])  # the reference's documents: never taken (they sort first)
     if config.verify:
         rep_row, similarity = greedy_representatives(
             prepare_text(part[text_field], config),
@@ -110,9 +111,12 @@ def _split(part, text_field, id_field, keep, config):
             config.width,
             config.ngram == "word",
             _known(part, group_starts),
+            fixed,
         )
     else:  # no similarity was computed: the whole component is one group
         rep_row, similarity = np.repeat(starts, np.diff(group_starts)), np.full(len(part), np.nan)
+        if fixed is not None:
+            rep_row = np.where(fixed, np.arange(len(part)), rep_row)
     in_group = np.bincount(rep_row, minlength=len(part))[rep_row] > 1
     doc, doc_id = part[DOC], part[id_field]
     rep = doc.iloc[rep_row].set_axis(part.index)

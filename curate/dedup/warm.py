@@ -72,7 +72,9 @@ def kernel_calls(config: FuzzyConfig, text_dtype) -> dict[str, tuple]:
         # jaccard_indexed and greedy_representatives call them, on no rows.
         "set scores": (lambda: _score_pairs(i64, u64, i64[:0], i64[:0], threshold, f64), 0.6, ()),
         "representatives' split": (
-            lambda: _split_rest(i64, u64, *[i64[:0]] * 3, u64, i64[:0], i64, threshold, i64[:0], f64, i64[:0]),
+            lambda: _split_rest(
+                i64, u64, *[i64[:0]] * 3, u64, i64[:0], i64, threshold, i64[:0], f64, i64[:0], np.zeros(0, np.bool_)
+            ),
             1.1,
             (),
         ),

@@ -36,6 +36,37 @@ _DECODERS = {
     "gzip": lambda: zlib.decompressobj(zlib.MAX_WBITS | 16),
     "zstd": lambda: zstandard.ZstdDecompressor().decompressobj(),
 }
+# The packages through which fsspec reaches remote storage, whose own errors are no OSErrors
+# (botocore's EndpointConnectionError, NoCredentialsError): a 156-line traceback in a trial.
+_STORAGE_CLIENTS = frozenset({"botocore", "aiobotocore", "s3fs", "gcsfs", "google", "aiohttp", "adlfs", "azure"})
+
+
+def storage_client_error(err: BaseException) -> bool:
+    """Whether ``err`` is a remote storage client's own error (a wrong endpoint, no
+    credentials), raised by one of the packages fsspec reaches S3, GCS or Azure through."""
+    return type(err).__module__.split(".")[0] in _STORAGE_CLIENTS
+
+
+@contextlib.contextmanager
+def naming(where: str):
+    """Errors of the storage behind the input ``where`` (a URL) raised as OSErrors that name
+    it: a storage client's own error as a ConnectionError (``s3://b/x: EndpointConnectionError:
+    ...``), an OSError whose words lack it (s3fs's ``Access Denied``) with ``where:`` in front,
+    in its own class."""
+    try:
+        yield
+    except OSError as err:
+        if where in str(err):
+            raise
+        try:
+            renamed = type(err)(f"{where}: {err}")
+        except TypeError:  # a class of its own arguments
+            renamed = OSError(f"{where}: {err}")
+        raise renamed from err
+    except Exception as err:
+        if not storage_client_error(err):
+            raise
+        raise ConnectionError(f"{where}: {type(err).__name__}: {err}") from err
 
 
 def expand_paths(inputs: list[str] | str) -> tuple[object, list[str], str]:
@@ -68,6 +99,30 @@ def expand_paths(inputs: list[str] | str) -> tuple[object, list[str], str]:
     return fs, paths, fmt
 
 
+def reference_files(reference: list[str], inputs: list[str]) -> int:
+    """How many files ``reference`` names: read before those ``inputs`` names (``curate dedup
+    --reference``), they are the first files of ``expand_paths([*reference, *inputs])``.
+
+    Raises
+    ------
+    ValueError
+        If a file is named both as a reference and as an input (which would it be?), or as
+        :func:`expand_paths` (of either, or of both together: one format, one file system).
+    FileNotFoundError
+        As :func:`expand_paths`.
+    """
+    _, ours, _ = expand_paths(reference)
+    _, theirs, _ = expand_paths(inputs)
+    expand_paths([*reference, *inputs])  # one format and one file system for both
+    both = sorted(set(ours) & set(theirs))
+    if both:
+        raise ValueError(
+            f"{counted(len(both), 'file')} named both as --reference and as input: {first_few(both)}; "
+            "a reference document is kept and not written, an input's may be removed: name each file once"
+        )
+    return len(ours)
+
+
 def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, str, str]], list[str]]:
     """:func:`expand_paths`, the repeats left out: (path as first named, the input that first
     named it, the input naming it again, the path as named again), and the files that folders
@@ -87,16 +142,13 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
     except ImportError as err:  # fsspec knows the protocol; the package that reads it is missing
         raise ValueError(f"input {inputs[0]!r}: {err}") from None
     local = isinstance(fs, LocalFileSystem)
+    if not local:  # the store as it is now: s3fs answered from the listing it cached at the start, so an
+        fs.invalidate_cache()  # object replaced mid-run was no change, and its read's error named none
     first: dict[str, tuple[str, str]] = {}  # identity -> (path, input)
     repeats, skipped = [], []
     for item in inputs:
-        if fs.isdir(item):
-            root, listed = item, fs.find(item)
-        elif (root := glob_root(fs, item)) is not None:  # a glob's files, below the folder its pattern starts in
-            root = root or "."
-            listed = [path for path, info in fs.glob(item, detail=True).items() if info["type"] != "directory"]
-        else:
-            root, listed = None, [item] if fs.exists(item) else []
+        with contextlib.nullcontext() if local else naming(item):
+            root, listed = _listed(fs, item)
         found, others, hidden, base = [], [], [], None if root is None else fs._strip_protocol(root)
         named = lambda path: os.path.abspath(path) if local else fs.unstrip_protocol(path)  # noqa: E731 (in messages)
         for path in sorted(listed):
@@ -114,7 +166,8 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
             else:
                 others.append(named(path))
         if not found:
-            why = _nothing_found(fs, item, others, hidden)
+            with contextlib.nullcontext() if local else naming(item):
+                why = _nothing_found(fs, item, others, hidden)
             raise FileNotFoundError(f"input {item!r} matches no JSONL or Parquet file: {why}")
         skipped += others
         for path in found:
@@ -126,8 +179,9 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
                 )
             # The same file under another spelling: a relative path, a symlink, "a/../a".
             identity = os.path.realpath(path) if local else path
-            if identity in first:  # shown under the spelling that first named it
-                repeats.append((*first[identity], item, path))
+            if identity in first:  # shown under the spelling that first named it (a URL with its protocol)
+                path_first, item_first = first[identity]
+                repeats.append((named(path_first), item_first, item, named(path)))
             else:
                 first[identity] = (path, item)
     paths = [path for path, _ in first.values()]
@@ -157,6 +211,15 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
     return fs, paths, formats.pop(), repeats, list(dict.fromkeys(skipped))
 
 
+def _listed(fs, item: str) -> tuple[str | None, list[str]]:
+    """The folder an input's files are named below (None: a file named itself), and its files."""
+    if fs.isdir(item):
+        return item, fs.find(item)
+    if (root := glob_root(fs, item)) is not None:  # a glob's files, below the folder its pattern starts in
+        return root or ".", [path for path, info in fs.glob(item, detail=True).items() if info["type"] != "directory"]
+    return None, [item] if fs.exists(item) else []
+
+
 def _nothing_found(fs, item: str, others: list[str], hidden: list[str]) -> str:
     """Why input ``item`` gave no file to read: ``others``, the files of other names it holds or
     matches, and ``hidden``, those left out as not data (names starting with . or _)."""
@@ -166,6 +229,9 @@ def _nothing_found(fs, item: str, others: list[str], hidden: list[str]) -> str:
         return f"the folder holds no {FORMATS} file (names starting with . or _ are left out)"
     root = glob_root(fs, item)
     if root is None:
+        bucket = fs._strip_protocol(item).split("/")[0]  # a missing bucket was "no such file or folder" too
+        if not isinstance(fs, LocalFileSystem) and bucket and not fs.exists(bucket):
+            return f"no such bucket {fs.unstrip_protocol(bucket)}"
         return "no such file or folder"
     if others:
         return f"the pattern matches {counted(len(others), 'file')}, none named as {FORMATS}: {first_few(others)}"

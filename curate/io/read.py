@@ -217,10 +217,11 @@ def read_documents(
     id_name = id_field or "id"
     samples = sample_files(fs, paths, fmt)
     schema, json_text = unify_schemas([s for schemas, _ in samples for s in schemas], text_field, id_name)
+    if not schema.names:  # no records at all: an empty read, of the fields asked for ("no id field" was said)
+        asked = [*([id_field] if id_field else []), text_field, *(columns or [])]
+        schema = pa.schema([(name, pa.string()) for name in dict.fromkeys(asked)])
     if text_field not in schema.names:
-        if schema.names:
-            raise ValueError(f"no text field {text_field!r} in any input file (fields: {schema.names})")
-        schema = pa.schema([(text_field, pa.string())])  # no records at all
+        raise ValueError(f"no text field {text_field!r} in any input file (fields: {schema.names})")
     if id_field is not None and id_field not in schema.names:
         raise ValueError(f"no id field {id_field!r} in any input file (fields: {schema.names})")
     assign_ids = id_name not in schema.names

@@ -372,12 +372,15 @@ def document_blocks(offsets, size):
 
 
 @njit(nogil=True, cache=True)
-def _split_rest(set_offsets, hashes, left, group, prefix, postings, owner, bounds, threshold, rep, similarity, rows):
+def _split_rest(
+    set_offsets, hashes, left, group, prefix, postings, owner, bounds, threshold, rep, similarity, rows, fixed
+):
     # The rows left, rows[left[i]] with the set of slot left[i], i in row order (their groups
     # numbered from 0 in group): the first becomes a representative and takes every later row of
     # its group whose similarity with it reaches `threshold`, compared only where they share a
     # shingle of its prefix (postings: each group's prefix shingles from bounds[g], sorted, with
-    # owner[q] the i whose shingle postings[q] is, in row order among equals); and so on.
+    # owner[q] the i whose shingle postings[q] is, in row order among equals); and so on. A row
+    # with fixed[i] set is never taken: it is a representative when its turn comes.
     taken = np.zeros(len(left), dtype=np.bool_)
     looked = np.full(len(left), -1, dtype=np.int64)  # the representative each row was last compared with
     for i in range(len(left)):
@@ -390,7 +393,7 @@ def _split_rest(set_offsets, hashes, left, group, prefix, postings, owner, bound
             for k in range(i + 1, len(left)):
                 if group[k] != group[i]:
                     break
-                if not taken[k] and set_offsets[left[k]] == set_offsets[left[k] + 1]:
+                if not taken[k] and not fixed[k] and set_offsets[left[k]] == set_offsets[left[k] + 1]:
                     taken[k] = True
                     rep[rows[left[k]]], similarity[rows[left[k]]] = r, 1.0
             continue
@@ -400,7 +403,7 @@ def _split_rest(set_offsets, hashes, left, group, prefix, postings, owner, bound
             last = lo + np.searchsorted(postings[lo:hi], set_i[j], side="right")
             for q in range(first, last):
                 k = owner[q]
-                if k > i and not taken[k] and looked[k] != i:
+                if k > i and not taken[k] and not fixed[k] and looked[k] != i:
                     looked[k] = i
                     s = jaccard_sorted(hashes[set_offsets[left[k]] : set_offsets[left[k] + 1]], set_i)
                     if s >= threshold:
@@ -408,7 +411,9 @@ def _split_rest(set_offsets, hashes, left, group, prefix, postings, owner, bound
                         rep[rows[left[k]]], similarity[rows[left[k]]] = r, s
 
 
-def greedy_representatives(offsets, data, group_starts, threshold, width, words=False, known=None, budget=1 << 25):
+def greedy_representatives(
+    offsets, data, group_starts, threshold, width, words=False, known=None, budget=1 << 25, fixed=None
+):
     """Split groups of candidate duplicates so every member is similar to its representative.
 
     Within each group (rows ``group_starts[g]:group_starts[g + 1]``, already sorted best first by
@@ -447,6 +452,9 @@ def greedy_representatives(offsets, data, group_starts, threshold, width, words=
         rows whose group has none to compare) are taken in batches of whole groups holding at
         most this many text bytes (one group at least), each batch's sets built together
         (:func:`shingle_sets`, 8 bytes per text byte at most).
+    fixed : array of shape (n_docs,), dtype bool, optional
+        Rows that are never taken (``curate dedup --reference``'s documents): each is a
+        representative when its turn comes, and takes later rows as any other does. Default: none.
 
     Returns
     -------
@@ -458,14 +466,16 @@ def greedy_representatives(offsets, data, group_starts, threshold, width, words=
     Raises
     ------
     ValueError
-        If ``known`` does not hold one value per document.
+        If ``known`` or ``fixed`` does not hold one value per document.
     """
     offsets, starts = np.asarray(offsets, dtype=np.int64), np.asarray(group_starts, dtype=np.int64)
     rep = np.empty(len(offsets) - 1, dtype=np.int64)
     similarity = np.empty(len(offsets) - 1, dtype=np.float64)
     known = np.full(len(rep), np.nan) if known is None else np.asarray(known, dtype=np.float64)
-    if len(known) != len(rep):
-        raise ValueError(f"known has {len(known)} values for {len(rep)} documents")
+    fixed = np.zeros(len(rep), dtype=np.bool_) if fixed is None else np.asarray(fixed, dtype=np.bool_)
+    for name, values in (("known", known), ("fixed", fixed)):
+        if len(values) != len(rep):
+            raise ValueError(f"{name} has {len(values)} values for {len(rep)} documents")
     if len(starts) < 2:
         return rep, similarity
     rows = np.arange(starts[0], starts[-1])
@@ -473,8 +483,9 @@ def greedy_representatives(offsets, data, group_starts, threshold, width, words=
     first = starts[group]
     s = np.where(rows == first, 1.0, known[rows])
     # The sets needed: rows whose similarity with their group's first row is not known, those
-    # first rows, and rows known to fall short (compared with other rows of their group).
-    asked = np.isnan(s)
+    # first rows, rows known to fall short (compared with other rows of their group) and fixed
+    # rows (representatives of their own).
+    asked = np.isnan(s) | fixed[rows]
     asks = np.zeros(len(starts) - 1, dtype=np.bool_)
     asks[group[asked]] = True
     need = asked | (s < threshold) | ((rows == first) & asks[group])
@@ -502,6 +513,7 @@ def greedy_representatives(offsets, data, group_starts, threshold, width, words=
             group[batch],
             first[batch],
             s[batch],
+            fixed[rows[batch]],
             threshold,
             width,
             words,
@@ -513,17 +525,19 @@ def greedy_representatives(offsets, data, group_starts, threshold, width, words=
     return rep, similarity
 
 
-def _split_batch(offsets, data, rows, group, first, s, threshold, width, words, rep, similarity, buffer):
+def _split_batch(offsets, data, rows, group, first, s, fixed, threshold, width, words, rep, similarity, buffer):
     # Rows of whole groups (in row order) that need a set: those whose similarity s with their
     # group's first row is NaN are compared with it (a value below the threshold is only a
     # bound, jaccard_at_least: such a row is compared again below); then the rows left, by
-    # prefix filtering within their group.
+    # prefix filtering within their group. A fixed row other than its group's first is left to
+    # be a representative of its own.
     set_offsets, hashes = shingle_sets(offsets, data, width, words, rows, buffer)
-    asked = np.flatnonzero(np.isnan(s))
+    fixed = fixed & (rows != first)
+    asked = np.flatnonzero(np.isnan(s) & ~fixed)
     scores = np.empty(len(asked), dtype=np.float64)
     _score_pairs(set_offsets, hashes, np.searchsorted(rows, first[asked]), asked, float(threshold), scores)
     s[asked] = scores
-    passed = s >= threshold
+    passed = (s >= threshold) & ~fixed
     rep[rows[passed]], similarity[rows[passed]] = first[passed], s[passed]
     left = np.flatnonzero(~passed)
     sizes = set_offsets[left + 1] - set_offsets[left]
@@ -549,4 +563,5 @@ def _split_batch(offsets, data, rows, group, first, s, threshold, width, words, 
         rep,
         similarity,
         rows,
+        fixed[left],
     )
