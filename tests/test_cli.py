@@ -58,9 +58,13 @@ def test_cli_reference_documents_are_kept_and_not_written(tmp_path, joined):
     (tmp_path / "new.jsonl").write_text("".join(lines[6:]))
     out = tmp_path / "out"
     args = ["dedup", str(tmp_path / "new.jsonl"), "--reference", str(tmp_path / "published.jsonl"), *joined]
-    result = CliRunner().invoke(main, [*args, "-o", str(out)])
+    result = CliRunner().invoke(main, [*args, "-o", str(out), "--report"])
     assert result.exit_code == 0, result.output
     assert "reference documents (kept, not written)" in result.output
+    page = (out / "report.html").read_text()
+    shown = {key: int(value) for key, value in re.findall(r'data-count="(\w+)">(\d+)<', page)}
+    assert (shown["documents_in"], shown["kept"], shown["reference"]) == (12, 3, 6)
+    assert "50.0% of the input (the reference aside)" in page
     summary = json.loads((out / "summary.json").read_text())
     assert summary["counts"]["output"] == {"kept": 3, "removed": 3, "rejected": 0, "reference": 6}
     assert summary["reference"] == [str(tmp_path / "published.jsonl")]

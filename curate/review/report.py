@@ -170,10 +170,13 @@ def _counts(s: dict) -> str:
             "documents kept",
             "kept",
             output["kept"],
-            f"{output['kept'] / max(counts['input']['documents'], 1):.1%} of the input"
+            f"{output['kept'] / max(counts['input']['documents'] - output.get('reference', 0), 1):.1%} of the input"
+            + (" (the reference aside)" if "reference" in output else "")
             + (", not written (--identify-only)" if s["output_format"] is None else ""),
         ),
     ]
+    if "reference" in output:  # curate dedup --reference: in documents in, neither kept nor removed
+        cards.append(("reference documents", "reference", output["reference"], "kept, not written (--reference)"))
     return "".join(
         f'<div class="card"><div class="label">{label}</div><div class="value" data-count="{key}">{value:,}</div>'
         f'<div class="detail">{_e(detail)}</div></div>'
