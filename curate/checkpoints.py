@@ -236,7 +236,7 @@ def _changes(before: dict, now: dict, shown: int = 3) -> list[str]:
         else f"input file {path} changed (size or modification time)"
         for path, rest in new_files.items()
         if old_files.get(path) != rest
-    ] + [f"input file {path} is gone" for path in old_files if path not in new_files]
+    ] + [f"input file {path} is no longer an input" for path in old_files if path not in new_files]
     if not changes and list(old_files) != list(new_files):  # it read as "the worker threads changed"
         changes.append("the input files are listed in another order (a document's key holds its file's place)")
     differ = [k for k in sorted(old | new) if old.get(k) != new.get(k)]

@@ -58,6 +58,7 @@ class _PeerNamesCommand(click.Command):
     ``curate dedup``'s."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        _one_path_each(ctx, args)
         try:
             return super().parse_args(ctx, args)
         except click.NoSuchOption as err:
@@ -68,6 +69,23 @@ class _PeerNamesCommand(click.Command):
             raise click.NoSuchOption(
                 err.option_name, f"No such option '{err.option_name}' ({answer}).", ctx=ctx
             ) from None
+
+
+def _one_path_each(ctx: click.Context, args: list[str]) -> None:
+    """Refuse a path right after ``--reference PATH``: click takes it as an INPUT, so
+    ``--reference week1 week2`` deduplicated week2 as new data and wrote it again (exit 0, a
+    trial that followed the README's own example)."""
+    for i, arg in enumerate(args):
+        given = 1 if arg.startswith("--reference=") else 2 if arg == "--reference" else 0
+        after = args[i + given] if given and i + given < len(args) else None
+        if after is not None and not after.startswith("-"):
+            named = args[i + 1] if given == 2 else arg.split("=", 1)[1]
+            raise click.UsageError(
+                f"{after!r} follows --reference {named}: --reference names one path, so it would be read as INPUT. "
+                f"Repeat the flag for each reference (--reference {named} --reference {after}), or give INPUT "
+                "before --reference",
+                ctx=ctx,
+            )
 
 
 class _Main(click.Group):
@@ -653,7 +671,9 @@ def inspect(out_dir, group, doc_id, sample, seed, width):
     counts = run.summary["counts"]
     console.print(
         f"{out_dir}: {counts['input']['documents']:,} documents in, {counts['output']['removed']:,} removed, "
-        f"{counts['output']['kept']:,} kept; showing {len(pairs)}"
+        f"{counts['output']['kept']:,} kept"
+        + (f", {counts['output']['reference']:,} reference" if "reference" in counts["output"] else "")
+        + f"; showing {len(pairs)}"
     )
     for pair in pairs:
         print_pair(console, pair)

@@ -138,8 +138,9 @@ def dedup(
     gpu = dask.config.get("dataframe.backend", "pandas") == "cudf"
     spilled_before = spilled_bytes(gpu)  # a joined cluster's workers count earlier runs' too
     io, keep = config.io, KeepPolicy.parse(config.keep)
+    n_reference = reference_files(list(reference), inputs) if reference else 0
     if reference:  # read first, ranked first, never removed, not written
-        keep = replace(keep, reference=reference_files(list(reference), inputs) << POSITION_BITS)
+        keep = replace(keep, reference=n_reference << POSITION_BITS)
         inputs = [*reference, *inputs]
     if config.mode != "exact" and (weak := config.fuzzy.weak_bands()):
         logger.warning(weak)
@@ -220,7 +221,7 @@ def dedup(
         # The read hashes the texts for exact dedup in modes exact and both: one read serves both.
         "exact_dedup": config.mode in ("exact", "both"),
         "keep_columns": keep.columns(),  # exact dedup's candidates, written by the read, carry them
-        **({"reference": keep.reference} if keep.reference else {}),
+        **({"reference_files": n_reference} if reference else {}),  # the first files
     }
     with _inputs_unchanged(inputs, files):  # a file rewritten meanwhile fails in ways that do not name it
         cached = cache_input(io.cache_input, config.mode, current_client(), files, gpu=gpu, resume=resume)

@@ -72,6 +72,20 @@ def test_cli_reference_documents_are_kept_and_not_written(tmp_path, joined):
     assert removed[["id", "representative"]].values.tolist() == [["a7", "a2"], ["a8", "a6"], ["a12", "a1"]]
     written = [json.loads(line)["id"] for line in (out / "deduplicated" / "part.00000.jsonl").read_text().splitlines()]
     assert written == ["a9", "a10", "a11"]
+    # inspect counts the reference apart, and says an id found nowhere may be a reference document's
+    shown = CliRunner().invoke(main, ["inspect", str(out), "--id", "a12"])
+    said = " ".join(shown.output.split())  # wrapped at the terminal's width
+    assert shown.exit_code == 0 and "12 documents in, 3 removed, 3 kept, 6 reference; showing 1" in said
+    alone = CliRunner().invoke(main, ["inspect", str(out), "--id", "a5"])
+    said = " ".join(alone.output.split())
+    assert alone.exit_code == 1 and "or it is a reference document (--reference), in no duplicate group" in said
+    # A path right after --reference's was read as INPUT: --reference a b deduplicated b as new data
+    # and wrote it again (exit 0; a trial that followed the README's example).
+    pub, new = str(tmp_path / "published.jsonl"), str(tmp_path / "new.jsonl")
+    for given in (["--reference", pub, new], [f"--reference={pub}", new]):
+        ambiguous = CliRunner().invoke(main, ["dedup", *given, "-o", str(tmp_path / "ambiguous")])
+        assert ambiguous.exit_code == 2 and not (tmp_path / "ambiguous").exists()
+        assert f"Error: {new!r} follows --reference {pub}: --reference names one path" in ambiguous.output
     # A file named both ways is refused: which would it be?
     both = CliRunner().invoke(main, [*args, str(tmp_path / "published.jsonl"), "-o", str(tmp_path / "again")])
     assert both.exit_code == 1 and both.output == (

@@ -785,3 +785,17 @@ def test_compressed_size_is_estimated_from_the_sample(tmp_path):
 
     _, size = sample_file(LocalFileSystem(), str(tmp_path / "big.jsonl.gz"), "jsonl")
     assert math.isclose(size, len(raw), rel_tol=0.1)
+
+
+def test_a_glob_that_matches_folders_reads_their_files(tmp_path):
+    # --reference 'published/week[0-3]' matched no file ("no file matches the pattern"), though it
+    # matched four folders; `**` matches a folder and its files, each read once, without a warning.
+    for week in range(4):
+        (tmp_path / "published" / f"week{week}" / "_tmp").mkdir(parents=True)
+        (tmp_path / "published" / f"week{week}" / "part.jsonl").write_text(f'{{"id": {week}, "text": "t"}}\n')
+        (tmp_path / "published" / f"week{week}" / "_tmp" / "x.jsonl").write_text("not data\n")
+    root = str(tmp_path / "published")
+    _, paths, _, repeats, _ = find_inputs([f"{root}/week[0-2]"])
+    assert paths == [f"{root}/week{week}/part.jsonl" for week in range(3)] and repeats == []
+    _, paths, _, repeats, _ = find_inputs([f"{root}/**"])
+    assert paths == [f"{root}/week{week}/part.jsonl" for week in range(4)] and repeats == []

@@ -261,10 +261,12 @@ def test_resume_names_what_changed_files_first():
     assert _changes(before, now, shown=4) == [
         "input file a changed (size or modification time)",
         "input file c is new",
-        "input file b is gone",
+        "input file b is no longer an input",  # "is gone" of a file that was there, no longer given
         "io.id_field: id -> key",
     ]
-    assert _changes(before, now)[2:] == ["input file b is gone", "1 more"]
+    assert _changes(before, now)[2:] == ["input file b is no longer an input", "1 more"]
+    # --reference: the files it names, not a key bound ("reference: 5497558138880 -> 4398046511104")
+    assert _changes({**before, "reference_files": 2}, {**before, "reference_files": 1}) == ["reference_files: 2 -> 1"]
     assert _changes(now, now) == []
     # Partitions that changed alone came from the threads, and the phrase says so; beside an
     # option that changed them (--blocksize), no.

@@ -216,8 +216,14 @@ def _listed(fs, item: str) -> tuple[str | None, list[str]]:
     if fs.isdir(item):
         return item, fs.find(item)
     if (root := glob_root(fs, item)) is not None:  # a glob's files, below the folder its pattern starts in
-        return root or ".", [path for path, info in fs.glob(item, detail=True).items() if info["type"] != "directory"]
+        # and in the folders it matches (published/week[0-3] matched no file: a trial)
+        matched = fs.glob(item, detail=True).items()
+        return root or ".", list(dict.fromkeys(found for path, info in matched for found in _files_of(fs, path, info)))
     return None, [item] if fs.exists(item) else []
+
+
+def _files_of(fs, path: str, info: dict) -> list[str]:
+    return fs.find(path) if info["type"] == "directory" else [path]
 
 
 def _nothing_found(fs, item: str, others: list[str], hidden: list[str]) -> str:

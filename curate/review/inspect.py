@@ -487,6 +487,8 @@ class RunOutput:
                 f"; {counted(len(unreadable), 'rejected record')} {have} no readable id (not JSON, say): "
                 f"--id FILE:LINE finds one, e.g. --id {unreadable[0]} {listed}"
             )
+        if self.summary.get("reference"):  # read, but neither written nor searched
+            note += "; or it is a reference document (--reference), in no duplicate group"
         if unsearched:
             raise KeyError(
                 f"{doc_id!r} is in no duplicate group: it was kept as unique, or is not an input id ({unsearched}){note}"
