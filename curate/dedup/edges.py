@@ -26,16 +26,20 @@ _EDGE_META = {"u": "int64", "v": "int64"}  # a description: Dask builds it in th
 _HOST_EDGES = pd.DataFrame({"u": np.zeros(0, np.int64), "v": np.zeros(0, np.int64)})  # what a host step answers
 
 
-def bucket_stars(buckets: dd.DataFrame) -> dd.DataFrame:
+def bucket_stars(buckets: dd.DataFrame, reference: int = 0) -> dd.DataFrame:
     """One row per bucket member other than the bucket's anchor (its smallest ``_doc``).
 
     Shuffles on the bucket id. A bucket of ``k`` documents gives ``k - 1`` rows; buckets of
-    one document give none.
+    one document give none, nor do buckets of the reference's documents alone.
 
     Parameters
     ----------
     buckets : dask.dataframe.DataFrame
         Columns ``_bucket`` (uint64), ``_doc`` (int64), from :func:`curate.dedup.minhash.lsh_buckets`.
+    reference : int, default=0
+        ``_doc`` keys below this are a reference corpus's (:class:`curate.dedup.keep.KeepPolicy`),
+        never removed: a bucket of them alone can change nothing (a week of new documents
+        against 68,454 published ones verified 7,346 pairs of published documents).
 
     Returns
     -------
@@ -44,7 +48,7 @@ def bucket_stars(buckets: dd.DataFrame) -> dd.DataFrame:
         ``u < v``), ``_members`` (int64, ``k``).
     """
     meta = {BUCKET: "uint64", "u": "int64", "v": "int64", MEMBERS: "int64"}
-    return buckets.shuffle(BUCKET).map_partitions(_stars, meta=meta)
+    return buckets.shuffle(BUCKET).map_partitions(_stars, reference, meta=meta)
 
 
 def unique_edges(stars: dd.DataFrame) -> dd.DataFrame:
@@ -67,10 +71,12 @@ def stars_with_member_pairs(stars: dd.DataFrame) -> dd.DataFrame:
     return stars[stars[MEMBERS] > 2]
 
 
-def _stars(part):
+def _stars(part, reference=0):
     by_bucket = part.groupby(BUCKET, sort=False)[DOC]
     anchor, members = by_bucket.transform("min"), by_bucket.transform("count")
     member = (part[DOC] != anchor).values
+    if reference:  # a bucket whose largest key is the reference's holds no other document
+        member = member & (by_bucket.transform("max") >= reference).values
     return type(part)(
         {
             BUCKET: part[BUCKET].values[member],

@@ -65,8 +65,9 @@ class FuzzyDedup:
         return lsh_buckets(docs, self.text_field, self.config)
 
     def stars(self, buckets: dd.DataFrame) -> dd.DataFrame:
-        """``(_bucket, u, v, _members)`` rows; see :func:`curate.dedup.edges.bucket_stars`."""
-        return bucket_stars(buckets)
+        """``(_bucket, u, v, _members)`` rows; see :func:`curate.dedup.edges.bucket_stars` (the
+        keep policy's reference: buckets of its documents alone give none)."""
+        return bucket_stars(buckets, self.keep.reference)
 
     def edges(self, stars: dd.DataFrame) -> dd.DataFrame:
         """Candidate edges ``(u, v)``; see :func:`curate.dedup.edges.unique_edges`."""
