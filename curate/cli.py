@@ -82,8 +82,8 @@ def _one_path_each(ctx: click.Context, args: list[str]) -> None:
             named = args[i + 1] if given == 2 else arg.split("=", 1)[1]
             raise click.UsageError(
                 f"{after!r} follows --reference {named}: --reference names one path, so it would be read as INPUT. "
-                f"Repeat the flag for each reference (--reference {named} --reference {after}), or give INPUT "
-                "before --reference",
+                f"Give INPUT before --reference, one --reference for each reference path (--reference {named} "
+                f"--reference {after}), and a glob in quotes (the shell gives its matches as several paths)",
                 ctx=ctx,
             )
 

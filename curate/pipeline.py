@@ -138,6 +138,7 @@ def dedup(
     gpu = dask.config.get("dataframe.backend", "pandas") == "cudf"
     spilled_before = spilled_bytes(gpu)  # a joined cluster's workers count earlier runs' too
     io, keep = config.io, KeepPolicy.parse(config.keep)
+    given = list(inputs)
     n_reference = reference_files(list(reference), inputs) if reference else 0
     if reference:  # read first, ranked first, never removed, not written
         keep = replace(keep, reference=n_reference << POSITION_BITS)
@@ -328,8 +329,9 @@ def dedup(
         if device is not None:
             device -= spilled_before[1] or 0
         summary = {
-            "inputs": list(inputs),  # the reference's first
+            "inputs": given,
             "reference": list(reference),
+            "reference_files": n_reference,  # the first of input_files
             "input_files": [
                 {"path": _absolute(path), "size": size, "modified": modified} for path, size, modified in files
             ],

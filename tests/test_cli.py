@@ -65,9 +65,14 @@ def test_cli_reference_documents_are_kept_and_not_written(tmp_path, joined):
     shown = {key: int(value) for key, value in re.findall(r'data-count="(\w+)">(\d+)<', page)}
     assert (shown["documents_in"], shown["kept"], shown["reference"]) == (12, 3, 6)
     assert "50.0% of the input (the reference aside)" in page
+    assert f"{tmp_path / 'published.jsonl'} (kept, not written)" in page  # the parameters: the reference apart
+    assert "<th>kept (reference): a2</th>" in page
     summary = json.loads((out / "summary.json").read_text())
     assert summary["counts"]["output"] == {"kept": 3, "removed": 3, "rejected": 0, "reference": 6}
-    assert summary["reference"] == [str(tmp_path / "published.jsonl")]
+    assert (summary["inputs"], summary["reference"]) == (
+        [str(tmp_path / "new.jsonl")],
+        [str(tmp_path / "published.jsonl")],
+    )
     removed = pd.read_parquet(out / "removed.parquet")
     assert removed[["id", "representative"]].values.tolist() == [["a7", "a2"], ["a8", "a6"], ["a12", "a1"]]
     written = [json.loads(line)["id"] for line in (out / "deduplicated" / "part.00000.jsonl").read_text().splitlines()]
@@ -76,6 +81,7 @@ def test_cli_reference_documents_are_kept_and_not_written(tmp_path, joined):
     shown = CliRunner().invoke(main, ["inspect", str(out), "--id", "a12"])
     said = " ".join(shown.output.split())  # wrapped at the terminal's width
     assert shown.exit_code == 0 and "12 documents in, 3 removed, 3 kept, 6 reference; showing 1" in said
+    assert "kept (reference): a1" in said  # a1 is published: kept, and not in deduplicated/
     alone = CliRunner().invoke(main, ["inspect", str(out), "--id", "a5"])
     said = " ".join(alone.output.split())
     assert alone.exit_code == 1 and "or it is a reference document (--reference), in no duplicate group" in said
@@ -86,6 +92,14 @@ def test_cli_reference_documents_are_kept_and_not_written(tmp_path, joined):
         ambiguous = CliRunner().invoke(main, ["dedup", *given, "-o", str(tmp_path / "ambiguous")])
         assert ambiguous.exit_code == 2 and not (tmp_path / "ambiguous").exists()
         assert f"Error: {new!r} follows --reference {pub}: --reference names one path" in ambiguous.output
+    # A missing reference was "input ... matches no JSONL or Parquet file"; a file reached both
+    # ways through a link was read as the reference with a warning only.
+    missing = CliRunner().invoke(main, ["dedup", new, "--reference", str(tmp_path / "none"), "-o", str(tmp_path / "m")])
+    assert missing.exit_code == 1 and missing.output.startswith(f"Error: --reference: input {str(tmp_path / 'none')!r}")
+    (tmp_path / "alias").symlink_to(tmp_path)
+    linked = [str(tmp_path / "alias" / "published.jsonl"), "--reference", pub, "-o", str(tmp_path / "linked")]
+    linked = CliRunner().invoke(main, ["dedup", new, *linked])
+    assert linked.exit_code == 1 and "1 file named both as --reference and as input" in linked.output
     # A file named both ways is refused: which would it be?
     both = CliRunner().invoke(main, [*args, str(tmp_path / "published.jsonl"), "-o", str(tmp_path / "again")])
     assert both.exit_code == 1 and both.output == (

@@ -111,10 +111,18 @@ def reference_files(reference: list[str], inputs: list[str]) -> int:
     FileNotFoundError
         As :func:`expand_paths`.
     """
-    _, ours, _ = expand_paths(reference)
+    try:
+        fs, ours, _ = expand_paths(reference)
+    except (FileNotFoundError, ValueError) as err:  # "input ... matches no file" of a reference
+        raise type(err)(f"--reference: {err}") from None
     _, theirs, _ = expand_paths(inputs)
-    expand_paths([*reference, *inputs])  # one format and one file system for both
-    both = sorted(set(ours) & set(theirs))
+    try:
+        expand_paths([*reference, *inputs])  # one format and one file system for both
+    except ValueError as err:
+        raise ValueError(f"--reference and INPUT: {err}") from None
+    same = os.path.realpath if isinstance(fs, LocalFileSystem) else str  # a file reached through a link too
+    theirs_real = {same(path) for path in theirs}
+    both = sorted(path for path in ours if same(path) in theirs_real)
     if both:
         raise ValueError(
             f"{counted(len(both), 'file')} named both as --reference and as input: {first_few(both)}; "

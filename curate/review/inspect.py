@@ -186,6 +186,12 @@ class Pair:
     diff: Diff | None
     unavailable: str = ""
     null: str = ""  # which text is null in the input ("removed", "kept", "both"), read as empty
+    reference: bool = False  # the representative is a reference document (--reference): kept, not written
+
+    @property
+    def kept_label(self) -> str:
+        """What the representative is, for a column's head: ``kept``, or ``kept (reference)``."""
+        return "kept (reference)" if self.reference else "kept"
 
     @property
     def via(self):
@@ -604,8 +610,21 @@ class RunOutput:
             null = {(True, True): "both", (True, False): "removed", (False, True): "kept"}.get(
                 (not missing and a is None, not missing and b is None), ""
             )
-            pairs.append(Pair(removed, representative, kind, float(jaccard), group, int(size), diff, missing, null))
+            reference = representative in self.reference_ids
+            pairs.append(
+                Pair(removed, representative, kind, float(jaccard), group, int(size), diff, missing, null, reference)
+            )
         return pairs
+
+    @functools.cached_property
+    def reference_ids(self) -> set:
+        """Ids of the group members read from the run's reference (``curate dedup --reference``):
+        its files are the first ``reference_files`` of ``input_files``."""
+        n = self.summary.get("reference_files", 0)
+        if not n:
+            return set()
+        names = source_names([f["path"] for f in self.summary["input_files"]])[:n]
+        return set(self.duplicates.id[self.duplicates.source.isin(names)])
 
     @functools.cached_property
     def input_problems(self) -> dict[str, str]:

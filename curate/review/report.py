@@ -218,11 +218,13 @@ def _stages(s: dict) -> str:
 
 def _parameters(s: dict) -> str:
     files = s["input_files"]
+    also = ", the reference's included" if s.get("reference") else ""
     rows = [
         (
             "inputs",
-            f"{', '.join(s['inputs'])} ({counted(len(files), 'file')}, {sum(f['size'] for f in files) / 1e6:,.1f} MB)",
+            f"{', '.join(s['inputs'])} ({counted(len(files), 'file')}, {sum(f['size'] for f in files) / 1e6:,.1f} MB{also})",
         ),
+        *([("reference", f"{', '.join(s['reference'])} (kept, not written)")] if s.get("reference") else []),
         ("mode", s["config"]["mode"]),
         ("keep", s["config"]["keep"]),
     ]
@@ -268,7 +270,7 @@ def _pair(pair: Pair, open_: bool) -> str:
         rows.append(f"<tr><td>{left}</td><td>{right}</td></tr>")
     return (
         f'<details class="pair"{" open" if open_ else ""}><summary>{head}</summary><table class="diff"><thead><tr>'
-        f"<th>removed: {_e(pair.removed)}</th><th>kept: {_e(pair.representative)}</th></tr></thead>"
+        f"<th>removed: {_e(pair.removed)}</th><th>{pair.kept_label}: {_e(pair.representative)}</th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table></details>"
     )
 

@@ -24,7 +24,7 @@ def print_pair(console: Console, pair: Pair) -> None:
         return
     table = Table(title=title, title_justify="left", expand=True)
     table.add_column(f"removed: {_id(pair.removed)}", ratio=1, overflow="fold")
-    table.add_column(f"kept: {_id(pair.representative)}", ratio=1, overflow="fold")
+    table.add_column(f"{pair.kept_label}: {_id(pair.representative)}", ratio=1, overflow="fold")
     width = max(8, (console.width - 7) // 2)  # of each column: the borders and padding take 7
     for block in diff_blocks(pair.diff):
         if isinstance(block, str):
