@@ -358,7 +358,11 @@ def stable_sort(part, by, **options):
 
 def shown(value, width: int = 40) -> str:
     """``repr(value)`` cut to ``width`` characters (and ``…``): a message that quotes a user's value
-    (a text, an id) stays readable whatever the value holds."""
+    (a text, an id) stays readable whatever the value holds. A string is cut inside its quotes,
+    and one of ``width`` characters is whole: a 39-character id lost its closing quote, and read
+    as cut (a trial)."""
+    if isinstance(value, str):
+        return repr(value) if len(value) <= width else f"{value[:width]!r}…"
     text = repr(value)
     return text if len(text) <= width else f"{text[:width]}…"
 

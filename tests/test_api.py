@@ -766,7 +766,11 @@ def test_messages_quote_a_short_part_of_a_long_value():
             assert len(message) < 200 and message.endswith("… (row 0 of partition 1): texts must be strings")
             assert message.startswith(f"text column 'text' holds {type(value).__name__} {shown}"), message
         frame = frame.assign(text=text, id=["y" * 100_000] * 2 + list("cdef"))
-        with pytest.raises(ValueError, match=r"^id_field='id': ids appear more than once, e.g. 'y{39}… \(at row 0"):
+        with pytest.raises(ValueError, match=r"^id_field='id': ids appear more than once, e.g. 'y{40}'… \(at row 0"):
+            curate.deduplicate(dd.from_pandas(frame, npartitions=2, sort=False)).compute()
+        # An id of 39 characters is quoted whole: its closing quote was cut, and the id read as cut.
+        frame = frame.assign(id=["z" * 39] * 2 + list("cdef"))
+        with pytest.raises(ValueError, match=r"e.g. 'z{39}' \(at row 0"):
             curate.deduplicate(dd.from_pandas(frame, npartitions=2, sort=False)).compute()
 
 
