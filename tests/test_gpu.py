@@ -353,6 +353,19 @@ def test_skip_mode_run_with_bad_records_and_repeated_ids_matches_cpu(tmp_path):
     assert dedup([tmp_path / "in"], tmp_path / "gpu", "--backend", "gpu", "--on-error", "skip") == cpu
 
 
+def test_reference_run_matches_cpu(tmp_path):
+    # --reference on GPU workers: the stars of reference documents alone left out on cudf
+    # partitions, the fixed rows through the cudf dispatcher of the greedy split.
+    lines = (FIXTURES / "docs.jsonl").read_text().splitlines(keepends=True)
+    (tmp_path / "published.jsonl").write_text("".join(lines[:6]))
+    (tmp_path / "new.jsonl").write_text("".join(lines[6:]))
+    flags = ["--reference", str(tmp_path / "published.jsonl"), "--keep", "longest"]
+    cpu = dedup([tmp_path / "new.jsonl"], tmp_path / "cpu", *flags, "--backend", "cpu")
+    written = [json.loads(line)["id"] for line in cpu["deduplicated/part.00000.jsonl"].splitlines()]
+    assert written == ["a9", "a10", "a11"]
+    assert dedup([tmp_path / "new.jsonl"], tmp_path / "gpu", *flags, "--backend", "gpu") == cpu
+
+
 def test_keep_max_on_integers_past_2_53_with_nulls_matches_cpu(tmp_path):
     # The host copy of a cudf partition made an integer column with nulls float64: 2**53 and
     # 2**53 + 1 tied, so --keep max kept the earlier copy where the CPU run keeps the later one.
