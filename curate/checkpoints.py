@@ -15,7 +15,6 @@ marker also keeps what the key was made of, so that such a run can say what chan
 the dedup classes: each stage computed, written here and read back.
 """
 
-import contextlib
 import functools
 import hashlib
 import json
@@ -30,7 +29,6 @@ import dask.dataframe as dd
 import pyarrow as pa
 import pyarrow.parquet as pq
 from dask.utils import format_bytes
-from fsspec.implementations.local import LocalFileSystem
 
 from curate.backend import arrow_partitions, from_arrow, to_parquet
 from curate.checks import MARKER
@@ -58,10 +56,9 @@ def input_fingerprint(inputs: list[str]) -> list[tuple[str, int, str]]:
         As :func:`curate.io.files.expand_paths`.
     """
     fs, paths, _ = expand_paths(inputs)
-    local = isinstance(fs, LocalFileSystem)
     infos = []
     for path in paths:
-        with contextlib.nullcontext() if local else naming(fs.unstrip_protocol(path)):
+        with naming(fs, fs.unstrip_protocol(path)):
             infos.append(fs.info(path))
     return [(path, int(info["size"]), modified(info)) for path, info in zip(paths, infos)]
 

@@ -48,11 +48,15 @@ def storage_client_error(err: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def naming(where: str):
-    """Errors of the storage behind the input ``where`` (a URL) raised as OSErrors that name
-    it: a storage client's own error as a ConnectionError (``s3://b/x: EndpointConnectionError:
-    ...``), an OSError whose words lack it (s3fs's ``Access Denied``) with ``where:`` in front,
-    in its own class."""
+def naming(fs, where: str):
+    """Errors of the remote storage behind the input ``where`` (a URL on ``fs``) raised as
+    OSErrors that name it: a storage client's own error as a ConnectionError (``s3://b/x:
+    EndpointConnectionError: ...``), an OSError whose words lack it (s3fs's ``Access Denied``)
+    with ``where:`` in front, in its own class. On the local file system, errors as they are
+    (an OSError names its file)."""
+    if isinstance(fs, LocalFileSystem):
+        yield
+        return
     try:
         yield
     except OSError as err:
@@ -112,17 +116,16 @@ def reference_files(reference: list[str], inputs: list[str]) -> int:
         As :func:`expand_paths`.
     """
     try:
-        fs, ours, _ = expand_paths(reference)
+        _, ours, _ = expand_paths(reference)
     except (FileNotFoundError, ValueError) as err:  # "input ... matches no file" of a reference
         raise type(err)(f"--reference: {err}") from None
-    _, theirs, _ = expand_paths(inputs)
-    try:
-        expand_paths([*reference, *inputs])  # one format and one file system for both
+    try:  # one format and one file system for both; the files that several of them name
+        _, _, _, repeats, _ = find_inputs([*reference, *inputs])
     except ValueError as err:
         raise ValueError(f"--reference and INPUT: {err}") from None
-    same = os.path.realpath if isinstance(fs, LocalFileSystem) else str  # a file reached through a link too
-    theirs_real = {same(path) for path in theirs}
-    both = sorted(path for path in ours if same(path) in theirs_real)
+    # A file first named by a reference and named again by an input (under any spelling: a link too).
+    given, named = set(reference), set(inputs)
+    both = sorted({path for path, first, again, _ in repeats if first in given and again in named})
     if both:
         raise ValueError(
             f"{counted(len(both), 'file')} named both as --reference and as input: {first_few(both)}; "
@@ -155,7 +158,7 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
     first: dict[str, tuple[str, str]] = {}  # identity -> (path, input)
     repeats, skipped = [], []
     for item in inputs:
-        with contextlib.nullcontext() if local else naming(item):
+        with naming(fs, item):
             root, listed = _listed(fs, item)
         found, others, hidden, base = [], [], [], None if root is None else fs._strip_protocol(root)
         named = lambda path: os.path.abspath(path) if local else fs.unstrip_protocol(path)  # noqa: E731 (in messages)
@@ -174,7 +177,7 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
             else:
                 others.append(named(path))
         if not found:
-            with contextlib.nullcontext() if local else naming(item):
+            with naming(fs, item):
                 why = _nothing_found(fs, item, others, hidden)
             raise FileNotFoundError(f"input {item!r} matches no JSONL or Parquet file: {why}")
         skipped += others
