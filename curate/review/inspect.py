@@ -421,9 +421,10 @@ class RunOutput:
             chosen.append(drawn[np.argsort(rank, kind="stable")][: shares[kind]])
         return self._pairs_of(self.removed.iloc[np.sort(np.concatenate(chosen))])
 
-    def group(self, group, limit: int | None = None) -> list[Pair]:
+    def group(self, group, limit: int | None = None) -> tuple[list[Pair], int]:
         """The documents removed in favour of ``group`` (a kept id), or removed from the group
-        that ``duplicates.parquet`` names ``group``, least similar first, at most ``limit``.
+        that ``duplicates.parquet`` names ``group``, least similar first, at most ``limit``; and
+        how many there are in all (a group of paragraphs' boilerplate holds thousands).
 
         Raises
         ------
@@ -447,11 +448,11 @@ class RunOutput:
                     f"{places} (listed in {self.out_dir / 'rejected'})"
                 )
             raise KeyError(f"no duplicate group has representative {group!r}")
-        return self._pairs_of(rows.sort_values("jaccard", kind="stable").head(limit))
+        return self._pairs_of(rows.sort_values("jaccard", kind="stable").head(limit)), len(rows)
 
-    def document(self, doc_id, limit: int | None = None) -> list[Pair]:
+    def document(self, doc_id, limit: int | None = None) -> tuple[list[Pair], int]:
         """The removed document ``doc_id`` beside its representative, or, for a representative,
-        its group's removed members (:meth:`group`).
+        its group's removed members (:meth:`group`); and how many there are in all.
 
         Raises
         ------
@@ -468,7 +469,7 @@ class RunOutput:
         doc_id = self._id(doc_id)
         row = self.removed[self.removed.id == doc_id]
         if len(row):
-            return self._pairs_of(row)
+            return self._pairs_of(row), len(row)
         if (self.duplicates.group == doc_id).any() or (self.removed.representative == doc_id).any():
             return self.group(doc_id, limit)
         # A record rejected before one with its id was read leaves that one kept: both are searched.
