@@ -92,3 +92,31 @@ def test_a_workers_shingle_sets_take_at_most_a_quarter_of_a_threads_room(monkeyp
     np.testing.assert_array_equal(scored, expected[0])
     for got, want in zip(split, expected[1], strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+def test_signature_blocks_stay_under_their_budget_whatever_num_perm(monkeypatch):
+    # A user's trial: --num-perm 10000 on the Bible verses took workers of 5 GB to 95 %: the
+    # signatures were computed 32,768 documents at a time, 1.3 GB a block at 10,000 values.
+    import curate.dedup.minhash as stage
+
+    sizes = []
+    compute = stage.minhash_signatures
+
+    def recorded(text, *args):
+        signatures, counts = compute(text, *args)
+        sizes.append(signatures.nbytes)
+        return signatures, counts
+
+    monkeypatch.setattr(stage, "minhash_signatures", recorded)
+    monkeypatch.setattr(stage, "_CHUNK_BYTES", 1 << 20)
+    texts = pd.Series([f"document number {i} and some words" for i in range(3000)], dtype=object)
+    part = pd.DataFrame({"_doc": np.arange(3000, dtype=np.int64), "text": texts})
+    for num_perm, blocks in [(260, 3), (2000, 23)]:  # 1,008 and 131 documents a block
+        sizes.clear()
+        config = load_config(
+            None, {"fuzzy": {"num_perm": num_perm, "num_bands": 20, "rows_per_band": num_perm // 20}}
+        ).fuzzy
+        a, b = stage.permutations(config.num_hashes, config.seed, config.hash_bits)
+        buckets = stage._partition_buckets(part, "text", config, a, b)
+        assert len(sizes) == blocks and max(sizes) <= 1 << 20, sizes
+        assert len(buckets) == 3000 * 20

@@ -10,7 +10,10 @@ from curate.kernels.minhash import permutations
 from curate.schema import DOC
 
 BUCKET = "_bucket"
-_CHUNK_DOCS = 32_768  # bounds the (docs, num_perm) signature block held at once
+# The (docs, num_perm) signature block held at once, in bytes: 32,263 documents at the default
+# 260 32-bit values. A count of documents instead let --num-perm 10000 hold 1.3 GB twice over
+# (a user's trial: workers of 5 GB at 95 % on the Bible verses).
+_CHUNK_BYTES = 32 << 20
 
 
 def lsh_buckets(docs: dd.DataFrame, text_field: str, config: FuzzyConfig) -> dd.DataFrame:
@@ -44,8 +47,9 @@ def _partition_buckets(part, text_field, config, a, b):
     text = prepare_text(part[text_field], config)
     keys = part[DOC].values  # numpy for pandas, cupy for cudf: stays where the signatures are
     buckets, owners = [], []
-    for start in range(0, len(part), _CHUNK_DOCS):
-        chunk = slice(start, start + _CHUNK_DOCS)
+    step = chunk_docs(config)
+    for start in range(0, len(part), step):
+        chunk = slice(start, start + step)
         signatures, n_shingles = minhash_signatures(
             text.iloc[chunk], config.seed, a, b, config.width, config.ngram == "word"
         )
@@ -55,3 +59,8 @@ def _partition_buckets(part, text_field, config, a, b):
     if not buckets:  # empty partition
         buckets, owners = [np.array([], np.uint64)], [np.array([], np.int64)]
     return type(part)({BUCKET: np.concatenate(buckets), DOC: np.concatenate(owners)})
+
+
+def chunk_docs(config: FuzzyConfig) -> int:
+    """Documents whose signatures are computed at once: :data:`_CHUNK_BYTES` of them (at least one)."""
+    return max(1, _CHUNK_BYTES // (config.num_hashes * config.hash_bits // 8))
