@@ -103,7 +103,7 @@ class IOConfig(_Section):
     # and "64MB" from a file are the same value (bytes) in stage keys and summary.json.
     blocksize: str | int | None = Field(
         "64MB", validate_default=True,
-        description="Partition size: larger uncompressed JSONL files are split at line ends, smaller files packed "
+        description="Partition size: larger JSONL files (compressed: decompressed) are split at line ends, smaller files packed "
         "together; smaller partitions (16MB or more) where the input would leave a worker thread without one. Unless "
         "given, at most what the workers' memory limits hold.",
     )  # fmt: skip

@@ -604,8 +604,9 @@ def _cut_after(codec: str, head: bytes, rest: bytes) -> bytes:
     return flushed + tail[: len(tail) // 2]
 
 
+@pytest.mark.parametrize("blocksize", [None, 50_000])  # read whole, and in blocks of the decompressed stream
 @pytest.mark.parametrize("codec, suffix", [("gzip", ".gz"), ("zstd", ".zst")])
-def test_truncated_compressed_shard(tmp_path, codec, suffix):
+def test_truncated_compressed_shard(tmp_path, codec, suffix, blocksize):
     lines = doc_lines(4000)
     head, rest = (
         "".join(line + "\n" for line in lines[:1000]).encode(),
@@ -613,7 +614,7 @@ def test_truncated_compressed_shard(tmp_path, codec, suffix):
     )
     path = tmp_path / f"x.jsonl{suffix}"
     path.write_bytes(_cut_after(codec, head, rest))
-    good, rejected = read_skip(path)
+    good, rejected = read_skip(path, blocksize=blocksize)
     n = len(good)  # everything before the cut is kept, the rest is one rejected record
     assert n >= 1000 and good.id.tolist() == list(range(n)) and n < 4000
     assert len(rejected) == 1
@@ -621,21 +622,21 @@ def test_truncated_compressed_shard(tmp_path, codec, suffix):
     assert (line, kind, field) == (n + 1, "truncated", None)
     assert reason == f"truncated {codec} stream after line {n} (it ends inside a compressed block)"
     assert lines[n].encode().startswith(record) and record != lines[n].encode()  # the cut line, as far as it goes
-    assert fail_message(path) == f"x.jsonl{suffix}:{n + 1}: {reason}"
+    assert fail_message(path, blocksize=blocksize) == f"x.jsonl{suffix}:{n + 1}: {reason}"
     path.write_bytes(_cut_after(codec, head, b""))  # cut exactly after a flushed line: nothing of the next
-    assert read_skip(path)[1] == [
+    assert read_skip(path, blocksize=blocksize)[1] == [
         (1001, "truncated", None, f"truncated {codec} stream after line 1000 (it ends inside a compressed block)", b"")
     ]
     whole = gzip.compress(head) if codec == "gzip" else zstandard.ZstdCompressor().compress(head)
     path.write_bytes(whole + whole)  # several members / frames are one stream, not a cut
-    assert read(path).id.tolist() == list(range(1000)) * 2
+    assert read(path, blocksize=blocksize).id.tolist() == list(range(1000)) * 2
     # An empty file (an aborted download) was read as no records, without a word; even a
     # stream of nothing has a header.
     path.write_bytes(b"")
     empty = f"truncated {codec} stream before its first line (the file is empty, 0 bytes)"
-    assert read_skip(path)[1] == [(1, "truncated", None, empty, b"")]
+    assert read_skip(path, blocksize=blocksize)[1] == [(1, "truncated", None, empty, b"")]
     path.write_bytes(gzip.compress(b"") if codec == "gzip" else zstandard.ZstdCompressor().compress(b""))
-    assert read_skip(path)[1] == []
+    assert read_skip(path, blocksize=blocksize)[1] == []
 
 
 def test_a_file_cut_short_is_not_blamed_on_the_fields(tmp_path, joined):

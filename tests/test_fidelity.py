@@ -25,7 +25,7 @@ from curate.config import load_config
 from curate.io import read_documents, write_documents
 from curate.io import records as record_parsing
 from curate.io.files import expand_paths, find_inputs, overlap_message
-from curate.io.plan import SPREAD_FLOOR, parse_pieces, plan_sources
+from curate.io.plan import SPREAD_FLOOR, TO_THE_END, parse_pieces, plan_sources
 from curate.pipeline import dedup
 
 
@@ -728,6 +728,22 @@ def test_packing_keeps_input_order_around_split_files():
         ((3, 4), 0),
         ((5,), 0),
     ]
+
+
+def test_compressed_files_larger_than_the_blocksize_are_cut_in_blocks_whose_last_reads_to_the_end():
+    # Their sizes are estimates: the last block reads on, wherever the stream ends, and a
+    # block is not cut in pieces (each would decode the file again).
+    paths, sizes = ["a.jsonl.gz", "big.jsonl.zst", "c.jsonl.gz"], [40, 250, 30]
+    sources = plan_sources(paths, "jsonl", 100, None, sizes)
+    assert [(s.file_indices, s.offset, s.length, s.first_line) for s in sources] == [
+        ((0,), 0, None, 1),
+        ((1,), 0, 100, 1),
+        ((1,), 100, 100, None),
+        ((1,), 200, TO_THE_END, None),
+        ((2,), 0, None, 1),
+    ]
+    assert all(parse_pieces(s, sizes, 10) == [s] for s in sources[1:4])
+    assert plan_sources(paths, "parquet", 100, None, sizes)[1].length is None  # Parquet: whole files
 
 
 def test_partitions_spread_over_the_worker_threads_down_to_the_floor():

@@ -15,13 +15,15 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 from dask.utils import key_split
+from fsspec.utils import read_block
 from pydantic import ValidationError
 
 import curate.io.files
 import curate.io.read
 from curate.config import IOConfig
 from curate.io import read_documents, write_documents
-from curate.io.files import Broken, decompressed, decompressed_chunks, source_names
+from curate.io.files import Broken, decompressed, decompressed_block, decompressed_chunks, source_names
+from curate.io.plan import TO_THE_END
 from curate.io.write import write_table
 from tests.conftest import FIXTURES, write_jsonl
 
@@ -90,6 +92,59 @@ def test_compressed_and_plain_jsonl_read_the_same(tmp_path):
     pd.testing.assert_frame_equal(both.iloc[:12].drop(columns="_doc"), plain.drop(columns="_doc"))
     assert (both._doc.to_numpy()[12:] >> 40 == 1).all()  # second file
     assert plain._doc.tolist() == [0] + [sum(len(line) + 1 for line in LINES.split(b"\n")[:i]) for i in range(1, 12)]
+
+
+@pytest.mark.parametrize("codec", ["gzip", "zstd"])
+def test_a_compressed_files_blocks_are_the_blocks_of_its_stream(codec, monkeypatch):
+    # A compressed JSONL file was read whole whatever --blocksize said (a user's 48 MiB shards of
+    # 470,000 lines each took workers of 2 GB past their limit): its blocks are now cut as an
+    # uncompressed file's, on the decompressed stream.
+    monkeypatch.setattr(curate.io.files, "_CHUNK", 37)  # decoded chunks that cross every boundary
+    text = b"".join(b'{"id": %d, "text": "%s"}\n' % (i, b"w" * (i % 23)) for i in range(300)) + b'{"id": 300}'
+    data = gzip.compress(text) if codec == "gzip" else zstandard.ZstdCompressor().compress(text)
+    for offset in [0, 1, 5, 40, 41, 500, len(text) - 3, len(text), len(text) + 9]:
+        for length in [1, 30, 700, len(text)]:
+            block, start, lines, broken = decompressed_block(io.BytesIO(data), codec, offset, length)
+            assert block == read_block(io.BytesIO(text), offset, length, delimiter=b"\n") and broken is None
+            assert text[start : start + len(block)] == block and lines == text[:start].count(b"\n")
+    cut = data[: len(data) * 3 // 4]  # a stream cut short: exactly one block says so, the one where the cut line starts
+    decoded = _chunked(cut, codec)[0]
+    for size in [50, 333, 10_000]:
+        offsets = range(0, len(text), size)
+        blocks = [
+            decompressed_block(io.BytesIO(data), codec, o, TO_THE_END if o == offsets[-1] else size) for o in offsets
+        ]
+        assert b"".join(block for block, *_ in blocks) == text
+        blocks = [
+            decompressed_block(io.BytesIO(cut), codec, o, TO_THE_END if o == offsets[-1] else size) for o in offsets
+        ]
+        assert b"".join(block for block, *_ in blocks) == decoded
+        said = [(o, start, block) for o, (block, start, _, broken) in zip(offsets, blocks) if broken is not None]
+        assert len(said) == 1, said
+        tail = decoded.rfind(b"\n") + 1  # the cut line's key
+        offset, start, block = said[0]
+        assert (offset < tail or offset == 0) and tail <= offset + size and start + block.rfind(b"\n") + 1 == tail
+    assert decompressed_block(io.BytesIO(b""), codec, 0, 10)[3] is not None  # an empty file: block 0 says so
+    assert decompressed_block(io.BytesIO(b""), codec, 10, 10)[3] is None
+
+
+def test_compressed_jsonl_splits_without_changing_documents(tmp_path):
+    lines = b"".join(b'{"text": "document %d %s"}\n' % (i, b"x" * (i % 50)) for i in range(2000))
+    (tmp_path / "a.jsonl.gz").write_bytes(gzip.compress(lines))
+    (tmp_path / "b.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(lines))
+    (tmp_path / "c.jsonl").write_bytes(lines)
+    whole = read_documents(str(tmp_path), blocksize=None)
+    split = read_documents(str(tmp_path), blocksize=8_000)
+    assert whole.npartitions == 3 and split.npartitions == 3 * -(-len(lines) // 8_000)
+    got, expected = split.compute(), whole.compute()
+    pd.testing.assert_frame_equal(got, expected)  # ids (file:line, none given) and keys too
+    assert got.id.iloc[[0, 1999, 2000, 4000]].tolist() == [
+        "a.jsonl.gz:1",
+        "a.jsonl.gz:2000",
+        "b.jsonl.zst:1",
+        "c.jsonl:1",
+    ]
+    assert all(split.map_partitions(len).compute())  # each file's blocks hold its lines between them
 
 
 def test_blocksize_splits_without_changing_documents(tmp_path):

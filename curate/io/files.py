@@ -457,6 +457,45 @@ def decompressed(f, codec: str | None) -> tuple[bytes, Broken | None]:
     return b"".join(chunks), broken
 
 
+def decompressed_block(f, codec: str | None, offset: int, length: int) -> tuple[bytes, int, int, Broken | None]:
+    """A block of an open binary file's decompressed stream, as :func:`fsspec.utils.read_block`
+    cuts one at line ends: the lines that start after the first line end at or after ``offset``
+    (from the stream's start where ``offset`` is 0), through the line end at or after ``offset +
+    length``. Returns the block, its position in the stream, the line ends before it, and the
+    stream's :class:`Broken` where it breaks in this block's key range (else None), so that of
+    the blocks that tile a stream exactly one reports a break: the one where the cut line starts
+    (:func:`curate.io.plan.source_divisions`: ``offset`` excluded, but 0 included).
+
+    A compressed stream cannot be entered in the middle: it is decoded from its start up to the
+    block's end, and only the bytes from ``offset`` on are kept.
+
+    Raises
+    ------
+    ValueError
+        If ``codec`` is neither None nor a supported compression.
+    """
+    held, base, lines, stop, broken = bytearray(), 0, 0, -1, None  # held: the stream from `offset` on
+    try:
+        for chunk in decompressed_chunks(f, codec):
+            if base < offset:  # the stream before the block: only its line ends are counted
+                before = min(len(chunk), offset - base)
+                lines += chunk.count(b"\n", 0, before)
+                chunk, base = chunk[before:], base + before
+            held += chunk
+            stop = held.find(b"\n", max(length, len(held) - len(chunk)))
+            if stop >= 0:
+                break
+    except Broken as err:
+        broken = err
+    end = stop + 1 if stop >= 0 else len(held)
+    first = held.find(b"\n", 0, end) + 1 if offset else 0
+    start = first if first or not offset else end  # no line end at or after offset: the block is empty
+    lines += 1 if offset and first else 0
+    if broken is not None and offset and b"\n" not in held:  # the cut line started before this block
+        broken = None
+    return bytes(held[start:end]), offset + start, lines, broken
+
+
 def _in_one_call(codec: str, data: bytes) -> bytes | None:
     """``data`` decompressed in one call, or None where that would not give what the chunks give."""
     try:

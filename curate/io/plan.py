@@ -1,6 +1,6 @@
 """Partition planning: which files, or which byte range of a file, each partition reads.
 
-Uncompressed JSONL larger than ``blocksize`` is split into partitions of about that size at
+JSONL larger than ``blocksize`` (decompressed) is split into partitions of about that size at
 line ends; other files are read whole and packed into partitions of about ``blocksize`` bytes
 (or ``files_per_partition`` to a partition). A partition's ``_doc`` range follows from its files
 and offsets alone (:func:`source_divisions`), before anything is read.
@@ -21,7 +21,7 @@ class Source:
     file_indices: tuple[int, ...]
     fmt: str  # "jsonl" or "parquet"
     offset: int = 0
-    length: int | None = None  # None: whole file(s)
+    length: int | None = None  # None: whole file(s); TO_THE_END: from offset to the end
     first_line: int | None = 1  # line number of the block's first line; None: not counted
 
 
@@ -30,6 +30,10 @@ class Source:
 # few seconds on one thread anyway (the Bible corpus, 30 MB: 5.6 s in one partition, 5.6 s in
 # two of 16 MB, 6.1 s in three cut at 8 MB on 2 threads; docs/benchmarks.md).
 SPREAD_FLOOR = 16 << 20
+
+# The length of a compressed file's last block: its size decompressed is estimated from a sample
+# (curate.io.files.sample_file), so the last block reads on to the stream's end, wherever that is.
+TO_THE_END = 1 << 62
 
 
 def plan_sources(
@@ -47,8 +51,9 @@ def plan_sources(
     paths : list of str
     fmt : {"jsonl", "parquet"}
     blocksize : int or None
-        Target partition size in bytes (of JSONL as read, decompressed). Uncompressed JSONL
-        larger than this is split into byte ranges at line ends; other files are read whole and
+        Target partition size in bytes (of JSONL as read, decompressed). JSONL larger than
+        this is split into byte ranges at line ends (of the decompressed stream, where the last
+        range of a compressed file reads on to its end); other files are read whole and
         consecutive ones are packed into a partition while their sizes sum to at most
         ``blocksize`` (at least one file each). None: no splitting, one file per partition.
     files_per_partition : int or None
@@ -86,12 +91,15 @@ def plan_sources(
         run.clear()
 
     for index, path in enumerate(paths):
-        splittable = fmt == "jsonl" and infer_compression(path) is None and blocksize
-        if splittable and sizes[index] > blocksize:
+        if fmt == "jsonl" and blocksize and sizes[index] > blocksize:
             place_run()
+            # A compressed file's blocks each decode it from its start (up to their end): once
+            # in all where it is read whole, a 14 GB shard is a partition of 14 GB in memory.
+            offsets = range(0, sizes[index], blocksize)
+            last = offsets[-1] if infer_compression(path) else None
             sources.extend(
-                Source((path,), (index,), fmt, off, blocksize, None if off else 1)
-                for off in range(0, sizes[index], blocksize)
+                Source((path,), (index,), fmt, off, TO_THE_END if off == last else blocksize, None if off else 1)
+                for off in offsets
             )
         else:
             run.append(index)
@@ -117,6 +125,8 @@ def parse_pieces(source: Source, sizes: list[int], piece: int) -> list[Source]:
     piece : int
         The largest piece in bytes.
     """
+    if source.length is not None and infer_compression(source.paths[0]):  # each piece would decode the file again
+        return [source]
     if source.length is not None:
         end = min(source.offset + source.length, sizes[source.file_indices[0]])  # a file's last range may pass its end
         return [
@@ -149,10 +159,11 @@ def source_divisions(sources: list[Source]) -> tuple[int, ...]:
 
 
 def with_line_numbers(fs, sources: list[Source]) -> list[Source]:
-    """Set ``first_line`` of byte-range sources by counting the line ends before each block."""
+    """Set ``first_line`` of byte-range sources of uncompressed files by counting the line ends
+    before each block (a compressed file's blocks count theirs as they decode up to them)."""
     out, lines, last_path = [], 1, None
     for src in sources:
-        if src.length is None:
+        if src.length is None or infer_compression(src.paths[0]):
             out.append(src)
             continue
         if src.paths[0] != last_path:
@@ -163,4 +174,4 @@ def with_line_numbers(fs, sources: list[Source]) -> list[Source]:
     return out
 
 
-__all__ = ["Source", "parse_pieces", "plan_sources", "source_divisions", "with_line_numbers"]
+__all__ = ["TO_THE_END", "Source", "parse_pieces", "plan_sources", "source_divisions", "with_line_numbers"]

@@ -38,6 +38,7 @@ from curate.io.files import (
     Broken,
     check_ordered,
     decompressed,
+    decompressed_block,
     find_inputs,
     hive_keys_message,
     lines_before,
@@ -118,7 +119,8 @@ def read_documents(
         decoded, though: a damaged one rejects its file, as the final write would find it).
     blocksize : int or str or None, default="64MB"
         Target partition size in bytes of JSONL as read (decompressed) or Parquet on disk:
-        larger uncompressed JSONL files are split at line ends, smaller files of any kind are
+        larger JSONL files (compressed ones too, each block decoding the file up to its end) are
+        split at line ends, smaller files of any kind are
         packed whole into partitions of about this size (see :func:`curate.io.plan.plan_sources`). None: one
         file per partition.
     files_per_partition : int or None, default=None
@@ -368,7 +370,7 @@ class _Reader:
         return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
     def _jsonl(self, src: Source, path: str, index: int) -> pa.Table:
-        raw, start, broken = _read_bytes(self.fs, src, path)
+        raw, start, first_line, broken = _read_bytes(self.fs, src, path)
         tail = b""
         if broken is not None:  # the cut line and whatever followed it are lost: one rejected record
             cut = raw.rfind(b"\n") + 1
@@ -381,14 +383,15 @@ class _Reader:
         # A record's line without its line end ("\r\n" too: a JSON line cannot hold a raw CR).
         lines = [raw[s:e].removesuffix(b"\r") for s, e in zip(starts, ends)] if self.records else None
         records = [raw[starts[b.index] : ends[b.index]].removesuffix(b"\r") for b in bad]
-        if broken is not None:  # whole files only, so lines are counted from 1
-            where = f"after line {len(keep)}" if len(keep) else "before its first line"
+        if broken is not None:  # whole files, and a compressed file's block, whose lines are counted
+            where = (
+                f"after line {first_line - 1 + len(keep)}" if first_line - 1 + len(keep) else "before its first line"
+            )
             reason = f"{broken.what} {where} ({broken.detail})"
             kind = "truncated" if broken.what.startswith("truncated") else "corrupt"
             bad.append(Bad(len(starts), kind, None, reason))
             positions, line_index = np.append(positions, start + len(raw)), np.append(line_index, len(keep))
             records.append(tail)
-        first_line = src.first_line
         if bad and first_line is None:  # only where a record is rejected or stops the run
             first_line = lines_before(self.fs, path, [start])[0] + 1
         return self._assemble(pieces, bad, records, positions, (first_line or 1) + line_index, index, lines)
@@ -485,11 +488,15 @@ def _with_id(record: bytes, id_: str) -> bytes:
     return b'{"id": ' + json_text(id_).encode() + (b"" if rest.startswith(b"}") else b", ") + rest
 
 
-def _read_bytes(fs, src: Source, path: str) -> tuple[bytes, int, Broken | None]:
-    """The source's bytes (a BOM at the file start dropped), their offset, and why the stream broke."""
-    start, broken = 0, None
+def _read_bytes(fs, src: Source, path: str) -> tuple[bytes, int, int | None, Broken | None]:
+    """The source's bytes (a BOM at the file start dropped), their offset, the line number of
+    their first line (None: not counted), and why the stream broke."""
+    start, broken, first_line = 0, None, src.first_line
     with fs.open(path, "rb") as f:
-        if src.length is not None:
+        if src.length is not None and (codec := infer_compression(path)):
+            raw, start, lines, broken = decompressed_block(f, codec, src.offset, src.length)
+            first_line = lines + 1
+        elif src.length is not None:
             if src.offset:  # the block begins after the first line end at or after its offset
                 f.seek(src.offset)
                 seek_delimiter(f, b"\n", 1 << 16)
@@ -499,7 +506,7 @@ def _read_bytes(fs, src: Source, path: str) -> tuple[bytes, int, Broken | None]:
             raw, broken = decompressed(f, infer_compression(path))
     if start == 0 and raw.startswith(BOM):
         raw, start = raw[len(BOM) :], len(BOM)
-    return raw, start, broken
+    return raw, start, first_line, broken
 
 
 def _id_type(dtype: pa.DataType) -> bool:
