@@ -777,8 +777,8 @@ def _bands_by_rows(ctx, param, values):
 @main.command(cls=_PeerNamesCommand)
 @click.option(
     "--threshold",
-    # open range: at 0 or 1 no bands-by-rows choice exists (dedup takes 1.0 only with bands given)
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    # as dedup's: over 0, at most 1 (whose choice is one band of every value)
+    type=click.FloatRange(0, 1, min_open=True),
     required=True,
     help="Jaccard similarity that makes two documents duplicates.",
 )

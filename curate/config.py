@@ -202,7 +202,7 @@ class FuzzyConfig(_Section):
     pydantic.ValidationError
         (a ValueError) On an unknown key or a value out of range (inf and nan included), naming the
         field; when only one of ``num_bands`` and ``rows_per_band`` is given, their product exceeds
-        ``num_perm`` or ``MAX_NUM_PERM``, or no bands can be chosen for the threshold.
+        ``num_perm`` or ``MAX_NUM_PERM``.
 
     References
     ----------
@@ -287,12 +287,7 @@ class FuzzyConfig(_Section):
             raise ValueError("give both num_bands and rows_per_band, or neither to have them chosen for the threshold")
         if bands is None:
             num_perm = self.num_perm or DEFAULT_NUM_PERM
-            try:
-                bands, rows = optimal_bands(self.threshold, num_perm, self.fp_weight, self.fn_weight)
-            except ValueError as err:
-                raise ValueError(
-                    f"cannot choose num_bands and rows_per_band ({err}); give num_bands and rows_per_band"
-                ) from None
+            bands, rows = optimal_bands(self.threshold, num_perm, self.fp_weight, self.fn_weight)
         else:
             num_perm = self.num_perm or bands * rows
             if bands * rows > num_perm:

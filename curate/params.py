@@ -106,7 +106,8 @@ def optimal_bands(
     Parameters
     ----------
     threshold : float
-        Jaccard similarity, strictly between 0 and 1.
+        Jaccard similarity, over 0 and at most 1 (at 1 no pair under it counts as missed, so the
+        fewest candidates win: one band of every value, ``(1, num_perm)``).
     num_perm : int
         MinHash values available, at least 1. The choice may use fewer (``b * r``).
     fp_weight, fn_weight : float, default=0.01, 0.99
@@ -129,9 +130,11 @@ def optimal_bands(
     (28, 9)
     >>> optimal_bands(0.8, 260, 0.5, 0.5)  # datasketch's weights
     (17, 15)
+    >>> optimal_bands(1.0, 260)
+    (1, 260)
     """
-    if not 0.0 < threshold < 1.0:
-        raise ValueError(f"threshold must be strictly between 0 and 1, got {threshold}")
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"threshold must be over 0 and at most 1, got {threshold}")
     if num_perm < 1:
         raise ValueError(f"num_perm must be at least 1, got {num_perm}")
     if fp_weight < 0 or fn_weight < 0 or fp_weight + fn_weight == 0:

@@ -284,9 +284,10 @@ def test_cli_params_json_compare_and_plot(tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        # It told the user to "give num_bands and rows_per_band", which params has no flags for.
-        (["--threshold", "1.0"], "Invalid value for '--threshold': 1.0 is not in the range 0<x<1."),
-        (["--threshold", "0"], "Invalid value for '--threshold': 0.0 is not in the range 0<x<1."),
+        # It told the user to "give num_bands and rows_per_band", which params has no flags for;
+        # then refused 1.0, which dedup takes (a user's trial): at 1, one band of every value.
+        (["--threshold", "1.01"], "Invalid value for '--threshold': 1.01 is not in the range 0<x<=1."),
+        (["--threshold", "0"], "Invalid value for '--threshold': 0.0 is not in the range 0<x<=1."),
         (["--threshold", "0.8", "--num-perm", "0"], "num_perm: Input should be greater than or equal to 1"),
         (["--threshold", "0.8", "--fp-weight", "0", "--fn-weight", "0"], "not both zero"),
         # ZeroDivisionError in params; dedup chose 0 x 0 bands and removed no near duplicate
@@ -360,10 +361,10 @@ def test_the_names_of_nemo_curator_and_datatrove_are_answered_with_curates(tmp_p
 def test_a_rule_of_a_section_names_the_flags_of_its_keys(tmp_path):
     # "give both" named neither key nor flag (also test_cli_dedup_band_flags_are_checked_before_running).
     docs, out = str(FIXTURES / "docs.jsonl"), str(tmp_path / "o")
-    result = CliRunner().invoke(main, ["dedup", docs, "-o", out, "--threshold", "1.0"])
+    result = CliRunner().invoke(main, ["dedup", docs, "-o", out, "--rows-per-band", "13"])
     assert result.exit_code == 2 and result.output.splitlines()[-1] == (
-        "Error: invalid configuration: fuzzy: cannot choose num_bands (--num-bands) and rows_per_band "
-        "(--rows-per-band) (threshold must be strictly between 0 and 1, got 1.0); give num_bands and rows_per_band"
+        "Error: invalid configuration: fuzzy: give both num_bands (--num-bands) and rows_per_band "
+        "(--rows-per-band), or neither to have them chosen for the threshold"
     ), result.output
     # A flag written as a YAML key was "not a setting" with no hint; `id_field: null` was refused.
     (tmp_path / "c.yaml").write_text('io:\n  id_field: null\ncluster:\n  gpu:\n    cuda_visible_devices: "0"\n')

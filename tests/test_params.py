@@ -111,7 +111,7 @@ def test_optimal_bands_defaults_and_scale():
     ("args", "message"),
     [
         ((0.0, 128), "threshold"),
-        ((1.0, 128), "threshold"),
+        ((1.01, 128), "threshold"),
         ((-0.2, 128), "threshold"),
         ((0.8, 0), "num_perm"),
         ((0.8, 128, -0.1, 0.5), "non-negative"),
@@ -255,8 +255,12 @@ def test_config_explicit_bands():
         FuzzyConfig(num_bands=9, rows_per_band=13, num_perm=100)
     with pytest.raises(ValidationError, match="give both num_bands and rows_per_band"):
         FuzzyConfig(rows_per_band=13)
-    with pytest.raises(ValidationError, match="threshold must be strictly between 0 and 1"):
-        FuzzyConfig(threshold=1.0)
+    # 1.0 was refused unless bands were given (a user's trial): at 1 the fewest candidates win.
+    assert (FuzzyConfig(threshold=1.0).num_bands, FuzzyConfig(threshold=1.0).rows_per_band) == (1, 260)
+    assert (
+        FuzzyConfig(threshold=1.0, num_perm=64).num_bands,
+        FuzzyConfig(threshold=1.0, num_perm=64).rows_per_band,
+    ) == (1, 64)
     for weights in ({"fp_weight": float("inf")}, {"fn_weight": float("inf")}):  # they chose 0 x 0 bands
         with pytest.raises(ValidationError, match="Input should be a finite number"):
             FuzzyConfig(**weights)
