@@ -966,11 +966,16 @@ def print_summary(summary: dict, out_dir: str) -> None:
             f"{counts['exact']['removed']:,} ({counted(counts['exact']['groups'], 'group')})",
         )
     if "fuzzy" in counts:
-        f = counts["fuzzy"]
+        f, fuzzy = counts["fuzzy"], summary["config"]["fuzzy"]
+        if "num_bands" in fuzzy:  # runs of a sweep told apart on screen (a user's trial)
+            unit = "word" if fuzzy["ngram"] == "word" else "character"
+            table.add_row(
+                "fuzzy settings",
+                f"Jaccard >= {fuzzy['threshold']:g}, {fuzzy['width']}-{unit} shingles, "
+                f"{fuzzy['num_bands']} x {fuzzy['rows_per_band']} bands",
+            )
         members = f" + {f['member_pairs']:,} member pairs" if "member_pairs" in f else ""
-        verified = (
-            f"{f['verified_edges']:,} edges" if summary["config"]["fuzzy"]["verify"] else "not verified (--no-verify)"
-        )
+        verified = f"{f['verified_edges']:,} edges" if fuzzy["verify"] else "not verified (--no-verify)"
         table.add_row("fuzzy candidates / verified", f"{f['candidate_edges']:,}{members} / {verified}")
         table.add_row("fuzzy duplicates removed", f"{f['removed']:,} ({counted(f['groups'], 'group')})")
     listed = " (not written: --identify-only)" if summary["output_format"] is None else ""

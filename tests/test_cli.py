@@ -770,6 +770,13 @@ def test_the_summary_keeps_a_row_to_a_line_in_a_log(capsys, monkeypatch):
     )
     assert any("documents kept (not written: --identify-only)" in line and "28,607" in line for line in lines)
     assert not any("input kept in memory" in line for line in lines)  # summaries before it, and runs without it
+    assert not any("fuzzy settings" in line for line in lines)  # summaries before it
+    settings = {"threshold": 0.7, "ngram": "word", "width": 5, "num_bands": 39, "rows_per_band": 6, "verify": True}
+    print_summary(summary | {"config": {"fuzzy": settings, "backend": "cpu"}}, "out")
+    assert any(
+        "fuzzy settings" in line and "Jaccard >= 0.7, 5-word shingles, 39 x 6 bands" in line
+        for line in capsys.readouterr().out.splitlines()
+    )
     print_summary(summary | {"cache_input": True}, "out")
     assert any(
         "input kept in memory" in line and "yes (--no-cache-input: read again)" in line
