@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+from click.core import ParameterSource
 from pydantic import ValidationError
 
 from curate.checks import STAGES, OutputBusyError, check_folder, check_inputs, check_output, hold_output
@@ -744,11 +745,15 @@ def _flags() -> dict[str, str]:
 
 def _problem(loc: tuple, message: str, section: str) -> str:
     """``fuzzy.threshold: <what is wrong> (--threshold)``: the key as in the YAML file, and the
-    flag of the running command that sets it, where there is one."""
+    flag of the running command that sets it, where there is one (in a rule that names several
+    keys, the config file where that gave it and the flag did not)."""
     flags = _flags()
     flag = flags.get(loc[-1]) if loc else None
     if flag is None:  # a rule of a section: the flag of each key it names, once
         named = set()
+        context = click.get_current_context()
+        config = context.params.get("config_file")
+        configured = _keys_in(config_data(config)) if config else set()  # read already: it loads
 
         def with_flag(match: re.Match) -> str:
             key = match[0]
@@ -756,11 +761,19 @@ def _problem(loc: tuple, message: str, section: str) -> str:
             if key not in flags or key in named or named_already:
                 return key
             named.add(key)
+            # `--config nemo-curator --num-perm 128` blamed the bands on flags not given (a user's trial)
+            if key in configured and context.get_parameter_source(key) is not ParameterSource.COMMANDLINE:
+                return f"{key} (from --config {config}; {flags[key]})"
             return f"{key} ({flags[key]})"
 
         # a key: a snake_case word, or any word a rule writes as ``key=value`` (keep='max:text')
         message = re.sub(r"\b[a-z]+(?:_[a-z]+)+\b|\b[a-z]+(?==)", with_flag, message)
     return field_problem(loc, message, section) + (f" ({flag})" if flag else "")
+
+
+def _keys_in(data: dict) -> set[str]:
+    """The keys of a config's sections and of the sections within them."""
+    return set(data) | {key for value in data.values() if isinstance(value, dict) for key in _keys_in(value)}
 
 
 def _bands_by_rows(ctx, param, values):

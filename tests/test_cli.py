@@ -366,6 +366,19 @@ def test_a_rule_of_a_section_names_the_flags_of_its_keys(tmp_path):
         "Error: invalid configuration: fuzzy: give both num_bands (--num-bands) and rows_per_band "
         "(--rows-per-band), or neither to have them chosen for the threshold"
     ), result.output
+    # A config's bands were blamed on flags not given (a user's trial); a key it leaves out is not its.
+    result = CliRunner().invoke(main, ["dedup", docs, "-o", out, "--config", "nemo-curator", "--num-perm", "128"])
+    assert result.exit_code == 2 and result.output.splitlines()[-1] == (
+        "Error: invalid configuration: fuzzy: num_bands (from --config nemo-curator; --num-bands) x rows_per_band "
+        "(from --config nemo-curator; --rows-per-band) = 20 x 13 = 260 MinHash values, more than num_perm "
+        "(--num-perm) 128; raise num_perm or leave it out"
+    ), result.output
+    (tmp_path / "rows.yaml").write_text("fuzzy:\n  rows_per_band: 13\n")
+    result = CliRunner().invoke(main, ["dedup", docs, "-o", out, "--config", str(tmp_path / "rows.yaml")])
+    assert result.output.splitlines()[-1] == (
+        f"Error: invalid configuration: fuzzy: give both num_bands (--num-bands) and rows_per_band (from --config "
+        f"{tmp_path / 'rows.yaml'}; --rows-per-band), or neither to have them chosen for the threshold"
+    ), result.output
     # A flag written as a YAML key was "not a setting" with no hint; `id_field: null` was refused.
     (tmp_path / "c.yaml").write_text('io:\n  id_field: null\ncluster:\n  gpu:\n    cuda_visible_devices: "0"\n')
     result = CliRunner().invoke(main, ["dedup", docs, "-o", out, "--config", str(tmp_path / "c.yaml")])
