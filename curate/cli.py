@@ -831,6 +831,7 @@ def params(threshold, num_perm, fp_weight, fn_weight, compare, plot, as_json):
         "fp_weight": config.fp_weight,
         "fn_weight": config.fn_weight,
     }
+    compare = list(dict.fromkeys(compare))  # a pair given twice was shown twice
     choices = [describe_bands(threshold, config.num_bands, config.rows_per_band)]
     choices += [describe_bands(threshold, b, r) for b, r in compare]
     if plot:
@@ -861,7 +862,12 @@ def print_params(request: dict, choices: list[dict]) -> None:
         figures.add_column("chosen" if k == 0 else "compare", justify="right")
     rows = [
         ("bands x rows", lambda c: f"{c['num_bands']} x {c['rows_per_band']}"),
-        ("num_perm used", lambda c: f"{c['num_perm_used']}"),
+        # more than --num-perm holds: curate dedup refuses such bands (a user's trial read them as usable)
+        (
+            "num_perm used",
+            lambda c: f"{c['num_perm_used']}" + (" (> num_perm)" if c["num_perm_used"] > request["num_perm"] else ""),
+        ),
+        (f"P(candidate) at {request['threshold']:g}", lambda c: f"{c['probability_at_threshold']:.4f}"),
         ("false-positive area", lambda c: f"{c['false_positive_area']:.4f}"),
         ("false-negative area", lambda c: f"{c['false_negative_area']:.4f}"),
         ("similarity at P = 0.5", lambda c: f"{c['similarity_at_half']:.3f}"),

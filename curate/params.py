@@ -191,7 +191,8 @@ def describe_bands(threshold: float, bands: int, rows: int) -> dict:
     dict
         ``num_bands``, ``rows_per_band``, ``num_perm_used`` (``b * r``, the signature values the
         bands read), ``false_positive_area``, ``false_negative_area``, ``similarity_at_half``
-        (exact, :func:`similarity_at`), ``approximate_threshold`` (:func:`approximate_threshold`) and
+        (exact, :func:`similarity_at`), ``approximate_threshold`` (:func:`approximate_threshold`),
+        ``probability_at_threshold`` (a pair at exactly the threshold becoming a candidate) and
         ``candidate_probability``: a list of ``{"similarity", "probability"}`` at
         :data:`SIMILARITIES`.
     """
@@ -203,6 +204,7 @@ def describe_bands(threshold: float, bands: int, rows: int) -> dict:
         "false_negative_area": false_negative_area(threshold, bands, rows),
         "similarity_at_half": similarity_at(0.5, bands, rows),
         "approximate_threshold": approximate_threshold(bands, rows),
+        "probability_at_threshold": float(candidate_probability(threshold, bands, rows)),
         "candidate_probability": [
             {
                 "similarity": s,

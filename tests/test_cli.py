@@ -231,6 +231,13 @@ def test_remote_storage_errors_are_one_line_naming_the_input(tmp_path, monkeypat
 def test_cli_params_table():
     result = CliRunner().invoke(main, ["params", "--threshold", "0.8"])
     assert result.exit_code == 0, result.output
+    # A user's trial: off the grid of similarities (0.82) no row gave P at the threshold itself; a
+    # pair compared twice showed twice; more values than --num-perm holds looked usable.
+    compared = CliRunner().invoke(main, ["params", "--threshold", "0.82", "--compare", "30x9", "--compare", "30x9"])
+    lines = compared.output.splitlines()
+    assert any("P(candidate) at 0.82" in line and "0.9786" in line and "0.9959" in line for line in lines)
+    assert any("num_perm used" in line and "270 (> num_perm)" in line for line in lines)
+    assert sum("30 x 9" in line for line in lines) == 2  # its column in each table, once
     assert "threshold 0.8, num_perm 260, weights FP 0.01 / FN 0.99" in result.output
     lines = result.output.splitlines()
     for name, value in [("bands x rows", "28 x 9"), ("num_perm used", "252"), ("false-positive area", "0.1478"),
