@@ -384,9 +384,8 @@ class _Reader:
         lines = [raw[s:e].removesuffix(b"\r") for s, e in zip(starts, ends)] if self.records else None
         records = [raw[starts[b.index] : ends[b.index]].removesuffix(b"\r") for b in bad]
         if broken is not None:  # whole files, and a compressed file's block, whose lines are counted
-            where = (
-                f"after line {first_line - 1 + len(keep)}" if first_line - 1 + len(keep) else "before its first line"
-            )
+            last = first_line - 1 + len(keep)  # the last whole line's number
+            where = f"after line {last}" if last else "before its first line"
             reason = f"{broken.what} {where} ({broken.detail})"
             kind = "truncated" if broken.what.startswith("truncated") else "corrupt"
             bad.append(Bad(len(starts), kind, None, reason))
