@@ -183,9 +183,11 @@ def write_table(source: str, path: str, columns: list[str]) -> None:
         renames it once every output is written.
     columns : list of str
 
-    Row groups have a fixed number of rows (``ROW_GROUP_ROWS``), so the bytes depend only on the
-    rows, never on how they were partitioned or which engine wrote them, and at most about two
-    row groups are in memory.
+    Row groups have a fixed number of rows (``ROW_GROUP_ROWS``), each written as one chunk, so the
+    bytes depend only on the rows, never on how they were partitioned or which engine wrote them,
+    and at most about two row groups are in memory. (The writer cuts pages where a chunk ends: a
+    row group of the parts' chunks wrote other bytes for 56 partitions than for 15 of the same
+    7.2 million lines, the rows equal.)
     """
     files = sorted(Path(source).glob("part.*.parquet"), key=lambda f: int(f.name.split(".")[1]))
     written = pq.read_schema(files[0])
@@ -198,10 +200,10 @@ def write_table(source: str, path: str, columns: list[str]) -> None:
                 rows += batch.num_rows
                 while rows >= ROW_GROUP_ROWS:
                     table = pa.Table.from_batches(pending, schema)
-                    writer.write_table(table.slice(0, ROW_GROUP_ROWS), row_group_size=ROW_GROUP_ROWS)
+                    writer.write_table(table.slice(0, ROW_GROUP_ROWS).combine_chunks(), row_group_size=ROW_GROUP_ROWS)
                     pending, rows = table.slice(ROW_GROUP_ROWS).to_batches(), rows - ROW_GROUP_ROWS
         if rows:
-            writer.write_table(pa.Table.from_batches(pending, schema), row_group_size=ROW_GROUP_ROWS)
+            writer.write_table(pa.Table.from_batches(pending, schema).combine_chunks(), row_group_size=ROW_GROUP_ROWS)
 
 
 def _canonical(field: pa.Field) -> pa.Field:
