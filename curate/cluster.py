@@ -724,18 +724,27 @@ def partition_slots(workers: dict[str, dict], gpu: bool) -> int:
 # its pause at 80%.
 PARTITION_PEAK = 24
 
+# What a document takes in MinHash + LSH whatever its length: its bands' buckets, shuffled and
+# grouped. In a user's trial one partition of 493,084 lines (50.6 MB of JSONL) took a worker to
+# 2.25 GB, one of 265,000 paragraphs to 1.38 GB: about 4 KB a document over the worker at rest,
+# where 24 times the bytes gave 1.2 GB and 1 GB partitions of lines restarted their workers.
+RECORD_PEAK = 4000
 
-def memory_blocksize(workers: dict[str, dict], gpu: bool) -> int | None:
-    """The largest partition (bytes of text) that the ``workers``' (:func:`worker_specs`) host
+
+def memory_blocksize(workers: dict[str, dict], gpu: bool, record_bytes: float | None = None) -> int | None:
+    """The largest partition (bytes as read) that the ``workers``' (:func:`worker_specs`) host
     memory limits hold: a thread's room (:func:`curate.config.thread_room`) over
-    :data:`PARTITION_PEAK`; the smallest over the workers, at least 4 MB. None without workers,
-    where a worker has no limit, or on the GPU backend (device memory bounds its partitions).
+    :data:`PARTITION_PEAK` a byte, plus :data:`RECORD_PEAK` a record where the records' size
+    (``record_bytes``, bytes as read; None: not counted) is given; the smallest over the workers,
+    at least 4 MB. None without workers, where a worker has no limit, or on the GPU backend
+    (device memory bounds its partitions).
     """
     workers = [] if gpu else workers.values()
     if not workers or not all(w["memory_limit"] for w in workers):
         return None
     room = min(thread_room(w["memory_limit"], w["nthreads"]) for w in workers)
-    return max(4_000_000, int(room / PARTITION_PEAK))
+    per_byte = PARTITION_PEAK + (RECORD_PEAK / record_bytes if record_bytes else 0)
+    return max(4_000_000, int(room / per_byte))
 
 
 def shuffles_need_workers() -> bool:

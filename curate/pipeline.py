@@ -52,7 +52,7 @@ from curate.dedup.keys import drop
 from curate.dedup.resolve import REMOVED_COLUMNS, AccountingError, coalesce, empty_groups, resolve
 from curate.dedup.warm import compile_kernels
 from curate.io import count_rows, read_documents, write_documents, write_table
-from curate.io.files import expand_paths, reference_files, shared_metadata, source_names
+from curate.io.files import expand_paths, record_bytes, reference_files, shared_metadata, source_names
 from curate.io.read import split_rejected
 from curate.io.rejected import (
     REJECTED_SCHEMA,
@@ -158,7 +158,10 @@ def dedup(
     spread = partition_slots(workers, gpu)
     # Unless given, partitions no larger than the workers' memory holds: at 64 MB, workers of 1 GB
     # were restarted in verification until the run stopped (lowering --blocksize was the advice).
-    most = memory_blocksize(workers, gpu)
+    # Fuzzy dedup's documents take memory whatever their length: lines and posts by the million
+    # restarted workers of 1 GB in partitions cut for their bytes alone (a user's trial).
+    counted = config.mode != "exact" and not gpu and not io.blocksize_given
+    most = memory_blocksize(workers, gpu, record_bytes(fs, paths, input_fmt) if counted else None)
     why = "what the workers' memory limits hold"
     # Resumed, no larger than the run it resumes cut them: the stop's advice, more memory, made
     # larger partitions, and every finished stage was computed again.

@@ -570,6 +570,36 @@ def shared_metadata(fs, paths: list[str], columns: list[str]) -> dict[bytes, byt
     return {k: v for k, v in (first.metadata or {}).items() if k != b"pandas"}
 
 
+def record_bytes(fs, paths: list[str], fmt: str, most: int = 16) -> float | None:
+    """The smallest mean size of a record, in bytes as read, over up to ``most`` of the files
+    spread over the list: JSONL's lines in the first MiB of a file (decompressed), Parquet's rows
+    over their uncompressed size. None where none of them holds a record. For sizing partitions
+    by what their documents take (:func:`curate.cluster.memory_blocksize`), not for counting.
+    """
+    means = []
+    for path in paths[:: max(1, len(paths) // most)][:most]:
+        with fs.open(path, "rb") as f:
+            if fmt == "parquet":
+                try:
+                    meta = pq.ParquetFile(f).metadata
+                except pa.ArrowInvalid:  # reported when the file is read
+                    continue
+                size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+                means += [size / meta.num_rows] if meta.num_rows else []
+                continue
+            raw = bytearray()
+            try:
+                for chunk in decompressed_chunks(f, infer_compression(path)):
+                    raw += chunk
+                    if len(raw) >= _SAMPLE_BYTES:
+                        break
+            except Broken:
+                pass  # reported when the file is read
+            lines = raw.count(b"\n")
+            means += [(raw.rindex(b"\n") + 1) / lines] if lines else ([len(raw)] if raw else [])
+    return min(means, default=None)
+
+
 def sample_files(fs, paths: list[str], fmt: str) -> list[tuple[list[pa.Schema], int]]:
     """:func:`sample_file` of every file, in order, read in a thread pool (remote stores: the requests overlap).
 
