@@ -724,17 +724,20 @@ def partition_slots(workers: dict[str, dict], gpu: bool) -> int:
 # its pause at 80%.
 PARTITION_PEAK = 24
 
-# What a document takes in MinHash + LSH whatever its length: its bands' buckets, shuffled and
+# What a document takes in MinHash + LSH a band, whatever its length: its buckets, shuffled and
 # grouped. In a user's trial one partition of 493,084 lines (50.6 MB of JSONL) took a worker to
-# 2.25 GB, one of 265,000 paragraphs to 1.38 GB: about 4 KB a document over the worker at rest,
-# where 24 times the bytes gave 1.2 GB and 1 GB partitions of lines restarted their workers.
-RECORD_PEAK = 4000
+# 2.25 GB, one of 265,000 paragraphs to 1.38 GB: about 4 KB a document at 28 bands over the
+# worker at rest, where 24 times the bytes gave 1.2 GB and 1 GB partitions of lines restarted
+# their workers; at 476 bands (--num-perm 10000) the Bible verses took workers to 4.2 GB.
+BAND_PEAK = 143
 
 
-def memory_blocksize(workers: dict[str, dict], gpu: bool, record_bytes: float | None = None) -> int | None:
+def memory_blocksize(
+    workers: dict[str, dict], gpu: bool, record_bytes: float | None = None, num_bands: int = 0
+) -> int | None:
     """The largest partition (bytes as read) that the ``workers``' (:func:`worker_specs`) host
     memory limits hold: a thread's room (:func:`curate.config.thread_room`) over
-    :data:`PARTITION_PEAK` a byte, plus :data:`RECORD_PEAK` a record where the records' size
+    :data:`PARTITION_PEAK` a byte, plus :data:`BAND_PEAK` a band a record where the records' size
     (``record_bytes``, bytes as read; None: not counted) is given; the smallest over the workers,
     at least 4 MB. None without workers, where a worker has no limit, or on the GPU backend
     (device memory bounds its partitions).
@@ -743,7 +746,7 @@ def memory_blocksize(workers: dict[str, dict], gpu: bool, record_bytes: float | 
     if not workers or not all(w["memory_limit"] for w in workers):
         return None
     room = min(thread_room(w["memory_limit"], w["nthreads"]) for w in workers)
-    per_byte = PARTITION_PEAK + (RECORD_PEAK / record_bytes if record_bytes else 0)
+    per_byte = PARTITION_PEAK + (BAND_PEAK * num_bands / record_bytes if record_bytes else 0)
     return max(4_000_000, int(room / per_byte))
 
 

@@ -161,7 +161,9 @@ def dedup(
     # Fuzzy dedup's documents take memory whatever their length: lines and posts by the million
     # restarted workers of 1 GB in partitions cut for their bytes alone (a user's trial).
     counted = config.mode != "exact" and not gpu and not io.blocksize_given
-    most = memory_blocksize(workers, gpu, record_bytes(fs, paths, input_fmt) if counted else None)
+    most = memory_blocksize(
+        workers, gpu, record_bytes(fs, paths, input_fmt) if counted else None, config.fuzzy.num_bands
+    )
     why = "what the workers' memory limits hold"
     # Resumed, no larger than the run it resumes cut them: the stop's advice, more memory, made
     # larger partitions, and every finished stage was computed again.

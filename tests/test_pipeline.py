@@ -383,15 +383,16 @@ def test_partitions_are_no_larger_than_the_workers_memory_holds_unless_given(
     workers = worker_specs(client)
     assert memory_blocksize(workers, gpu=False) == max(4_000_000, int((limit - 300_000_000) / 24))
     assert memory_blocksize(workers, gpu=True) is None and memory_blocksize({}, gpu=False) is None
-    # Records of 100 bytes take 4 KB each beside 24 times their bytes: workers of 1 GB were
-    # restarted in MinHash + LSH on 29 MB partitions of lines (a user's trial).
+    # Records of 100 bytes take 4 KB each at 28 bands beside 24 times their bytes: workers of 1 GB
+    # were restarted in MinHash + LSH on 29 MB partitions of lines (a user's trial).
     lines = {"a": {"memory_limit": 1_000_000_000, "nthreads": 1}}
     assert memory_blocksize(lines, gpu=False) == 29_166_666
-    assert memory_blocksize(lines, gpu=False, record_bytes=100) == 10_937_500  # 700 MB over 24 + 40
-    assert memory_blocksize(lines, gpu=False, record_bytes=100_000) == 29_118_136  # books: as good as none
+    assert memory_blocksize(lines, gpu=False, record_bytes=100, num_bands=28) == 10_930_668  # 700 MB / (24 + 40.04)
+    assert memory_blocksize(lines, gpu=False, record_bytes=100, num_bands=476) == 4_000_000  # --num-perm 10000
+    assert memory_blocksize(lines, gpu=False, record_bytes=100_000, num_bands=28) == 29_118_087  # books
     assert record_bytes(*expand_paths(["tests/data/docs.jsonl"])[:2], "jsonl") == pytest.approx(2445 / 12)
     # As if that were 1,000 bytes: the fixture (2,445 bytes) in 3 partitions, the same outputs.
-    monkeypatch.setattr("curate.pipeline.memory_blocksize", lambda workers, gpu, record_bytes: 1000)
+    monkeypatch.setattr("curate.pipeline.memory_blocksize", lambda workers, gpu, record_bytes, num_bands: 1000)
     out, summary = run(tmp_path, ["tests/data/docs.jsonl"])
     assert summary["counts"]["input"]["partitions"] == 3 and summary["config"]["io"]["blocksize"] == 1000
     # The workers it ran on, whose limit the config does not give (its memory_limit is "auto").
@@ -409,7 +410,7 @@ def test_partitions_are_no_larger_than_the_workers_memory_holds_unless_given(
     # computed every finished stage again; it now cuts it as the run it resumes did.
     stages = tmp_path / "stages"
     dedup(["tests/data/docs.jsonl"], str(stages), load_config(None, {}), keep_stages=True)
-    monkeypatch.setattr("curate.pipeline.memory_blocksize", lambda workers, gpu, record_bytes: 2000)
+    monkeypatch.setattr("curate.pipeline.memory_blocksize", lambda workers, gpu, record_bytes, num_bands: 2000)
     resumed = dedup(["tests/data/docs.jsonl"], str(stages), load_config(None, {}), resume=True, keep_stages=True)
     assert resumed["counts"]["input"]["partitions"] == 3 and resumed["config"]["io"]["blocksize"] == 1000
     assert len(resumed["reused_stages"]) == 11
