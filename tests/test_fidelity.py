@@ -743,6 +743,9 @@ def test_compressed_files_larger_than_the_blocksize_are_cut_in_blocks_whose_last
         ((2,), 0, None, 1),
     ]
     assert all(parse_pieces(s, sizes, 10) == [s] for s in sources[1:4])
+    # Each block decodes the file from its start: at most COMPRESSED_BLOCKS (4), larger than asked.
+    blocks = plan_sources(["huge.jsonl.gz"], "jsonl", 100, None, [1000])
+    assert [(s.offset, s.length) for s in blocks] == [(0, 250), (250, 250), (500, 250), (750, TO_THE_END)]
     assert plan_sources(paths, "parquet", 100, None, sizes)[1].length is None  # Parquet: whole files
 
 

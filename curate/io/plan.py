@@ -35,6 +35,12 @@ SPREAD_FLOOR = 16 << 20
 # (curate.io.files.sample_file), so the last block reads on to the stream's end, wherever that is.
 TO_THE_END = 1 << 62
 
+# The most blocks a compressed file is cut in. Each decodes the stream from its start, so k blocks
+# decode it (k + 1) / 2 times: a few blocks bound the memory of a partition of short documents
+# (MinHash + LSH take 4 KB each) at little cost, where a 4 GB shard cut in 64 MB blocks would
+# decode 130 GB. Beyond them a block is larger than --blocksize.
+COMPRESSED_BLOCKS = 4
+
 
 def plan_sources(
     paths: list[str],
@@ -52,8 +58,9 @@ def plan_sources(
     fmt : {"jsonl", "parquet"}
     blocksize : int or None
         Target partition size in bytes (of JSONL as read, decompressed). JSONL larger than
-        this is split into byte ranges at line ends (of the decompressed stream, where the last
-        range of a compressed file reads on to its end); other files are read whole and
+        this is split into byte ranges at line ends (of the decompressed stream, where a
+        compressed file makes at most :data:`COMPRESSED_BLOCKS` ranges and its last reads on to
+        its end); other files are read whole and
         consecutive ones are packed into a partition while their sizes sum to at most
         ``blocksize`` (at least one file each). None: no splitting, one file per partition.
     files_per_partition : int or None
@@ -93,12 +100,14 @@ def plan_sources(
     for index, path in enumerate(paths):
         if fmt == "jsonl" and blocksize and sizes[index] > blocksize:
             place_run()
-            # A compressed file's blocks each decode it from its start (up to their end): once
-            # in all where it is read whole, a 14 GB shard is a partition of 14 GB in memory.
-            offsets = range(0, sizes[index], blocksize)
-            last = offsets[-1] if infer_compression(path) else None
+            # A compressed file's blocks each decode it from its start (up to their end): read
+            # whole, 48 MiB of lines were one partition whatever --blocksize said (a user's trial).
+            compressed = infer_compression(path) is not None
+            step = max(blocksize, -(-sizes[index] // COMPRESSED_BLOCKS)) if compressed else blocksize
+            offsets = range(0, sizes[index], step)
+            last = offsets[-1] if compressed else None
             sources.extend(
-                Source((path,), (index,), fmt, off, TO_THE_END if off == last else blocksize, None if off else 1)
+                Source((path,), (index,), fmt, off, TO_THE_END if off == last else step, None if off else 1)
                 for off in offsets
             )
         else:
@@ -174,4 +183,12 @@ def with_line_numbers(fs, sources: list[Source]) -> list[Source]:
     return out
 
 
-__all__ = ["TO_THE_END", "Source", "parse_pieces", "plan_sources", "source_divisions", "with_line_numbers"]
+__all__ = [
+    "COMPRESSED_BLOCKS",
+    "TO_THE_END",
+    "Source",
+    "parse_pieces",
+    "plan_sources",
+    "source_divisions",
+    "with_line_numbers",
+]
