@@ -681,7 +681,8 @@ def inspect(out_dir, group, doc_id, sample, seed, width):
         f"{counts['output']['kept']:,} kept"
         + (f", {counts['output']['reference']:,} reference" if "reference" in counts["output"] else "")
         + f"; showing {len(pairs)}"
-        + (f" of the {total:,}, the least similar (--sample N shows more)" if total > len(pairs) else "")
+        + (f" of the {total:,}, the least similar" if total > len(pairs) else "")
+        + (" (--sample N shows more)" if total > len(pairs) and sample is None else "")
     )
     for pair in pairs:
         print_pair(console, pair)

@@ -728,8 +728,10 @@ PARTITION_PEAK = 24
 # grouped. In a user's trial one partition of 493,084 lines (50.6 MB of JSONL) took a worker to
 # 2.25 GB, one of 265,000 paragraphs to 1.38 GB: about 4 KB a document at 28 bands over the
 # worker at rest, where 24 times the bytes gave 1.2 GB and 1 GB partitions of lines restarted
-# their workers; at 476 bands (--num-perm 10000) the Bible verses took workers to 4.2 GB.
-BAND_PEAK = 143
+# their workers; at 476 bands (--num-perm 10000) the Bible verses took workers to 4.2 GB. Twice
+# that, as the bytes' 24 keeps a margin: at 143 a band, workers of 1 GB with the input cached
+# and the shuffle's buffers beside a partition reached 90-96 % and once were restarted.
+BAND_PEAK = 286
 
 
 def memory_blocksize(

@@ -196,16 +196,16 @@ def dedup(
     cluster = config.cluster
     joined = cluster.scheduler_address or cluster.scheduler_file
     limit = "`dask worker --memory-limit`" if joined else f"--memory-limit, now {cluster.memory_limit}"
-    hint = (
-        f"raise the workers' memory limit ({limit}) or lower the partition size "
-        f"(--blocksize, now {_megabytes(io.blocksize)}); finished stages are kept for --resume"
-    )
+    kept_for = "finished stages are kept for --resume"
+    hint = f"raise the workers' memory limit ({limit}) or lower the partition size (--blocksize, now {_megabytes(io.blocksize)})"
     files = input_fingerprint(inputs)
     # A node with its own copy of an input (or none, or a read-only OUT) is refused before it reads
     # (and before OUT/_stages is made); the workers' write test needs OUT.
     out.mkdir(parents=True, exist_ok=True)
     check_files(current_client(), files if _on_local_disk(fs) else [], out)
-    run = Runner(stats, show_progress, StageStore(out / "_stages", resume), config.cluster.stall_timeout, hint)
+    run = Runner(
+        stats, show_progress, StageStore(out / "_stages", resume), config.cluster.stall_timeout, f"{hint}; {kept_for}"
+    )
     if config.mode != "exact" and not gpu and (client := current_client()) is not None:
         with stats.timed("compile"):  # each kernel by one worker of each host, not by each at once (curate.dedup.warm)
             ran = compile_kernels(client, config.fuzzy, everything._meta[io.text_field].dtype)
@@ -232,6 +232,8 @@ def dedup(
     with _inputs_unchanged(inputs, files):  # a file rewritten meanwhile fails in ways that do not name it
         cached = cache_input(io.cache_input, config.mode, current_client(), files, gpu=gpu, resume=resume)
         if cached:  # read once into the workers, in the read stage
+            # The copy is part of what the workers hold (a user's trial: its workers at 96 %).
+            run.hint = f"{hint}, or read the input again for each stage (--no-cache-input); {kept_for}"
             everything = run.persist(_read_stage(config.mode), everything)
             logger.info(
                 "the documents (%d partitions) stay in the workers' memory for the stages (--no-cache-input: read "

@@ -618,7 +618,8 @@ def sample_file(fs, path: str, fmt: str) -> tuple[list[pa.Schema], int]:
     JSONL: the types of the records in the first MiB (decompressed), one schema per run of
     records pyarrow reads alike (several where a field's type changes within the sample); none
     for a file without records. A compressed file's size is exact when the sample reached its
-    end, else its size on disk times the sample's compression ratio.
+    end, else its size on disk times the sample's compression ratio, or what the file states
+    where that is more (:func:`_stated_size`).
     """
     with fs.open(path, "rb") as f:
         size = f.size if getattr(f, "size", None) is not None else fs.size(path)
@@ -638,7 +639,7 @@ def sample_file(fs, path: str, fmt: str) -> tuple[list[pa.Schema], int]:
         except Broken:
             pass  # reported with its line when the file is read
         if codec is not None:
-            size = len(raw) if ended else int(len(raw) * size / max(f.tell(), 1))
+            size = len(raw) if ended else max(int(len(raw) * size / max(f.tell(), 1)), _stated_size(f, codec))
     raw = bytes(raw).removeprefix(BOM)
     if b"\n" in raw:
         raw = raw[: raw.rindex(b"\n") + 1]
@@ -656,6 +657,24 @@ def sample_file(fs, path: str, fmt: str) -> tuple[list[pa.Schema], int]:
         if isinstance(record, dict):
             schemas.append(pa.schema([_value_field(name, value) for name, value in record.items()]))
     return schemas, size
+
+
+def _stated_size(f, codec: str) -> int:
+    """The decompressed size a compressed file states, or 0: zstd's first frame header, gzip's
+    last 4 bytes (the last member's size modulo 2**32). Exact for one frame or member (under 4
+    GiB for gzip), less for several: taken only where it is more than the sample's estimate,
+    which fell short of a file of lines so that its last block was a quarter larger than
+    --blocksize (a user's trial)."""
+    try:
+        if codec == "zstd":
+            f.seek(0)
+            return max(zstandard.frame_content_size(f.read(18)), 0)
+        if codec == "gzip":
+            f.seek(-4, 2)
+            return int.from_bytes(f.read(4), "little")
+    except (OSError, ValueError, zstandard.ZstdError):  # too short, or not a frame: the estimate stands
+        pass
+    return 0
 
 
 def json_type(dtype: pa.DataType) -> pa.DataType:
