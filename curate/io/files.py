@@ -587,14 +587,7 @@ def record_bytes(fs, paths: list[str], fmt: str, most: int = 16) -> float | None
                 size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
                 means += [size / meta.num_rows] if meta.num_rows else []
                 continue
-            raw = bytearray()
-            try:
-                for chunk in decompressed_chunks(f, infer_compression(path)):
-                    raw += chunk
-                    if len(raw) >= _SAMPLE_BYTES:
-                        break
-            except Broken:
-                pass  # reported when the file is read
+            raw, _ = _head(f, infer_compression(path))
             lines = raw.count(b"\n")
             means += [(raw.rindex(b"\n") + 1) / lines] if lines else ([len(raw)] if raw else [])
     return min(means, default=None)
@@ -629,15 +622,8 @@ def sample_file(fs, path: str, fmt: str) -> tuple[list[pa.Schema], int]:
             except pa.ArrowInvalid:  # not Parquet, or cut short: reported with the file when it is read
                 return [], size
             return ([schema] if len(schema) else []), size
-        raw, ended, codec = bytearray(), True, infer_compression(path)
-        try:
-            for chunk in decompressed_chunks(f, codec):
-                raw += chunk
-                if len(raw) >= _SAMPLE_BYTES and b"\n" in chunk:
-                    ended = False
-                    break
-        except Broken:
-            pass  # reported with its line when the file is read
+        codec = infer_compression(path)
+        raw, ended = _head(f, codec)
         if codec is not None:
             size = len(raw) if ended else max(int(len(raw) * size / max(f.tell(), 1)), _stated_size(f, codec))
     raw = bytes(raw).removeprefix(BOM)
@@ -657,6 +643,21 @@ def sample_file(fs, path: str, fmt: str) -> tuple[list[pa.Schema], int]:
         if isinstance(record, dict):
             schemas.append(pa.schema([_value_field(name, value) for name, value in record.items()]))
     return schemas, size
+
+
+def _head(f, codec: str | None) -> tuple[bytearray, bool]:
+    """The first MiB or so of an open file's decompressed stream, through a line end where the
+    stream has one past that (:data:`_SAMPLE_BYTES`), and whether that is the whole stream (a
+    stream that breaks ends there: its damage is reported when the file is read)."""
+    raw = bytearray()
+    try:
+        for chunk in decompressed_chunks(f, codec):
+            raw += chunk
+            if len(raw) >= _SAMPLE_BYTES and b"\n" in chunk:
+                return raw, False
+    except Broken:
+        pass
+    return raw, True
 
 
 def _stated_size(f, codec: str) -> int:
