@@ -25,6 +25,10 @@ MAX_NUM_PERM = 10_000
 # libcudf's shingle width is a size_type (int32); the CPU kernel follows it, so both backends take
 # the same widths (2**64 passed validation and failed inside numba, naming no setting).
 MAX_WIDTH = 2**31 - 1
+# Shingle width when none is given: NeMo Curator's character 24-grams; datatrove's, text-dedup's
+# and FineWeb's word 5-grams (24 words, the one default of both, made copies with a changed word
+# in every 24 share no shingle).
+DEFAULT_WIDTH = {"char": 24, "word": 5}
 # A smaller partition holds less than a typical document: "--blocksize 64" (bytes, meant MB) made
 # one partition a line, and a run of minutes out of one of seconds.
 MIN_BLOCKSIZE = parse_bytes("4KB")
@@ -183,6 +187,9 @@ class IOConfig(_Section):
 class FuzzyConfig(_Section):
     """MinHash + LSH parameters (char 24-grams as NeMo Curator; bands chosen for the threshold).
 
+    ``width`` left out is 24 for ``ngram="char"`` and 5 for ``ngram="word"`` (datatrove's word
+    5-grams); after validation it is set.
+
     ``threshold`` is the Jaccard similarity at or above which two documents are duplicates;
     verification (on by default) drops LSH candidates below it.
 
@@ -211,7 +218,13 @@ class FuzzyConfig(_Section):
     """
 
     ngram: Literal["char", "word"] = Field("char", description="Shingles of characters or of words.")
-    width: int = Field(24, ge=1, le=MAX_WIDTH, description="Characters (or words) per shingle.")
+    width: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_WIDTH,
+        description="Characters (or words) per shingle.",
+        json_schema_extra=_shown(f"{DEFAULT_WIDTH['char']} characters, {DEFAULT_WIDTH['word']} words"),
+    )
     num_perm: int | None = Field(
         None,
         ge=1,
@@ -279,6 +292,15 @@ class FuzzyConfig(_Section):
         description="Most member pairs per LSH bucket whose anchor failed (failed x failed and failed x passed, "
         "before the pairs the anchor or the components rule out); past it, extra anchors.",
     )
+
+    @model_validator(mode="after")
+    def _default_width(self):
+        # Derived as the bands are below: counted as not given, so that a copy merged with another
+        # ngram (the API's config= with ngram=) derives it again.
+        if self.width is None:
+            self.__dict__["width"] = DEFAULT_WIDTH[self.ngram]
+            self.__pydantic_fields_set__.discard("width")
+        return self
 
     @model_validator(mode="after")
     def _choose_bands(self):

@@ -192,6 +192,20 @@ def test_config_chooses_bands_for_threshold_and_num_perm():
     assert FuzzyConfig.model_validate(seventy.model_dump()) == seventy
 
 
+def test_width_left_out_is_24_characters_or_5_words():
+    # --ngram word alone kept 24: "24-word shingles", where datatrove's, text-dedup's and
+    # FineWeb's word n-grams are 5 (a changed word in every 24 left no shingle in common).
+    assert (FuzzyConfig().width, FuzzyConfig(ngram="word").width) == (24, 5)
+    assert FuzzyConfig(ngram="word", width=24).width == 24  # given: kept
+    assert load_config("default", {"fuzzy": {"ngram": "word"}}).fuzzy.width == 5  # YAML's width: null
+    assert load_config("nemo-curator", {"fuzzy": {"ngram": "word"}}).fuzzy.width == 24  # the file's width: 24
+    # derived, so not given: a copy merged with another ngram derives it again (the API's config=)
+    char = FuzzyConfig()
+    assert "width" not in char.model_fields_set
+    assert FuzzyConfig.model_validate({**char.model_dump(exclude_unset=True), "ngram": "word"}).width == 5
+    assert FuzzyConfig.model_validate(FuzzyConfig(ngram="word").model_dump()) == FuzzyConfig(ngram="word")
+
+
 def test_threshold_config_file_gets_the_optimisers_choice():
     fuzzy = load_config(CONFIGS / "threshold-0.7.yaml").fuzzy
     assert fuzzy.threshold == 0.7
