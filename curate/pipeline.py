@@ -160,11 +160,20 @@ def dedup(
     # were restarted in verification until the run stopped (lowering --blocksize was the advice).
     # Fuzzy dedup's documents take memory whatever their length: lines and posts by the million
     # restarted workers of 1 GB in partitions cut for their bytes alone (a user's trial).
-    counted = config.mode != "exact" and not gpu and not io.blocksize_given
+    counted = config.mode != "exact" and not gpu
     most = memory_blocksize(
         workers, gpu, record_bytes(fs, paths, input_fmt) if counted else None, config.fuzzy.num_bands
     )
     why = "what the workers' memory limits hold"
+    # Given larger, the run goes on as asked, but said nothing until its workers were restarted
+    # and it stopped, minutes later, advising a smaller --blocksize (NeMo Curator's GPU 1 GB on CPU workers).
+    if io.blocksize_given and io.blocksize and most is not None and most < io.blocksize:
+        logger.warning(
+            "blocksize %s is more than the workers' memory limits hold (about %s a partition): workers may "
+            "be restarted until the run stops; leave it out (partitions are then cut to fit) or raise the memory limit",
+            _megabytes(io.blocksize),
+            _megabytes(most),
+        )
     # Resumed, no larger than the run it resumes cut them: the stop's advice, more memory, made
     # larger partitions, and every finished stage was computed again.
     before = ((recorded_parts(out / "_stages", "read") if resume else None) or {}).get("io", {}).get("blocksize")

@@ -374,7 +374,7 @@ def test_a_partition_for_every_worker_thread_with_the_same_bytes(client, fixture
 
 
 def test_partitions_are_no_larger_than_the_workers_memory_holds_unless_given(
-    client, fixture_run, tmp_path, monkeypatch
+    client, fixture_run, tmp_path, monkeypatch, caplog
 ):
     # Workers of 1 GB were restarted in verification until the run stopped, at the default 64 MB
     # partitions (of a corpus of books and edited copies; 32 MB finished). Each worker here has
@@ -404,9 +404,15 @@ def test_partitions_are_no_larger_than_the_workers_memory_holds_unless_given(
         assert (out / name).read_bytes() == (fixture_run[0] / name).read_bytes(), name
     kept = sorted((out / "deduplicated").iterdir(), key=lambda p: int(p.name.split(".")[1]))
     assert b"".join(p.read_bytes() for p in kept) == (fixture_run[0] / "deduplicated" / "part.00000.jsonl").read_bytes()
-    # A blocksize given is the user's, the default's value included.
-    _, given = run(tmp_path / "given", ["tests/data/docs.jsonl"], io={"blocksize": "64MB"})
+    # A blocksize given is the user's, the default's value included; larger than the rule's, a
+    # warning says so before the workers are restarted (it said nothing).
+    with caplog.at_level("WARNING", logger="curate"):
+        _, given = run(tmp_path / "given", ["tests/data/docs.jsonl"], io={"blocksize": "64MB"})
     assert given["counts"]["input"]["partitions"] == 1 and given["config"]["io"]["blocksize"] == 64_000_000
+    assert [r.getMessage() for r in caplog.records if "blocksize" in r.getMessage()] == [
+        "blocksize 64MB is more than the workers' memory limits hold (about 0.001MB a partition): workers may be "
+        "restarted until the run stops; leave it out (partitions are then cut to fit) or raise the memory limit"
+    ]
     # Resumed with more memory (the stop's advice), a run cut its input in larger partitions and
     # computed every finished stage again; it now cuts it as the run it resumes did.
     stages = tmp_path / "stages"
