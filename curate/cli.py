@@ -33,6 +33,7 @@ from curate.checks import STAGES, OutputBusyError, check_folder, check_inputs, c
 from curate.cli_options import SECTIONS, config_options, default_help, field_default, overrides
 from curate.config import (
     DEFAULT_NUM_PERM,
+    NORMALISATION,
     ClusterConfig,
     FuzzyConfig,
     GPUConfig,
@@ -994,6 +995,10 @@ def print_summary(summary: dict, out_dir: str) -> None:
                 f"Jaccard >= {fuzzy['threshold']:g}, {fuzzy['width']}-{unit} shingles, "
                 f"{fuzzy['num_bands']} x {fuzzy['rows_per_band']} bands",
             )
+            # Runs that differ only in normalisation looked alike (--config datatrove's four flags).
+            flags = " ".join(f"--{name.replace('_', '-')}" for name in NORMALISATION if fuzzy.get(name))
+            if flags:
+                table.add_row("  text normalised by", flags)
         members = f" + {f['member_pairs']:,} member pairs" if "member_pairs" in f else ""
         verified = f"{f['verified_edges']:,} edges" if fuzzy["verify"] else "not verified (--no-verify)"
         table.add_row("fuzzy candidates / verified", f"{f['candidate_edges']:,}{members} / {verified}")

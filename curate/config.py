@@ -33,6 +33,8 @@ DEFAULT_WIDTH = {"char": 24, "word": 5}
 # one partition a line, and a run of minutes out of one of seconds.
 MIN_BLOCKSIZE = parse_bytes("4KB")
 KEEP_RULES = ("first", "longest", "max", "min")
+# FuzzyConfig's switches that change the text before shingling, in field order.
+NORMALISATION = ("lowercase", "collapse_whitespace", "strip_punctuation", "strip_format", "strip_accents", "nfkc")
 SCHEDULER_PROTOCOLS = ("tcp", "tls", "ucx", "ws", "wss")  # distributed's transports (ucx: distributed-ucxx)
 # Below this a worker cannot run: an idle one holds 287 MB (measured, curate imported) and Dask
 # pauses it at 80% of its limit.
@@ -380,15 +382,8 @@ class FuzzyConfig(_Section):
 
     @property
     def normalizes(self) -> bool:
-        """Whether any text normalisation is switched on."""
-        return (
-            self.lowercase
-            or self.collapse_whitespace
-            or self.strip_punctuation
-            or self.strip_format
-            or self.strip_accents
-            or self.nfkc
-        )
+        """Whether any text normalisation (:data:`NORMALISATION`) is switched on."""
+        return any(getattr(self, name) for name in NORMALISATION)
 
 
 def is_fraction(value: str) -> bool:

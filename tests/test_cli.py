@@ -797,6 +797,13 @@ def test_the_summary_keeps_a_row_to_a_line_in_a_log(capsys, monkeypatch):
         "fuzzy settings" in line and "Jaccard >= 0.7, 5-word shingles, 39 x 6 bands" in line
         for line in capsys.readouterr().out.splitlines()
     )
+    # Normalisation named by its flags: runs that differed only there looked alike.
+    datatrove = settings | {"lowercase": True, "strip_punctuation": True, "collapse_whitespace": True}
+    print_summary(summary | {"config": {"fuzzy": datatrove, "backend": "cpu"}}, "out")
+    rows = [line.split("│")[1:3] for line in capsys.readouterr().out.splitlines() if "normalised" in line]
+    assert [[cell.strip() for cell in row] for row in rows] == [
+        ["text normalised by", "--lowercase --collapse-whitespace --strip-punctuation"]
+    ]
     print_summary(summary | {"cache_input": True}, "out")
     assert any(
         "input kept in memory" in line and "yes (--no-cache-input: read again)" in line
