@@ -1205,3 +1205,37 @@ def test_nesting_check_is_the_byte_by_byte_depth_outside_strings(lines, limit):
     ends = starts + np.array([len(t) for t in texts], dtype=np.int64)
     expected = [_depth_reference(t) > limit for t in texts]
     assert nested_deeper(buf, starts, ends, limit).tolist() == expected
+
+
+def test_kernels_are_cached_in_a_temporary_folder_where_numba_has_no_writable_place(tmp_path):
+    # A read-only install run by a user without a home (a container's --user, HOME=/) stopped
+    # every command as a kernel module was imported: "RuntimeError: cannot cache function
+    # '_deepest': no locator available". Here both of numba's places are under a regular file,
+    # which no folder can be made in (root writes anywhere else).
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    module = tmp_path / "module"
+    module.mkdir()
+    (module / "__pycache__").write_text("")  # a file: numba cannot cache beside the module either
+    (module / "cached.py").write_text("from numba import njit\n\n@njit(cache=True)\ndef twice(x):\n    return 2 * x\n")
+    script = (
+        "import os, sys, tempfile\n"
+        "from curate.kernels import cache_fallback\n"
+        f"folder = cache_fallback({str(blocked / 'kernels')!r})\n"
+        "assert folder == os.path.join(tempfile.gettempdir(), f'curate-numba-cache-{os.getuid()}'), folder\n"
+        "assert os.environ['NUMBA_CACHE_DIR'] == folder\n"
+        f"sys.path.insert(0, {str(module)!r})\n"
+        "import cached\n"
+        "print(cached.twice(21), cached.twice.stats.cache_misses or cached.twice.stats.cache_hits)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env |= {"XDG_CACHE_HOME": str(blocked / "cache"), "HOME": str(blocked)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[0] == "42"
+    # Where numba has a place, or NUMBA_CACHE_DIR is set, nothing changes.
+    from curate.kernels import cache_fallback
+
+    environ = {}
+    assert cache_fallback(str(tmp_path / "kernels"), environ) is None and environ == {}
+    assert cache_fallback(str(blocked / "kernels"), {"NUMBA_CACHE_DIR": str(tmp_path)}) is None
