@@ -109,12 +109,23 @@ def console() -> None:
     """The ``curate`` command: :func:`main`, whose exit status a SIGTERM during the process's
     own clean-up keeps (it was 143 for a run whose outputs were complete, a trial's once, right
     after the summary was printed)."""
+    tolerant_streams()
     try:
         main()
     except SystemExit as done:
         status = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
         signal.signal(signal.SIGTERM, lambda signum, frame: _exit_now(status))
         raise
+
+
+def tolerant_streams() -> None:
+    """Standard output and error write a character their encoding lacks as an escape (``\\u2603``)
+    instead of raising: under ``PYTHONIOENCODING=ascii`` a run whose outputs were all written
+    exited 1 as its summary named an output folder ``asc ☃`` (rich, unlike click, does not
+    replace such characters)."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):  # a TextIOWrapper; not a test's capture
+            stream.reconfigure(errors="backslashreplace")
 
 
 def _exit_now(status: int) -> None:

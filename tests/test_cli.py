@@ -759,6 +759,27 @@ def test_cli_identify_only_then_report(tmp_path, joined):
     assert "io.output_format" not in (out / "report.html").read_text()
 
 
+def test_a_character_the_output_cannot_encode_is_written_escaped(monkeypatch):
+    # Under PYTHONIOENCODING=ascii a run whose outputs were all written exited 1
+    # (UnicodeEncodeError from rich) as its summary named the output folder "asc ☃".
+    import io
+
+    from curate.cli import tolerant_streams
+
+    ascii_out = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    monkeypatch.setattr(sys, "stdout", ascii_out)
+    tolerant_streams()
+    summary = {
+        "counts": {"input": {"documents": 2, "empty": 0}, "output": {"kept": 2}},
+        "config": {"backend": "cpu"},
+        **{"output_format": "jsonl", "reused_stages": [], "seconds": {"total": 1.0}},
+        **{"peak_rss_bytes": {"total": 1e9}, "spilled_bytes": 0},
+    }
+    print_summary(summary, "loc/asc ☃")
+    ascii_out.flush()
+    assert "curate dedup -> loc/asc \\u2603 (backend" in ascii_out.buffer.getvalue().decode("ascii")
+
+
 def test_the_summary_keeps_a_row_to_a_line_in_a_log(capsys, monkeypatch):
     # Redirected to a file, rich assumed 80 columns: rows wrapped ("... / 3,642" then "edges"),
     # and a script reading the log found half a row.
