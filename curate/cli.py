@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import sys
 import tempfile
@@ -412,6 +413,8 @@ def _storage_advice(err: OSError, out_dir: str, cluster: dict) -> str:
     if kind is None:
         return ""
     what = _STORAGE[kind].format(out=out_dir, spill=_spill_where(cluster))
+    if kind == "full":
+        what += _disk_sizes(out_dir, _spill_folder_of(cluster))
     return (
         f"\n({what}; the stages that finished are kept in {Path(out_dir) / STAGES}, and the same command with "
         "--resume, not --overwrite, goes on from them)"
@@ -461,10 +464,41 @@ def _spill_where(cluster: dict) -> str:
         return f"the spill folder {cluster['local_directory']} (--local-directory)"
     if cluster.get("scheduler_address") or cluster.get("scheduler_file"):
         return "the workers' spill folders (dask worker --local-directory)"
+    return f"the spill folder {_spill_folder_of(cluster)} (TMPDIR; --local-directory chooses another)"
+
+
+def _spill_folder_of(cluster: dict) -> str | None:
+    """The spill folder of an embedded cluster (see :func:`_spill_where`); None for a joined one."""
+    if cluster.get("local_directory"):
+        return cluster["local_directory"]
+    if cluster.get("scheduler_address") or cluster.get("scheduler_file"):
+        return None
     import dask.config
 
-    scratch = Path(dask.config.get("temporary-directory", None) or tempfile.gettempdir()) / "dask-scratch-space"
-    return f"the spill folder {scratch} (TMPDIR; --local-directory chooses another)"
+    return str(Path(dask.config.get("temporary-directory", None) or tempfile.gettempdir()) / "dask-scratch-space")
+
+
+def _disk(folder: str | None) -> tuple[int, int, int] | None:
+    """``(device, total bytes, free bytes)`` of the disk holding ``folder``, or None where it does
+    not exist (here) or cannot be read."""
+    try:
+        usage = shutil.disk_usage(folder)
+        return os.stat(folder).st_dev, usage.total, usage.free
+    except (OSError, TypeError):
+        return None
+
+
+def _disk_sizes(out_dir: str, spill: str | None) -> str:
+    """The sizes of the disks of ``out_dir`` and the ``spill`` folder, where they exist: which one
+    filled was a guess between them (a trial's output folder on a tmpfs of 60 MB). Said as they are
+    after the run, which has removed its unfinished files: the smaller disk is the likely one."""
+    from dask.utils import format_bytes
+
+    disks = {name: _disk(folder) for name, folder in ((out_dir, out_dir), ("the spill folder", spill))}
+    held = {name: f"{format_bytes(d[1])} ({format_bytes(d[2])} free now)" for name, d in disks.items() if d}
+    if len(held) == 2 and disks[out_dir][0] == disks["the spill folder"][0]:
+        return f"; both are on one disk of {held[out_dir]}"
+    return "".join(f"{', ' if k else '; '}{name} is on a disk of {size}" for k, (name, size) in enumerate(held.items()))
 
 
 def _disk_full(err: OSError) -> bool:

@@ -10,6 +10,7 @@ import gzip
 import json
 import os
 import re
+import shutil
 import tempfile
 import zlib
 from pathlib import Path
@@ -981,6 +982,32 @@ def test_a_full_disk_says_where_to_free_space_and_how_to_go_on(err, tmp_path, mo
     with pytest.raises(click.ClickException) as raised, _user_errors(False, "o", {"scheduler_address": "tcp://h:8786"}):
         raise err
     assert "free space in o or in the workers' spill folders (dask worker --local-directory);" in raised.value.message
+
+
+def test_a_full_disk_says_how_large_the_output_and_spill_disks_are(tmp_path, monkeypatch):
+    # A trial's output folder on a tmpfs of 60 MB: "free space in smallout/g or in the spill
+    # folder /tmp/dask-scratch-space", which left the operator to guess which one filled.
+    from curate import cli
+
+    out, spill = tmp_path / "out", tmp_path / "spill"
+    out.mkdir(), spill.mkdir()
+    disks = {str(out): (1, 60 << 20, 58 << 20), str(spill): (2, 250 << 30, 54 << 30)}
+    monkeypatch.setattr(cli, "_disk", lambda folder: disks.get(folder))
+    full = OSError(28, "No space left on device")
+    advice = cli._storage_advice(full, str(out), {"local_directory": str(spill)})
+    assert (
+        f"; {out} is on a disk of 60.00 MiB (58.00 MiB free now), the spill folder is on a disk of "
+        "250.00 GiB (54.00 GiB free now); the stages that finished"
+    ) in advice
+    disks[str(spill)] = disks[str(out)]  # one disk
+    advice = cli._storage_advice(full, str(out), {"local_directory": str(spill)})
+    assert "(--local-directory); both are on one disk of 60.00 MiB (58.00 MiB free now); the stages" in advice
+    del disks[str(spill)]  # a folder that does not exist (here): its disk is not guessed
+    advice = cli._storage_advice(full, str(out), {"local_directory": str(spill)})
+    assert f"(--local-directory); {out} is on a disk of 60.00 MiB (58.00 MiB free now); the stages" in advice
+    # The real disks, for a folder that exists.
+    monkeypatch.undo()
+    assert cli._disk(str(out))[1] == shutil.disk_usage(out).total and cli._disk(str(tmp_path / "none")) is None
 
 
 def test_a_file_size_limit_or_a_read_only_disk_says_what_to_do_as_a_full_disk_does(tmp_path):
