@@ -133,7 +133,8 @@ def connect(config: ClusterConfig, backend: str = "cpu", *, quiet: bool = True):
             except RuntimeError as err:  # "Nanny failed to start.": a 71-line traceback, no Error line
                 raise ClusterError(
                     f"the cluster did not start ({str(err).rstrip('.')}: a worker process failed as it started, "
-                    "killed, out of memory or by an error of its own, which -v logs); run the same command again"
+                    f"killed, out of memory or by an error of its own, which -v logs){_few_files()}; run the same "
+                    "command again"
                 ) from err
             client = Client(cluster)
             if quiet:
@@ -143,6 +144,7 @@ def connect(config: ClusterConfig, backend: str = "cpu", *, quiet: bool = True):
             logger.warning(
                 "--dashboard-address %s: no dashboard, it needs bokeh (pip install bokeh)", config.dashboard_address
             )
+        _dashboard_moved(client, config.dashboard_address)
         logger.info(
             "started %s: %s; dashboard %s",
             type(cluster).__name__,
@@ -581,6 +583,38 @@ def _workers(client: Client) -> str:
         f"{len(workers)} worker(s), {threads} thread(s) in all, memory limit {' / '.join(sorted(limits)) or 'none'} "
         f"per worker, scratch {', '.join(sorted(scratch))}"
     )
+
+
+# Fewer open files than a cluster takes: under `ulimit -n 24` the workers failed to start
+# ("Too many open files", seen only under -v) and the advice was to run the command again.
+FEW_FILES = 256
+
+
+def _few_files() -> str:
+    """Where the open-file limit is under :data:`FEW_FILES`, words saying it may be why workers
+    failed to start (``""`` otherwise)."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= FEW_FILES:
+        return ""
+    return f"; the open-file limit is {soft} (ulimit -n), which the workers may have passed: raise it (ulimit -n 1024)"
+
+
+def _dashboard_moved(client: Client, address: str | None) -> None:
+    """A warning where the dashboard asked for at ``address`` (``--dashboard-address``) serves
+    on another port, its own being taken (another run's): it moved without a word, its link
+    logged only under -v."""
+    if address is None or importlib.util.find_spec("bokeh") is None:
+        return
+    asked = address.rpartition(":")[2]
+    try:
+        link = client.dashboard_link
+    except KeyError:
+        return
+    port = link.split("://", 1)[-1].split("/", 1)[0].rpartition(":")[2]
+    if asked not in ("", "0") and port != asked:
+        logger.warning("--dashboard-address %s: that port is taken; the dashboard is at %s", address, link)
 
 
 def _dashboard(client: Client, address: str | None = "joined") -> str:

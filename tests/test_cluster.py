@@ -583,6 +583,39 @@ def test_a_worker_that_ends_as_the_cluster_starts_is_one_error_line(monkeypatch)
         "the cluster did not start (Nanny failed to start: a worker process failed as it started, killed, out of "
         "memory or by an error of its own, which -v logs); run the same command again"
     )
+    # Under `ulimit -n 24` the workers failed for "Too many open files" (seen only under -v), and
+    # running the command again failed the same way: a low limit is named.
+    import resource
+
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (24, 24))
+    with pytest.raises(ClusterError) as err, connect(ClusterConfig(n_workers=1)):
+        pass
+    assert str(err.value) == (
+        "the cluster did not start (Nanny failed to start: a worker process failed as it started, killed, out of "
+        "memory or by an error of its own, which -v logs); the open-file limit is 24 (ulimit -n), which the "
+        "workers may have passed: raise it (ulimit -n 1024); run the same command again"
+    )
+
+
+def test_a_dashboard_moved_off_the_port_asked_for_is_warned_of(monkeypatch, caplog):
+    # A second run given --dashboard-address :8787, held by the first, served it on another port
+    # and said so only under -v.
+    import importlib.util
+
+    import curate.cluster
+
+    class Client:
+        dashboard_link = "http://127.0.0.1:40419/status"
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object())  # as if bokeh were installed
+    with caplog.at_level("WARNING", logger="curate"):
+        curate.cluster._dashboard_moved(Client(), ":8787")
+        curate.cluster._dashboard_moved(Client(), "127.0.0.1:40419")  # as asked
+        curate.cluster._dashboard_moved(Client(), ":0")  # any port
+        curate.cluster._dashboard_moved(Client(), None)  # none asked for
+    assert [r.getMessage() for r in caplog.records] == [
+        "--dashboard-address :8787: that port is taken; the dashboard is at http://127.0.0.1:40419/status"
+    ]
 
 
 def test_a_sigterm_as_the_cluster_starts_lands_once_it_has():
