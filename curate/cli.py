@@ -1064,6 +1064,8 @@ def print_summary(summary: dict, out_dir: str) -> None:
     if summary.get("peak_device_bytes"):
         device = summary["peak_device_bytes"]["workers"].values()
         table.add_row("peak device memory (RMM, per GPU)", " / ".join(f"{peak / 1e9:.2f} GB" for peak in device))
+    if summary.get("workers_left"):
+        table.add_row("workers lost or restarted", f"{len(summary['workers_left'])} (their tasks were run again)")
     if summary["spilled_bytes"]:
         table.add_row("spilled to disk", f"{summary['spilled_bytes'] / 1e9:.2f} GB")
     if summary.get("device_spilled_bytes"):

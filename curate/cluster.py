@@ -963,6 +963,14 @@ class _Roll:
         self.warned: set[str] = set()  # those warned of (memory limit, Arrow's pool) if need be
         self.files: list[tuple[str, int, str]] = []  # what every worker must see (check_files)
         self.out: str | None = None
+        self.left: list[str] = []  # those that left unasked (lost, or restarted), as seen
+
+
+def workers_left(client: Client | None) -> list[str]:
+    """Addresses of the workers of ``client``'s cluster that left it unasked while its runs
+    computed (lost, or restarted past their memory limit: Dask ran their tasks again), in the
+    order seen; [] without a client."""
+    return list(_ROLL[client].left) if client in _ROLL else []
 
 
 _ROLL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -990,7 +998,7 @@ def _roll_call(client: Client, workers) -> int:
             len(left),
             first_few(left, sep=", "),
         )
-    roll.seen = set(workers)
+    roll.seen, roll.left = set(workers), roll.left + left
     if new := sorted(set(workers) - roll.checked):
         try:
             check_workers(client, new)

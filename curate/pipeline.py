@@ -44,6 +44,7 @@ from curate.cluster import (
     one_task_per_gpu,
     partition_slots,
     worker_specs,
+    workers_left,
 )
 from curate.config import RunConfig
 from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy
@@ -137,6 +138,7 @@ def dedup(
     started = time.perf_counter()
     gpu = dask.config.get("dataframe.backend", "pandas") == "cudf"
     spilled_before = spilled_bytes(gpu)  # a joined cluster's workers count earlier runs' too
+    left_before = len(workers_left(current_client()))  # a client of the caller's may have run others
     io, keep = config.io, KeepPolicy.parse(config.keep)
     given = list(inputs)
     n_reference = reference_files(list(reference), inputs) if reference else 0
@@ -367,6 +369,9 @@ def dedup(
             # Where each stage's time went: compute seconds per kind of task (on a cluster).
             "stage_task_seconds": stats.tasks,
             "spilled_bytes": disk,  # to disk, by the workers
+            # Lost or restarted (past 95% of their memory limit) while the run computed: a warning
+            # said so, and a script reading the summary of a run that finished saw nothing.
+            "workers_left": workers_left(current_client())[left_before:],
             "device_spilled_bytes": device,  # from GPUs to host memory, by cuDF (None on the CPU)
             "versions": versions(gpu=gpu),
         }

@@ -825,6 +825,11 @@ def test_the_summary_keeps_a_row_to_a_line_in_a_log(capsys, monkeypatch):
     assert [[cell.strip() for cell in row] for row in rows] == [
         ["text normalised by", "--lowercase --collapse-whitespace --strip-punctuation"]
     ]
+    print_summary(summary | {"workers_left": ["tcp://a:1", "tcp://b:2"]}, "out")
+    assert any(
+        "workers lost or restarted" in line and "2 (their tasks were run again)" in line
+        for line in capsys.readouterr().out.splitlines()
+    )
     print_summary(summary | {"cache_input": True}, "out")
     assert any(
         "input kept in memory" in line and "yes (--no-cache-input: read again)" in line

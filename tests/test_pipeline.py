@@ -423,6 +423,16 @@ def test_partitions_are_no_larger_than_the_workers_memory_holds_unless_given(
     assert len(resumed["reused_stages"]) == 11
 
 
+def test_summary_lists_the_workers_lost_while_the_run_computed(client, tmp_path, monkeypatch):
+    # A worker lost (its tasks run again) was said in a warning only: a script reading the
+    # summary.json of a run that finished saw nothing. Those lost in the caller's earlier runs
+    # on the same client are not this run's.
+    calls = iter([["tcp://earlier"], ["tcp://earlier", "tcp://10.0.0.2:4242"]])
+    monkeypatch.setattr("curate.pipeline.workers_left", lambda client: next(calls))
+    _, summary = run(tmp_path, ["tests/data/docs.jsonl"])
+    assert summary["workers_left"] == ["tcp://10.0.0.2:4242"]
+
+
 def test_a_run_resumed_on_another_number_of_threads_reuses_its_stages_if_its_partitions_are_alike(
     client, tmp_path, monkeypatch, caplog
 ):

@@ -258,7 +258,9 @@ def test_a_worker_restarted_mid_run_is_named(tmp_path, caplog):
         (address,) = client.scheduler_info()["workers"]
         with caplog.at_level(logging.WARNING, logger="curate.cluster"):
             assert gather(client, [dask.delayed(_die_once)(str(died), 8)], stall_timeout=60) == [8]
+        assert curate.cluster.workers_left(client) == [address]  # summary.json's, where no warning is read
     assert f"1 worker(s) left the cluster ({address}): restarted past 95% of their memory limit" in caplog.text
+    assert curate.cluster.workers_left(None) == []
 
 
 def test_workers_retired_on_request_are_neither_deaths_nor_warned_of(caplog):
@@ -280,6 +282,7 @@ def test_workers_retired_on_request_are_neither_deaths_nor_warned_of(caplog):
             lost = sorted(client.scheduler_info()["workers"])[0]
             client.run_on_scheduler(_remove, address=lost)  # as the scheduler removes a worker whose comm closed
             assert curate.cluster._roll_call(client, client.run_on_scheduler(_workers)) == 1
+            assert curate.cluster.workers_left(client) == [lost]  # not the one retired
         assert f"1 worker(s) left the cluster ({lost}): restarted past 95%" in caplog.text
 
 
