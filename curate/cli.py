@@ -292,24 +292,21 @@ def _run(
 ) -> dict:
     """The run itself, once the checks passed: Dask is imported and the cluster started here."""
     from curate.backend import use_backend
-    from curate.cluster import ClusterError, connect
+    from curate.cluster import connect
     from curate.pipeline import dedup as run_dedup
 
     _quiet_dask(verbose)
-    try:
-        with use_backend(config.backend), connect(config.cluster, config.backend, quiet=not verbose):
-            return run_dedup(
-                inputs,
-                out_dir,
-                config,
-                show_progress=show_progress,
-                overwrite=overwrite,
-                resume=resume,
-                keep_stages=keep_stages,
-                reference=reference,
-            )
-    except ClusterError as err:
-        raise click.ClickException(str(err)) from None
+    with use_backend(config.backend), connect(config.cluster, config.backend, quiet=not verbose):
+        return run_dedup(
+            inputs,
+            out_dir,
+            config,
+            show_progress=show_progress,
+            overwrite=overwrite,
+            resume=resume,
+            keep_stages=keep_stages,
+            reference=reference,
+        )
 
 
 def _finished_run(out: Path, since: float, keep_stages: bool) -> dict | None:
@@ -360,7 +357,8 @@ def _user_errors(verbose: bool, out_dir: str, cluster: dict):
     """Errors a user can cause and fix (paths, fields, bad records, the output folder) as one
     ``Error: ...`` line, exit status 1; with ``verbose`` the traceback comes first. A full disk
     is said with the folders a run writes: ``out_dir`` and the spill folder of ``cluster`` (the
-    config's section, as given)."""
+    config's section, as given); it, and storage that did not answer, exit with
+    :class:`StoppedRun`'s status."""
     try:
         yield
     except (OSError, ValueError, OutputBusyError) as err:
@@ -372,24 +370,36 @@ def _user_errors(verbose: bool, out_dir: str, cluster: dict):
                 "" if err.first else "parts of the input are read in parallel, so an earlier record may be bad too; "
             )
             message += f"\n({earlier}--on-error skip lists every bad record in OUT/rejected/ and goes on)"
+        stopped = False
         if isinstance(err, OSError):  # Arrow's and fsspec's name no folder
-            message += _storage_advice(err, out_dir, cluster)
+            stopped = bool(advice := _storage_advice(err, out_dir, cluster))
+            message += advice
         if isinstance(err, ConnectionError):
             message += _unreachable_advice(out_dir)
-        raise click.ClickException(message) from None
+            stopped = True
+        raise (StoppedRun if stopped else click.ClickException)(message) from None
     except RuntimeError as err:  # (OutputBusyError is one, caught above) a P2P shuffle's "failed during barrier phase"
+        from curate.cluster import ClusterError  # (imported by then: a RuntimeError comes from the run)
+
+        if isinstance(err, ClusterError):  # workers died, no progress, ...: one line, as it always was
+            raise StoppedRun(str(err)) from None
         cause = _storage_cause(err)
         if cause is None:
             raise
         if verbose:
             click.echo(traceback.format_exc(), err=True, nl=False)
-        raise click.ClickException(f"{cause}{_storage_advice(cause, out_dir, cluster)}") from None
+        raise StoppedRun(f"{cause}{_storage_advice(cause, out_dir, cluster)}") from None
     except Exception as err:  # a remote storage client's own error, raised where curate does not name the URL
         if not storage_client_error(err):
             raise
         if verbose:
             click.echo(traceback.format_exc(), err=True, nl=False)
-        raise click.ClickException(f"{type(err).__name__}: {err}{_unreachable_advice(out_dir)}") from None
+        # Not answering (botocore's EndpointConnectionError, a timeout) is the storage's; a refusal
+        # (no credentials, access denied) is the settings'.
+        unreachable = any(word in type(err).__name__ for word in ("Connection", "Timeout"))
+        raise (StoppedRun if unreachable else click.ClickException)(
+            f"{type(err).__name__}: {err}{_unreachable_advice(out_dir)}"
+        ) from None
 
 
 def _unreachable_advice(out_dir: str) -> str:
@@ -750,6 +760,17 @@ def _reader_console(width: int | None):
             self.quiet = True
 
     return ReaderConsole(width=width)
+
+
+class StoppedRun(click.ClickException):
+    """A run stopped by its cluster or its storage, not by its input or settings: workers that
+    died (out of memory) or were lost, no progress, a cluster that did not start, a full disk, a
+    file size limit, a file system turned read-only, storage that did not answer. Exit status 75
+    (``EX_TEMPFAIL`` of BSD's sysexits.h: try again later), so that a batch script tells it from
+    a bad input (1) without reading the words, and runs the command again with ``--resume`` once
+    the cause is mended; every failure was exit status 1 (an operator's trial)."""
+
+    exit_code = 75
 
 
 class ConfigError(click.ClickException):

@@ -204,7 +204,7 @@ def test_remote_storage_errors_are_one_line_naming_the_input(tmp_path, monkeypat
     fsspec.register_implementation("unreachable", Unreachable, clobber=True)
     url = "unreachable://corpus/gz/part-00000.jsonl"
     result = CliRunner().invoke(main, ["dedup", url, "-o", str(tmp_path / "out")])
-    assert result.exit_code == 1 and result.output == (
+    assert result.exit_code == 75 and result.output == (  # did not answer: the storage's, as a full disk
         f"Error: {url}: EndpointConnectionError: Could not connect to the endpoint URL: "
         '"http://127.0.0.1:5999/corpus"\n(the storage of the inputs did not answer, or refused the credentials: '
         "check its endpoint (AWS_ENDPOINT_URL for S3), the credentials and the network on this machine and "
@@ -221,7 +221,7 @@ def test_remote_storage_errors_are_one_line_naming_the_input(tmp_path, monkeypat
 
     monkeypatch.setattr("curate.cli._run", unreachable)
     result = CliRunner().invoke(main, ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(tmp_path / "out"), "--resume"])
-    assert result.exit_code == 1 and result.output.startswith("Error: EndpointConnectionError: Could not connect")
+    assert result.exit_code == 75 and result.output.startswith("Error: EndpointConnectionError: Could not connect")
     assert result.output.endswith(
         f"the stages that finished are kept in {tmp_path / 'out' / '_stages'}, and the same command with --resume "
         "goes on from them)\n"
@@ -757,6 +757,32 @@ def test_cli_identify_only_then_report(tmp_path, joined):
     assert result.exit_code == 0, result.output
     assert "<td>io.identify_only</td><td>True</td>" in (out / "report.html").read_text()
     assert "io.output_format" not in (out / "report.html").read_text()
+
+
+def test_a_run_stopped_by_its_cluster_or_storage_exits_75_not_1(tmp_path, monkeypatch):
+    # Every failure exited 1: a batch script told a full disk or workers dead out of memory
+    # (mend, run again with --resume) from a bad record only by the words of the Error line.
+    from curate.cluster import ClusterError
+    from curate.io.records import BadRecordError
+
+    errors = {
+        ClusterError("workers died 5 times (...)"): 75,
+        ClusterError("no progress for 300 s: ..."): 75,
+        OSError(28, "No space left on device"): 75,
+        OSError(27, "File too large"): 75,
+        ConnectionResetError(104, "Connection reset by peer"): 75,
+        BadRecordError("in.jsonl:2: invalid JSON"): 1,
+        FileNotFoundError(2, "No such file or directory", "in.jsonl"): 1,
+        ValueError("keep policy max:year names column 'year', not in the input"): 1,
+    }
+    for err, status in errors.items():
+
+        def failing(*args, err=err):
+            raise err
+
+        monkeypatch.setattr("curate.cli._run", failing)
+        result = CliRunner().invoke(main, ["dedup", str(FIXTURES / "docs.jsonl"), "-o", str(tmp_path / "out")])
+        assert (result.exit_code, result.output.startswith("Error: ")) == (status, True), (err, result.output)
 
 
 def test_a_character_the_output_cannot_encode_is_written_escaped(monkeypatch):
