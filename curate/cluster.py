@@ -786,6 +786,25 @@ def memory_blocksize(
     return max(4_000_000, int(room / per_byte))
 
 
+# What MinHash takes for a document at once, a byte of its text: the window scratch (16, see
+# curate.kernels.shingles.window_scratch), its shingle hashes (8) and their 32-bit copy (4);
+# verification's shingle sets take 8 a byte beside the same scratch.
+DOCUMENT_PEAK = 28
+
+
+def document_too_large(workers: dict[str, dict], gpu: bool, longest: int | None) -> int | None:
+    """Bytes the ``longest`` document (characters, about its bytes) takes in MinHash
+    (:data:`DOCUMENT_PEAK` a byte) where that is more than a thread's room
+    (:func:`curate.config.thread_room`) on one of the ``workers`` (:func:`worker_specs`), else
+    None (also without workers or limits, and on the GPU backend, whose device memory holds it)."""
+    workers = [] if gpu or not longest else workers.values()
+    if not workers or not all(w["memory_limit"] for w in workers):
+        return None
+    need = DOCUMENT_PEAK * longest
+    room = min(thread_room(w["memory_limit"], w["nthreads"]) for w in workers)
+    return need if need > room else None
+
+
 def shuffles_need_workers() -> bool:
     """True where a graph built now gets P2P shuffles, which run only on a client's workers: a
     client computes (:func:`current_client`) and ``dask.config`` names no other shuffle method."""

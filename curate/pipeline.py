@@ -39,6 +39,7 @@ from curate.checks import OUTPUTS, PARTIAL, REPEATED_IDS, STAGES, check_output
 from curate.cluster import (
     check_files,
     current_client,
+    document_too_large,
     local_shuffles,
     memory_blocksize,
     one_task_per_gpu,
@@ -253,6 +254,16 @@ def dedup(
             )
         key = read_key = stage_key("read", made_of)
         docs, candidates = _read(everything, inputs, key, made_of, config, keep, run, stats)
+        if config.mode != "exact" and (need := document_too_large(workers, gpu, stats.counts["input"].get("longest"))):
+            # A document is not split as partitions are: a user's 150 MB records restarted
+            # workers of 3 GB until the run stopped, advising a smaller --blocksize.
+            advice = (
+                f"the longest document holds {stats.counts['input']['longest']:,} characters: MinHash and "
+                f"verification take about {need / 1e9:.1f} GB for it at once, more than a worker thread's share "
+                "of its memory limit"
+            )
+            logger.warning("%s: workers may be restarted until the run stops", advice)
+            run.hint = f"{advice}: raise the workers' memory limit, or split such documents; {kept_for}"
         # From here on, the stages are the Python API's (curate.deduplicate), each written to disk.
         fuzzy = FuzzyDedup(config.fuzzy, text_field=io.text_field, id_field=io.id_field, keep=keep)
         stages = Checkpoints(run, key, counters=_counters(fuzzy))
@@ -493,6 +504,7 @@ def _read(everything, inputs, key: str, made_of: dict, config: RunConfig, keep: 
         todo = {
             "docs": count_rows(docs),
             "empty": (docs[io.text_field].str.len() == 0).sum(),
+            "longest": docs[io.text_field].str.len().max(),  # characters
             "repeated_ids": later_occurrences(docs, io.id_field)[io.id_field],
         }
         if rejected is not None:
@@ -513,13 +525,17 @@ def _read(everything, inputs, key: str, made_of: dict, config: RunConfig, keep: 
         counts = {
             "documents": int(done["docs"] + kinds.sum()),
             "empty": int(done["empty"]),
+            "longest": 0 if pd.isna(done["longest"]) else int(done["longest"]),
             "partitions": docs.npartitions,
         }
         counts["rejected"] = {str(k): int(v) for k, v in kinds.sort_index().items()}
         return counts
 
     counts = run.stage("read", key, compute, made_of, also=(repeated_ids,))
+    longest = counts.get("longest")  # (not in a stage an earlier curate finished)
     stats.count("input", documents=counts["documents"], empty=counts["empty"], partitions=counts["partitions"])
+    if longest is not None:
+        stats.count("input", longest=longest)
     stats.count("rejected", **counts["rejected"])
     docs, _ = split_rejected(everything)
     return docs, (read_stage_frame(run.store.path("read")) if exact else None)

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from distributed import futures_of, get_task_stream
 
-from curate.cluster import memory_blocksize, worker_specs
+from curate.cluster import document_too_large, memory_blocksize, worker_specs
 from curate.config import load_config
 from curate.dedup.keys import in_order
 from curate.dedup.resolve import AccountingError, resolve
@@ -98,7 +98,7 @@ def test_fixture_end_to_end(fixture_run, fixture_docs):
     assert set(duplicates.source) == {"docs.jsonl"}
     assert duplicates.position.tolist() == [offsets[i] for i in duplicates.id]
     counts = json.loads((out / "summary.json").read_text())["counts"]
-    assert counts["input"] == {"documents": 12, "empty": 2, "partitions": 1}
+    assert counts["input"] == {"documents": 12, "empty": 2, "longest": 305, "partitions": 1}
     assert counts["exact"] == {"groups": 2, "removed": 3}
     assert counts["fuzzy"]["removed"] == 2 and counts["fuzzy"]["groups"] == 2
     assert counts["output"] == {"kept": 7, "removed": 5, "rejected": 0}
@@ -421,6 +421,27 @@ def test_partitions_are_no_larger_than_the_workers_memory_holds_unless_given(
     resumed = dedup(["tests/data/docs.jsonl"], str(stages), load_config(None, {}), resume=True, keep_stages=True)
     assert resumed["counts"]["input"]["partitions"] == 3 and resumed["config"]["io"]["blocksize"] == 1000
     assert len(resumed["reused_stages"]) == 11
+
+
+def test_a_document_larger_than_a_worker_holds_is_warned_of(client, tmp_path, monkeypatch, caplog):
+    # A document is not split as partitions are: records of 150 MB restarted workers of 3 GB
+    # until the run stopped (a user's trial), advising a smaller --blocksize, which cannot help.
+    lines = Path("tests/data/docs.jsonl").read_text().splitlines()
+    longest = max(len(json.loads(line)["text"]) for line in lines)
+    one = {"a": {"memory_limit": 3_000_000_000, "nthreads": 1}}
+    assert document_too_large(one, False, 150_000_000) == 28 * 150_000_000  # 4.2 GB > 2.7 GB
+    assert document_too_large(one, False, 90_000_000) is None  # 2.52 GB fit
+    assert document_too_large({"a": {"memory_limit": 3_000_000_000, "nthreads": 2}}, False, 50_000_000) is not None
+    assert document_too_large(one, True, 150_000_000) is None and document_too_large({}, False, 10**9) is None
+    # The run counts the longest document (characters), and says so where it does not fit.
+    _, summary = run(tmp_path / "fits", ["tests/data/docs.jsonl"])
+    assert summary["counts"]["input"]["longest"] == longest
+    assert "longest document" not in caplog.text
+    monkeypatch.setattr("curate.cluster.DOCUMENT_PEAK", 10**9)  # as if each character took 1 GB
+    with caplog.at_level("WARNING", logger="curate"):
+        run(tmp_path / "large", ["tests/data/docs.jsonl"])
+    assert f"the longest document holds {longest:,} characters: MinHash and verification take about" in caplog.text
+    assert "workers may be restarted until the run stops" in caplog.text
 
 
 def test_summary_lists_the_workers_lost_while_the_run_computed(client, tmp_path, monkeypatch):
