@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from curate.io import read_records
 from curate.review.diff import _WORD, Diff, Segment, word_diff
-from curate.review.inspect import differing
+from curate.review.inspect import differing, jaccard_text
 from tests.conftest import shared_corpus
 
 SAME, CHANGED = "same", "changed"
@@ -113,6 +113,24 @@ def test_differing_words_in_a_headline():
     assert differing(word_diff("the quick fox", "the slow fox")) == "1 of 3 words differ (1 of 3 in the kept)"
     # An exact group of empty (or whitespace-only) texts read "0 of 0 words differ (0 of 0 in the kept)".
     assert differing(word_diff("", "")) == differing(word_diff(" \n", "\t")) == "no words on either side"
+    # Only the first words compared (two books of 26 million words): "1 of 26,146,646 words
+    # differ" read as the whole texts' count, where they differed in 20 places.
+    a, b = " ".join(numbered(10)), " ".join(numbered(10)).replace("w1 ", "x ").replace("w8", "y")
+    assert differing(word_diff(a, b, max_words=4)) == (
+        "only the first words compared: 1 differ there (1 in the kept), of 10 words (10 in the kept)"
+    )
+
+
+def test_a_jaccard_below_1_never_reads_1():
+    # Two books differing in 20 places of 26 million words: "Jaccard 1.000", as identical copies.
+    assert [jaccard_text(j) for j in (0.8, 0.87465, 0.9995, 0.999993, 0.9999996, 1.0)] == [
+        "0.800",
+        "0.875",
+        "0.999500",
+        "0.999993",
+        "0.999999",
+        "1.000",
+    ]
 
 
 def test_identical_texts_show_their_start():

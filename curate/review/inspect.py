@@ -11,6 +11,7 @@ wrong one.
 
 import functools
 import json
+import math
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -205,7 +206,9 @@ class Pair:
         rest is plain text.
         """
         via = f" (exact copy of {mark(self.via)}, itself removed as a near duplicate)" if self.via is not None else ""
-        similarity = "Jaccard not computed (--no-verify)" if np.isnan(self.jaccard) else f"Jaccard {self.jaccard:.3f}"
+        similarity = (
+            "Jaccard not computed (--no-verify)" if np.isnan(self.jaccard) else f"Jaccard {jaccard_text(self.jaccard)}"
+        )
         line = f"removed {mark(self.removed)}{via} · kept {mark(self.representative)} · {similarity} · {self.kind} group of {self.group_size:,}"
         if self.diff is None:
             return line
@@ -666,12 +669,24 @@ class RunOutput:
         return dict(zip(wanted, texts)), unavailable
 
 
+def jaccard_text(value: float) -> str:
+    """A Jaccard similarity to 3 decimals, or to 6 (rounded down) where 3 would read 1.000 for less
+    than 1: two books of 26 million words differing in 20 places read as identical copies."""
+    if value < 1.0 and f"{value:.3f}" == "1.000":
+        return f"{math.floor(value * 1e6) / 1e6:.6f}"
+    return f"{value:.3f}"
+
+
 def differing(diff: Diff) -> str:
     """How many words differ on each side, e.g. "3 of 504 words differ (4 of 505 in the kept)"."""
     if not (diff.words_a or diff.words_b):  # empty or whitespace-only texts, an exact group
         return "no words on either side"
-    text = f"{diff.changed_a:,} of {diff.words_a:,} words differ ({diff.changed_b:,} of {diff.words_b:,} in the kept)"
-    return text + ("" if diff.complete else ", first words only compared")
+    if not diff.complete:  # "1 of 26,146,646 words differ" read as the whole texts' count (20 edits)
+        return (
+            f"only the first words compared: {diff.changed_a:,} differ there ({diff.changed_b:,} in the kept), "
+            f"of {diff.words_a:,} words ({diff.words_b:,} in the kept)"
+        )
+    return f"{diff.changed_a:,} of {diff.words_a:,} words differ ({diff.changed_b:,} of {diff.words_b:,} in the kept)"
 
 
 def trailing_space(text: str) -> tuple[str, str]:
