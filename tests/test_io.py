@@ -413,3 +413,21 @@ def test_input_fingerprints_see_a_remote_object_replaced_after_its_listing():
     fs.pipe("/week/a.jsonl", b'{"id": "a", "text": "a longer text"}\n')  # replaced, the listing cached
     assert input_fingerprint(["caching://week/"])[0][1] == 37
     fs.rm_file("/week/a.jsonl")
+
+
+def test_inputs_are_sampled_once_while_unchanged(tmp_path, monkeypatch):
+    # A run sampled its inputs three times (the command's checks, the first read, the write's
+    # read): 26,277 small files of a crawl took 31 s each time.
+    import curate.io.files as files
+
+    for i in range(3):
+        (tmp_path / f"{i}.jsonl").write_text(f'{{"id": "{i}", "text": "t{i}"}}\n')
+    sampled, sample_file = [], files.sample_file
+    monkeypatch.setattr(files, "sample_file", lambda fs, path, fmt: sampled.append(path) or sample_file(fs, path, fmt))
+    fs, paths, fmt = files.expand_paths([str(tmp_path)])[:3]
+    first = files.sample_files(fs, paths, fmt)
+    assert files.sample_files(fs, paths, fmt) == first and len(sampled) == 3
+    (tmp_path / "1.jsonl").write_text('{"id": "1", "text": "a longer text", "year": 1987}\n')  # rewritten
+    again = files.sample_files(fs, paths, fmt)
+    assert sampled[3:] == [paths[1]] and again[1] != first[1] and again[1][0][0].names == ["id", "text", "year"]
+    assert again[::2] == first[::2]

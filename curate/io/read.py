@@ -217,7 +217,8 @@ def read_documents(
         logger.warning(hive)
     names = source_names(paths)
     id_name = id_field or "id"
-    samples = sample_files(fs, paths, fmt)
+    versions = tuple(fs.ukey(path) for path in paths)
+    samples = sample_files(fs, paths, fmt, versions)
     schema, json_text = unify_schemas([s for schemas, _ in samples for s in schemas], text_field, id_name)
     if not schema.names:  # no records at all: an empty read, of the fields asked for ("no id field" was said)
         asked = [*([id_field] if id_field else []), text_field, *(columns or [])]
@@ -253,7 +254,6 @@ def read_documents(
         compared=compared,
     )
     returned = None if columns is None else tuple(columns)
-    versions = tuple(fs.ukey(path) for path in paths)
     reader = _Reader(fs, names, layout, returned, assign_ids, on_error == "skip", records, versions)
     sizes = [size for _, size in samples]
     sources = plan_sources(paths, fmt, blocksize, files_per_partition, sizes, min_partitions)
