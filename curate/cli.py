@@ -1061,6 +1061,15 @@ def print_summary(summary: dict, out_dir: str) -> None:
                 f"Jaccard >= {fuzzy['threshold']:g}, {fuzzy['width']}-{unit} shingles, "
                 f"{fuzzy['num_bands']} x {fuzzy['rows_per_band']} bands",
             )
+            # Hash bits and seed where they are not the defaults: --config datatrove's 64 bits
+            # and a run of seed 7 had the same rows as the defaults'.
+            variant = [
+                text.format(fuzzy[name])
+                for name, text in (("hash_bits", "{}-bit"), ("seed", "seed {}"))
+                if fuzzy.get(name, FuzzyConfig.model_fields[name].default) != FuzzyConfig.model_fields[name].default
+            ]
+            if variant:
+                table.add_row("  MinHash", ", ".join(variant))
             # Runs that differ only in normalisation looked alike (--config datatrove's four flags).
             flags = " ".join(f"--{name.replace('_', '-')}" for name in NORMALISATION if fuzzy.get(name))
             if flags:

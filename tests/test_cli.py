@@ -844,6 +844,11 @@ def test_the_summary_keeps_a_row_to_a_line_in_a_log(capsys, monkeypatch):
         "fuzzy settings" in line and "Jaccard >= 0.7, 5-word shingles, 39 x 6 bands" in line
         for line in capsys.readouterr().out.splitlines()
     )
+    # Hash bits and seed where not the defaults: --config datatrove's 64 bits, a run of seed 7.
+    print_summary(summary | {"config": {"fuzzy": settings | {"hash_bits": 64, "seed": 7}, "backend": "cpu"}}, "out")
+    assert any("MinHash" in line and "64-bit, seed 7" in line for line in capsys.readouterr().out.splitlines())
+    print_summary(summary | {"config": {"fuzzy": settings | {"hash_bits": 32, "seed": 42}, "backend": "cpu"}}, "out")
+    assert not any("MinHash" in line for line in capsys.readouterr().out.splitlines())
     # Normalisation named by its flags: runs that differed only there looked alike.
     datatrove = settings | {"lowercase": True, "strip_punctuation": True, "collapse_whitespace": True}
     print_summary(summary | {"config": {"fuzzy": datatrove, "backend": "cpu"}}, "out")
