@@ -202,7 +202,8 @@ def _string_ids(schema: pa.Schema, per_source: list[tuple[str, list[pa.Schema]]]
     if id_field not in schema.names or pa.types.is_integer(schema.field(id_field).type):
         return []
     found = types_found(id_field, per_source)
-    if not any(re.fullmatch(r"u?int\d+", kind) for kinds in found.values() for kind in kinds):
+    # (Integers beyond 2**53 are marked so, beyond int64 too: _MARKED's words.)
+    if not any(re.fullmatch(r"u?int\d+|integers beyond .*", kind) for kinds in found.values() for kind in kinds):
         return []
     return [
         f"ids are read as strings, as not every file's ids are integers ({shown_types(found)}): "
@@ -224,10 +225,15 @@ def _field_fix(flag: str, having: str) -> str:
 
 
 def _text_type(field: pa.Field) -> bool:
-    """Whether a sampled field can be a text: strings (Parquet: large or dictionary-encoded), or nulls."""
+    """Whether a sampled field can be a text: strings (Parquet: large or dictionary-encoded, or
+    binary, which Hive and older Spark write strings as and the reader takes as UTF-8:
+    :func:`curate.io.read._text_as_strings`), or nulls."""
     dtype = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
     unmarked_null = pa.types.is_null(dtype) and not field.metadata
-    return unmarked_null or pa.types.is_string(dtype) or pa.types.is_large_string(dtype)
+    return unmarked_null or any(
+        check(dtype)
+        for check in (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary)
+    )
 
 
 def _kind(field: pa.Field) -> str:

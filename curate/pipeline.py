@@ -54,7 +54,7 @@ from curate.dedup.keys import drop
 from curate.dedup.resolve import REMOVED_COLUMNS, AccountingError, coalesce, empty_groups, resolve
 from curate.dedup.warm import compile_kernels
 from curate.io import count_rows, read_documents, write_documents, write_table
-from curate.io.files import expand_paths, record_bytes, reference_files, shared_metadata, source_names
+from curate.io.files import expand_paths, input_columns, record_bytes, reference_files, shared_metadata, source_names
 from curate.io.read import split_rejected
 from curate.io.rejected import (
     REJECTED_SCHEMA,
@@ -152,7 +152,7 @@ def dedup(
     # identify_only: no deduplicated copy, so no output format; the final pass reads the records
     # as JSONL output does (each as read) and counts those kept.
     fmt = None if io.identify_only else io.output_format or input_fmt
-    compression = fmt and output_compression(io.output_compression, input_fmt, fmt, paths)
+    compression = fmt and output_compression(io.output_compression, input_fmt, fmt, paths[n_reference:])
     # The stages read only the columns they use; the final write reads the input once more.
     # Parquet output reads every field, so the first read checks them all, as that one will
     # (JSONL values that do not convert, a field named as a column the reader adds).
@@ -294,6 +294,10 @@ def dedup(
             [path for path, _, _ in files], io, keep, fmt != "parquet", _repeated_ids_path(run, read_key), spread
         )
         kept_docs, reference_docs = written_and_reference(drop(output, removed), keep.reference)
+        if reference and fmt == "parquet":  # the input's columns (JSONL output copies each line)
+            kept_docs = kept_docs[
+                input_columns(list(kept_docs.columns), fs, paths[n_reference:], paths[:n_reference], input_fmt)
+            ]
         writes = {
             "kept": count_rows(kept_docs)
             if io.identify_only
@@ -303,7 +307,7 @@ def dedup(
                 fmt,
                 compression=compression,
                 # Where every file has the same columns, types and metadata (Hugging Face's features).
-                metadata=shared_metadata(fs, paths, [c for c in kept_docs.columns if c != DOC])
+                metadata=shared_metadata(fs, paths[n_reference:], [c for c in kept_docs.columns if c != DOC])
                 if input_fmt == fmt == "parquet"
                 else None,
             )

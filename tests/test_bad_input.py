@@ -1158,6 +1158,30 @@ def test_cli_fail_mode_says_an_earlier_record_may_be_bad(tmp_path):
     )
 
 
+def test_a_field_that_changes_type_past_the_sample_says_how_to_keep_its_documents(tmp_path):
+    # JSONL to Parquet: a field of integers in a file's first MiB and a float later stopped the run
+    # with the usual advice, --on-error skip, which rejected every later record: good documents.
+    lines = [json.dumps({**json.loads(line), "score": i}) for i, line in enumerate(doc_lines(6000))]
+    assert sum(map(len, lines[:5000])) > 1 << 20
+    lines[5500] = json.dumps({**json.loads(lines[5500]), "score": 0.5})
+    jsonl(tmp_path / "in.jsonl", *lines)
+    args = ["dedup", str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "out"), "--n-workers", "1", "--mode", "exact"]
+    result = CliRunner().invoke(main, [*args, "--output-format", "parquet"])
+    assert result.exit_code == 1 and result.output.endswith(
+        "in.jsonl:5501: field 'score': cannot convert double to int64 (Float value 0.500000 was truncated converting to int64)\n"
+        "(Parquet output takes its columns and their types from the first MiB of each JSONL file, and this record's "
+        "field came later: --output-format jsonl writes each line as read; --on-error skip would list every such "
+        "record in OUT/rejected/, documents and all)\n"
+    ), result.output
+    # What the bad record is for --on-error skip's advice: its text, not a field the sample typed.
+    lines[5500] = json.dumps({"id": "x", "text": 5, "score": 1})
+    jsonl(tmp_path / "in.jsonl", *lines)
+    result = CliRunner().invoke(main, [*args, "--output-format", "parquet", "--overwrite"])
+    assert result.exit_code == 1 and result.output.endswith(
+        "--on-error skip lists every bad record in OUT/rejected/ and goes on)\n"
+    )
+
+
 def test_a_failed_overwrite_keeps_the_previous_results(sync, tmp_path):
     # --overwrite deleted the previous run's outputs as the run started: a run that then failed
     # (here on a bad record) left the folder without any results.

@@ -15,6 +15,7 @@ import random
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.dataset
 import pyarrow.parquet as pq
 import pytest
 import zstandard
@@ -28,6 +29,7 @@ from curate.io import records as record_parsing
 from curate.io.files import expand_paths, find_inputs, overlap_message
 from curate.io.plan import SPREAD_FLOOR, TO_THE_END, parse_pieces, plan_sources
 from curate.pipeline import dedup
+from tests.conftest import write_jsonl
 
 
 def run(out, inputs, **overrides):
@@ -256,6 +258,99 @@ def test_parquet_timestamps_in_two_time_zones_are_the_same_instants_in_utc(sync,
     written = pq.read_table(tmp_path / "out" / "deduplicated")
     assert written.schema.field("ts").type == pa.timestamp("us", tz="UTC")
     assert written["ts"].to_pylist() == [datetime.datetime(2023, 11, 14, 22, 13, 20, tzinfo=datetime.UTC)] * 2
+
+
+def test_parquet_categoricals_and_dates_beside_strings_and_timestamps_keep_their_values(sync, tmp_path):
+    # pandas writes a categorical as a dictionary; beside a file of plain strings (or a date beside
+    # a timestamp) it was written as each value's JSON text: 'ham' became '"ham"', and a filter on
+    # label == "ham" found nothing.
+    (tmp_path / "in").mkdir()
+    a = pd.DataFrame({"id": [1, 2], "text": ["a b c", "d e f"], "label": pd.Categorical(["ham", "spam"])})
+    a["when"], a["tags"] = pd.Timestamp("2020-01-02 03:04:05"), [["x"], ["y"]]
+    a.to_parquet(tmp_path / "in" / "a.parquet", index=False)
+    b = pa.table(
+        {
+            "id": [3],
+            "text": ["g h i"],
+            "label": ["ham"],
+            "when": pa.array([datetime.date(2021, 5, 6)], pa.date32()),
+            "tags": pa.array([["z"]], pa.list_(pa.dictionary(pa.int8(), pa.string()))),
+        }
+    )
+    pq.write_table(b, tmp_path / "in" / "b.parquet")
+    run(tmp_path / "out", [tmp_path / "in"], mode="exact")
+    written = pq.read_table(tmp_path / "out" / "deduplicated")
+    assert written.schema.field("label").type == pa.string() and written["label"].to_pylist() == ["ham", "spam", "ham"]
+    when = written.schema.field("when").type  # pandas' unit (us in pandas 3)
+    assert (
+        pa.types.is_timestamp(when)
+        and when.tz is None
+        and written["when"].to_pylist()
+        == [
+            pd.Timestamp("2020-01-02 03:04:05"),
+            pd.Timestamp("2020-01-02 03:04:05"),
+            pd.Timestamp("2021-05-06"),
+        ]
+    )
+    assert written["tags"].to_pylist() == [["x"], ["y"], ["z"]]
+    # A date beside a timestamp with a time zone is no one instant: each value's JSON text, as before.
+    pq.write_table(b.set_column(3, "when", pa.array([0], pa.timestamp("s", tz="UTC"))), tmp_path / "in" / "b.parquet")
+    c = (
+        b.drop(["label"])
+        .set_column(0, "id", pa.array([4]))
+        .set_column(1, "text", pa.array(["j k l"]))
+        .set_column(2, "when", pa.array([datetime.date(2021, 5, 6)]))
+    )
+    pq.write_table(c, tmp_path / "in" / "c.parquet")
+    (tmp_path / "in" / "a.parquet").unlink()
+    run(tmp_path / "out2", [tmp_path / "in"], mode="exact")
+    assert pq.read_table(tmp_path / "out2" / "deduplicated")["when"].to_pylist() == [
+        '"1970-01-01T00:00:00+00:00"',
+        '"2021-05-06"',
+    ]
+
+
+def test_parquet_output_has_the_inputs_columns_not_the_references(sync, tmp_path):
+    # A week's output had every column that only what was published before held, null in every
+    # row, in the reference's order: its schema depended on the reference.
+    (tmp_path / "published").mkdir()
+    (tmp_path / "new").mkdir()
+    published = pa.table(
+        {"id": ["p1", "p2"], "text": ["one two three", "four five six"], "old": [1, 2], "lang": ["en"] * 2}
+    )
+    pq.write_table(published, tmp_path / "published" / "a.parquet")
+    new = pa.table({"lang": ["de", "en", "fr"], "id": ["n1", "n2", "n3"], "text": ["one two three", "seven", "eight"]})
+    pq.write_table(new.replace_schema_metadata({b"huggingface": b"{}"}), tmp_path / "new" / "b.parquet")
+    config = load_config(None, {"mode": "exact"})
+    dedup([str(tmp_path / "new")], str(tmp_path / "out"), config, reference=[str(tmp_path / "published")])
+    written = pq.read_table(tmp_path / "out" / "deduplicated")
+    assert written.schema.names == ["lang", "id", "text"] and written["id"].to_pylist() == ["n2", "n3"]
+    assert written.schema.metadata == {b"huggingface": b"{}"}  # the input's, though the reference has none
+    # JSONL output copies each line as read: the reference's fields were never there.
+    (tmp_path / "new" / "b.parquet").unlink()
+    write_jsonl(tmp_path / "new" / "b.jsonl", new.to_pylist())
+    (tmp_path / "published" / "a.parquet").unlink()
+    write_jsonl(tmp_path / "published" / "a.jsonl", published.to_pylist())
+    config = load_config(None, {"mode": "exact", "io": {"output_format": "parquet"}})
+    dedup([str(tmp_path / "new")], str(tmp_path / "out2"), config, reference=[str(tmp_path / "published")])
+    assert pq.read_table(tmp_path / "out2" / "deduplicated").schema.names == ["lang", "id", "text"]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_legacy_int96_timestamps_keep_their_dates(sync, tmp_path, fmt):
+    # Spark's and Impala's INT96 timestamps were read as nanoseconds: 1500-01-01 wrapped around
+    # to 2084-07-20 23:34:33.709551616, without a word.
+    when = [datetime.datetime(1500, 1, 1), datetime.datetime(2020, 1, 2, 3, 4, 5, 6)]
+    table = pa.table({"id": [1, 2], "text": ["a b", "c d"], "t": pa.array(when, pa.timestamp("us"))})
+    pq.write_table(table, tmp_path / "in.parquet", use_deprecated_int96_timestamps=True)
+    run(tmp_path / "out", [tmp_path / "in.parquet"], mode="exact", io={"output_format": fmt})
+    if fmt == "parquet":
+        assert pq.read_table(tmp_path / "out" / "deduplicated")["t"].to_pylist() == when
+    else:
+        assert [json.loads(line)["t"] for line in output_lines(tmp_path / "out")] == [
+            "1500-01-01T00:00:00",
+            "2020-01-02T03:04:05.000006",
+        ]
 
 
 def test_parquet_to_jsonl_keeps_float_precision(sync, tmp_path):
@@ -503,18 +598,26 @@ def test_a_partition_with_nothing_kept_writes_no_file(sync, tmp_path, fmt):
     assert sorted(f.name for f in (out / "deduplicated").iterdir()) == [f"part.00000.{fmt}", f"part.00002.{fmt}"]
     if fmt == "jsonl":
         assert [json.loads(line)["id"] for line in output_lines(out)] == [1, 2, 4]
-    # partition 0 with no documents: written all the same, empty (no lines; Parquet: the schema),
-    # so the folder always reads back
+    # Partition 0 with no documents: Parquet writes the schema with no row group, so the folder
+    # reads back with its columns, and JSONL no file. An empty JSONL file stopped pyarrow's
+    # dataset ("Empty JSON stream"), and a row group of 0 rows Hugging Face datasets' Parquet
+    # reader ("BatchSize must be greater than 0").
     (tmp_path / "in" / "a.jsonl").write_text("")
     (tmp_path / "in" / "c.jsonl").write_text('{"id": 4, "text": "x"}\n')
     config = load_config(None, {"mode": "exact", "io": {"files_per_partition": 1, "output_format": fmt}})
     dedup([str(tmp_path / "in")], str(out), config, overwrite=True)
     files = sorted((out / "deduplicated").iterdir())
-    assert [f.name for f in files] == [f"part.00000.{fmt}", f"part.00001.{fmt}"]
     if fmt == "jsonl":
-        assert files[0].read_bytes() == b"" and [json.loads(line)["id"] for line in output_lines(out)] == [3]
+        assert [f.name for f in files] == ["part.00001.jsonl"]
+        assert pyarrow.dataset.dataset(out / "deduplicated", format="json").to_table()["id"].to_pylist() == [3]
     else:
-        assert pq.read_table(files[0]).num_rows == 0 and pq.read_table(out / "deduplicated")["id"].to_pylist() == [3]
+        assert [f.name for f in files] == ["part.00000.parquet", "part.00001.parquet"]
+        assert pq.ParquetFile(files[0]).metadata.num_row_groups == 0 and pq.read_table(files[0]).schema.names == [
+            "id",
+            "text",
+        ]
+        batches = [b.num_rows for f in files for b in pq.ParquetFile(f).iter_batches()]
+        assert batches == [1] and pq.read_table(out / "deduplicated")["id"].to_pylist() == [3]
 
 
 def test_parts_sort_by_name_in_input_order(sync, tmp_path):
@@ -673,6 +776,34 @@ def test_a_folders_files_of_other_names_are_named_in_a_warning(tmp_path, caplog,
     with monkeypatch.context() as m:  # a relative glob
         m.chdir(d)
         assert [os.path.basename(p) for p in find_inputs(["*.jsonl"])[1]] == ["a.jsonl"]
+
+
+def test_a_runs_output_or_a_saved_dataset_as_input_is_named_for_what_it_is(sync, tmp_path, monkeypatch):
+    # A run's output folder as input (or published weeks that are run outputs, as --reference)
+    # stopped with "inputs mix formats (jsonl .../summary.json, parquet .../part.00000.parquet)";
+    # a Hugging Face save_to_disk folder had its .arrow files skipped and its dataset_info.json
+    # read as a record ("invalid JSON"; with --on-error skip, exit 0 and nothing kept).
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(tmp_path / "in.jsonl", [{"id": 1, "text": "a b c"}])
+    for week in ("week1", "week2"):
+        run(tmp_path / "runs" / week, [tmp_path / "in.jsonl"], mode="exact", io={"output_format": "parquet"})
+    with pytest.raises(ValueError) as raised:
+        find_inputs(["runs/"])
+    assert str(raised.value) == (
+        "input 'runs/' holds the output of 2 curate runs (runs/week1/summary.json; runs/week2/summary.json): "
+        "name the kept documents, runs/week1/deduplicated; runs/week2/deduplicated"
+    )
+    assert [os.path.basename(p) for p in find_inputs(["runs/week1/deduplicated"])[1]] == ["part.00000.parquet"]
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    for name in ("data-00000-of-00001.arrow", "dataset_info.json", "state.json"):
+        (saved / name).write_text("{}")
+    with pytest.raises(ValueError, match=r"^input '.*saved' is a Hugging Face datasets folder \(save_to_disk"):
+        find_inputs([str(saved)])
+    # A folder of JSONL that holds a summary.json of its own, with no run's deduplicated/, is read.
+    (saved / "data-00000-of-00001.arrow").unlink()
+    (saved / "summary.json").write_text('{"id": 2, "text": "d e f"}')
+    assert len(find_inputs([str(saved)])[1]) == 3
 
 
 def test_file_urls_name_local_files(sync, tmp_path):

@@ -176,6 +176,8 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
                 found.append(path)
             else:
                 others.append(named(path))
+        if base is not None and (why := _not_data(item, base, found, others)):
+            raise ValueError(why)
         if not found:
             with naming(fs, item):
                 why = _nothing_found(fs, item, others, hidden)
@@ -220,6 +222,30 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
     if not local:
         paths = [fs.unstrip_protocol(p) for p in paths]
     return fs, paths, formats.pop(), repeats, list(dict.fromkeys(skipped))
+
+
+def _not_data(item: str, base: str, found: list[str], others: list[str]) -> str | None:
+    """Why the folder ``item`` (``base``: its path as listed) is not documents, where it holds a
+    curate run's output or is a Hugging Face ``save_to_disk`` folder (``found``: its files named
+    as data, ``others``: the rest); None for any other. Read as documents, an output's
+    ``summary.json`` mixed formats with its Parquet, and a saved dataset's ``dataset_info.json``
+    was read as a record (its ``.arrow`` files skipped): the errors named neither."""
+    folders = {os.path.dirname(path) for path in found if os.path.basename(path) == "summary.json"}
+    runs = sorted(d for d in folders if any(path.startswith(os.path.join(d, "deduplicated", "")) for path in found))
+    if runs:
+        shown = [os.path.normpath(os.path.join(item, os.path.relpath(run, base))) for run in runs]
+        return (
+            f"input {item!r} holds the output of {counted(len(runs), 'curate run')} "
+            f"({first_few([os.path.join(run, 'summary.json') for run in shown])}): "
+            f"name the kept documents, {first_few([os.path.join(run, 'deduplicated') for run in shown])}"
+        )
+    saved = {"dataset_info.json", "state.json", "dataset_dict.json"}
+    if any(path.endswith(".arrow") for path in others) and any(os.path.basename(path) in saved for path in found):
+        return (
+            f"input {item!r} is a Hugging Face datasets folder (save_to_disk: .arrow files), which curate "
+            "does not read: write the dataset with Dataset.to_parquet or Dataset.to_json"
+        )
+    return None
 
 
 def _listed(fs, item: str) -> tuple[str | None, list[str]]:
@@ -556,7 +582,7 @@ def shared_metadata(fs, paths: list[str], columns: list[str]) -> dict[bytes, byt
     def read(path: str) -> pa.Schema | None:
         try:
             with fs.open(path, "rb") as f:
-                return pq.read_schema(f)
+                return parquet_file(f).schema_arrow
         except (pa.ArrowInvalid, OSError):
             return None
 
@@ -600,6 +626,13 @@ SAMPLED_FILES = 1 << 15
 _SAMPLED: dict = {}
 
 
+def parquet_file(f) -> pq.ParquetFile:
+    """``pyarrow.parquet.ParquetFile(f)`` with INT96 timestamps (Spark's and Impala's legacy ones)
+    read as microseconds: as nanoseconds, pyarrow's default, a time before 1677 or after 2262
+    wrapped around without a word (1500-01-01 read as 2084-07-20)."""
+    return pq.ParquetFile(f, coerce_int96_timestamp_unit="us")
+
+
 def sample_files(fs, paths: list[str], fmt: str, versions=None) -> list[tuple[list[pa.Schema], int]]:
     """:func:`sample_file` of every file, in order, read in a thread pool (remote stores: the
     requests overlap), or as sampled before where the file's ``fs.ukey`` is the same
@@ -624,6 +657,19 @@ def sample_files(fs, paths: list[str], fmt: str, versions=None) -> list[tuple[li
     return [found[key] if key in found else _SAMPLED[key] for key in keys]
 
 
+def input_columns(columns: list[str], fs, paths: list[str], reference: list[str], fmt: str) -> list[str]:
+    """``columns`` (an output frame's, read from ``reference`` and ``paths``) less the fields that
+    only the reference files hold, the others in the order the input files first hold them
+    (columns no file holds, ``_doc`` and an assigned id, first): a week's output had every
+    column of what was published before, null in every row, in the reference's order."""
+    seen = lambda files: dict.fromkeys(
+        f.name for schemas, _ in sample_files(fs, files, fmt) for s in schemas for f in s
+    )  # noqa: E731
+    ours, theirs = seen(paths), seen(reference)
+    rank = {name: i for i, name in enumerate(ours)}
+    return sorted((c for c in columns if c in ours or c not in theirs), key=lambda c: rank.get(c, -1))
+
+
 def sample_file(fs, path: str, fmt: str) -> tuple[list[pa.Schema], int]:
     """A file's fields and types, and its size in bytes as read (decompressed JSONL; Parquet on disk).
 
@@ -637,7 +683,7 @@ def sample_file(fs, path: str, fmt: str) -> tuple[list[pa.Schema], int]:
         size = f.size if getattr(f, "size", None) is not None else fs.size(path)
         if fmt == "parquet":
             try:
-                schema = without_views(pq.read_schema(f).remove_metadata())
+                schema = without_views(parquet_file(f).schema_arrow.remove_metadata())
             except pa.ArrowInvalid:  # not Parquet, or cut short: reported with the file when it is read
                 return [], size
             return ([schema] if len(schema) else []), size
@@ -813,16 +859,37 @@ def _wider(a: pa.DataType, b: pa.DataType) -> pa.DataType:
     """The type that holds values of both ``a`` and ``b``, as pyarrow's permissive unification
     finds it; timestamps in two time zones, which pyarrow refuses, are the same instants in UTC
     (the finer unit): JSON text of each value was the alternative, a string in Parquet output.
+    Dictionary-encoded values (pandas' categoricals) widen as their values, and a date with a
+    timestamp without a time zone is that timestamp (its midnight): pyarrow refuses both, and
+    their values were written as JSON text, each string in quotes (``'"ham"'``).
 
     Raises
     ------
     pyarrow.ArrowInvalid, pyarrow.ArrowTypeError
         If no type holds both (int64 and string).
     """
+    a, b = _decoded(a), _decoded(b)
     if pa.types.is_timestamp(a) and pa.types.is_timestamp(b) and a.tz and b.tz and a.tz != b.tz:
         return pa.timestamp(_wider(pa.timestamp(a.unit), pa.timestamp(b.unit)).unit, tz="UTC")
+    if pa.types.is_date(a) and pa.types.is_timestamp(b) and not b.tz:  # a date is its midnight
+        return b
+    if pa.types.is_date(b) and pa.types.is_timestamp(a) and not a.tz:
+        return a
     schemas = [pa.schema([pa.field("x", a)]), pa.schema([pa.field("x", b)])]
     return pa.unify_schemas(schemas, promote_options="permissive").field(0).type
+
+
+def _decoded(dtype: pa.DataType) -> pa.DataType:
+    """``dtype`` with every dictionary encoding, at any depth, replaced by its values' type."""
+    if pa.types.is_dictionary(dtype):
+        return _decoded(dtype.value_type)
+    if pa.types.is_list(dtype):
+        return pa.list_(dtype.value_field.with_type(_decoded(dtype.value_type)))
+    if pa.types.is_large_list(dtype):
+        return pa.large_list(dtype.value_field.with_type(_decoded(dtype.value_type)))
+    if pa.types.is_struct(dtype):
+        return pa.struct([dtype.field(i).with_type(_decoded(dtype.field(i).type)) for i in range(dtype.num_fields)])
+    return dtype
 
 
 def _parquet_holds(dtype: pa.DataType) -> bool:

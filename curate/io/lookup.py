@@ -10,10 +10,9 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-import pyarrow.parquet as pq
 from fsspec.utils import infer_compression
 
-from curate.io.files import BOM, Broken, decompressed_chunks, expand_paths, lines_before, source_names
+from curate.io.files import BOM, Broken, decompressed_chunks, expand_paths, lines_before, parquet_file, source_names
 from curate.io.records import json_kind
 from curate.schema import POSITION_BITS
 
@@ -193,7 +192,7 @@ def _parquet_rows(fs, path: str, name: str, rows: list[int]) -> dict[int, dict]:
     """Rows of one Parquet file, reading only the row groups that hold them."""
     out = {}
     with fs.open(path, "rb") as f:
-        parquet = pq.ParquetFile(f)
+        parquet = parquet_file(f)
         sizes = [parquet.metadata.row_group(g).num_rows for g in range(parquet.num_row_groups)]
         ends = np.cumsum(sizes, dtype=np.int64)
         if rows[-1] >= parquet.metadata.num_rows:

@@ -28,7 +28,6 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 from dask.utils import parse_bytes
 from fsspec.utils import infer_compression, read_block, seek_delimiter
 
@@ -43,6 +42,7 @@ from curate.io.files import (
     hive_keys_message,
     lines_before,
     overlap_message,
+    parquet_file,
     sample_files,
     skipped_message,
     source_names,
@@ -366,7 +366,8 @@ class _Reader:
         try:
             tables = [read_file(src, path, index) for path, index in zip(src.paths, src.file_indices)]
         except BadRecordError as err:
-            raise BadRecordError(str(err), first=src.file_indices[0] == 0 and src.offset == 0) from None
+            first = src.file_indices[0] == 0 and src.offset == 0
+            raise BadRecordError(str(err), first, sampled=err.sampled and src.fmt == "jsonl") from None
         return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
     def _jsonl(self, src: Source, path: str, index: int) -> pa.Table:
@@ -399,7 +400,7 @@ class _Reader:
         kind, what = "truncated", "not a readable Parquet file"
         try:
             with self.fs.open(path, "rb") as f:
-                parquet = pq.ParquetFile(f)
+                parquet = parquet_file(f)
                 kind, what = "corrupt", "Parquet data that cannot be read"  # the footer was whole
                 # Every column, though the stages use some: the final write reads them all, so
                 # damage in any column rejects the file here, in every read, not after the dedup.
@@ -439,7 +440,11 @@ class _Reader:
         if bad and not self.skip:
             first = bad[0]
             field = f"field {first.field!r}: " if first.field else ""
-            raise BadRecordError(f"{self.names[index]}:{lines[first.index]}: {field}{first.reason}")
+            checked = (self.layout.fields.text, self.layout.fields.id, *self.layout.compared)
+            sampled = (
+                not self.layout.only and first.kind in ("wrong-type", "unknown-field") and first.field not in checked
+            )
+            raise BadRecordError(f"{self.names[index]}:{lines[first.index]}: {field}{first.reason}", sampled=sampled)
         schema = self.output_schema()
         rows = np.concatenate([i for i, _ in pieces]) if pieces else np.zeros(0, np.int64)
         table = pa.concat_tables([t for _, t in pieces]) if pieces else self.layout.schema.empty_table()

@@ -130,15 +130,18 @@ class BadRecordError(ValueError):
     names its file, line (or Parquet row) and field.
 
     Partitions are read in parallel, so it is the first bad record of its partition; ``first``
-    says whether that partition is the input's first, so no earlier record is bad.
+    says whether that partition is the input's first, so no earlier record is bad. ``sampled``:
+    the record is bad only for a field read for Parquet output from JSONL, whose type (or
+    presence) was taken from the first MiB of each file: a value of another type, or a field
+    first seen, later in a file.
     """
 
-    def __init__(self, message: str, first: bool = False):
+    def __init__(self, message: str, first: bool = False, sampled: bool = False):
         super().__init__(message)
-        self.first = first
+        self.first, self.sampled = first, sampled
 
     def __reduce__(self):  # raised on a worker, rebuilt on the client
-        return type(self), (str(self), self.first)
+        return type(self), (str(self), self.first, self.sampled)
 
 
 class Mismatch(ValueError):

@@ -52,9 +52,10 @@ def write_documents(
 
     N is the partition's number with zeros in front to at least :data:`curate.schema.PART_DIGITS` digits
     (``part.00000.jsonl``), so that the parts sort by name in the frame's order. A partition
-    without rows writes no file, except partition 0, which is always written (then an empty
-    file: 0 bytes of JSONL, or Parquet with the schema and no rows), so the folder always
-    reads back.
+    without rows writes no file, except partition 0 in Parquet, which is always written (then
+    the schema and no row group), so that the folder reads back with its columns however few
+    rows there are. An empty JSONL file is not written: pyarrow's dataset refuses one (``Empty
+    JSON stream``), as Hugging Face datasets refuse a Parquet row group of no rows.
 
     Parameters
     ----------
@@ -129,14 +130,18 @@ def _write_part(
     partition_info=None,
 ) -> int:
     number = partition_info["number"]
-    if len(part) == 0 and number:
+    if len(part) == 0 and (number or fmt == "jsonl"):
         return 0
-    table = _arrow_table(part, schema)
     name = f"{root}/part.{number:0{width}d}"
     if fmt == "parquet":
         with fs.open(f"{name}.parquet", "wb") as f:
-            pq.write_table(table.replace_schema_metadata(schema.metadata), f, compression=compression or "snappy")
+            if len(part) == 0:  # the schema and no row group: Hugging Face datasets refuse a group of 0 rows
+                pq.ParquetWriter(f, schema, compression=compression or "snappy").close()
+            else:
+                table = _arrow_table(part, schema).replace_schema_metadata(schema.metadata)
+                pq.write_table(table, f, compression=compression or "snappy")
         return len(part)
+    table = _arrow_table(part, schema)
     suffix, compress = _JSONL_CODECS[compression or "none"]
     with fs.open(f"{name}.jsonl{suffix}", "wb") as f:
         f.write(compress(jsonl_lines(table)))
