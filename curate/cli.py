@@ -365,13 +365,7 @@ def _user_errors(verbose: bool, out_dir: str, cluster: dict):
         if verbose:
             click.echo(traceback.format_exc(), err=True, nl=False)
         message = str(err) or type(err).__name__  # rebuilt from a worker, some errors lose their words
-        if isinstance(err, BadRecordError) and err.sampled:  # a good document: skip would reject it
-            message += (
-                "\n(Parquet output takes its columns and their types from the first MiB of each JSONL file, and this "
-                "record's field came later: --output-format jsonl writes each line as read; --on-error skip would "
-                "list every such record in OUT/rejected/, documents and all)"
-            )
-        elif isinstance(err, BadRecordError):  # read in parallel: unless it is the first part, which one stops varies
+        if isinstance(err, BadRecordError):  # read in parallel: unless it is the first part, which one stops varies
             earlier = (
                 "" if err.first else "parts of the input are read in parallel, so an earlier record may be bad too; "
             )

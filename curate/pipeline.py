@@ -21,6 +21,7 @@ import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from dask.utils import parse_bytes
 from fsspec.utils import infer_compression
 
@@ -50,12 +51,13 @@ from curate.cluster import (
 from curate.config import RunConfig
 from curate.dedup import ExactDedup, FuzzyDedup, KeepPolicy
 from curate.dedup.keep import dictionary_decoded
-from curate.dedup.keys import drop
+from curate.dedup.keys import align, doc_divisions, drop
 from curate.dedup.resolve import REMOVED_COLUMNS, AccountingError, coalesce, empty_groups, resolve
 from curate.dedup.warm import compile_kernels
-from curate.io import count_rows, read_documents, write_documents, write_table
+from curate.io import count_rows, locate, read_documents, write_documents, write_table
 from curate.io.files import expand_paths, input_columns, record_bytes, reference_files, shared_metadata, source_names
 from curate.io.read import split_rejected
+from curate.io.records import BadRecordError
 from curate.io.rejected import (
     REJECTED_SCHEMA,
     later_occurrences,
@@ -134,6 +136,40 @@ def dedup(
         On bad input (see :func:`curate.io.read_documents`) or duplicate ids, unless
         ``config.io.on_error`` is "skip": then such records are listed in ``out_dir/rejected/``.
     """
+    late: tuple = ()  # of pyarrow.Field
+    while True:
+        try:
+            return _dedup(inputs, out_dir, config, show_progress, overwrite, resume, keep_stages, reference, late)
+        except BadRecordError as err:
+            # A type that each JSONL file's first MiB, from which types are taken, did not show:
+            # a string id among integer ids, a float after integers for Parquet output. It stopped
+            # the run (with --on-error skip, rejected good records) where the same records cut
+            # into smaller files ran: read again with it, they give the same result.
+            if err.late is None or err.late in late:
+                raise
+            kind = "integer" if pa.types.is_integer(err.late.type) else str(err.late.type)
+            logger.warning(
+                "%s: the input is read again, field %r taking %s values too, as where a file's first records hold one",
+                err,
+                err.late.name,
+                kind,
+            )
+            late = (*late, err.late)
+            overwrite = overwrite or not resume  # what this run began, in a folder it was allowed to write
+
+
+def _dedup(
+    inputs: list[str],
+    out_dir: str,
+    config: RunConfig,
+    show_progress: bool,
+    overwrite: bool,
+    resume: bool,
+    keep_stages: bool,
+    reference: list[str],
+    late: tuple,
+) -> dict:
+    """:func:`dedup`, with the fields of ``late`` (``pyarrow.Field``: see :func:`curate.io.read_documents`)."""
     out = Path(out_dir).absolute()  # workers of a joined cluster have working folders of their own
     stats = Stats()
     started = time.perf_counter()
@@ -192,6 +228,8 @@ def dedup(
         text_field=io.text_field,
         columns=list(dict.fromkeys([io.id_field, io.text_field, *keep.columns()])),
         check_all=fmt == "parquet",
+        late=late,
+        raise_late=True,
         keep_null_text=False,  # empty, as the stages take it (the final pass writes it back as null)
         blocksize=io.blocksize,
         files_per_partition=io.files_per_partition,
@@ -240,6 +278,7 @@ def dedup(
         "exact_dedup": config.mode in ("exact", "both"),
         "keep_columns": keep.columns(),  # exact dedup's candidates, written by the read, carry them
         **({"reference_files": n_reference} if reference else {}),  # the first files
+        **({"late": [f"{field.name}: {field.type}" for field in late]} if late else {}),
     }
     with _inputs_unchanged(inputs, files):  # a file rewritten meanwhile fails in ways that do not name it
         cached = cache_input(io.cache_input, config.mode, current_client(), files, gpu=gpu, resume=resume)
@@ -291,7 +330,13 @@ def dedup(
             exact_groups, fuzzy_groups, divisions, stages, locate=lambda table: with_location(table, names)
         )
         output, rejected = _read_for_output(
-            [path for path, _, _ in files], io, keep, fmt != "parquet", _repeated_ids_path(run, read_key), spread
+            [path for path, _, _ in files],
+            io,
+            keep,
+            fmt != "parquet",
+            _repeated_ids_path(run, read_key),
+            spread,
+            late,
         )
         kept_docs, reference_docs = written_and_reference(drop(output, removed), keep.reference)
         if reference and fmt == "parquet":  # the input's columns (JSONL output copies each line)
@@ -317,6 +362,7 @@ def dedup(
             writes["rejected"] = write_documents(rows, str(out / "rejected.tmp"), "parquet", REJECTED_SCHEMA)
         if reference_docs is not None:
             writes["reference"] = count_rows(reference_docs)
+        writes["_changed"] = changed_ids(output, removed, io.id_field)
         try:
             written = run(
                 "count" if io.identify_only else "write", **writes, **removal_counts(removed, keep.reference)
@@ -325,6 +371,8 @@ def dedup(
             # records were read in two states, and one of them was in neither output (exit 0).
             if (changed := _changed_input(inputs, files)) is not None:
                 raise InputChangedError(changed)
+            if (doc := int(written.pop("_changed"))) >= 0:
+                raise StagesOutOfDateError(locate(inputs, [doc])[0])
         except BaseException:  # a failed write's parts are never used: a disk it filled stayed full
             _remove(out, PARTIAL)
             raise
@@ -396,6 +444,41 @@ def dedup(
     if not keep_stages:
         remove_stages(out / STAGES)
     return summary
+
+
+class StagesOutOfDateError(ValueError):
+    """The document at a place in the input is not the one the finished stages found there (its id
+    differs): an input file changed since they were computed, at its size and modification time,
+    which are all that ``--resume`` compares. The message names the file and line."""
+
+    def __init__(self, where: str):
+        super().__init__(
+            f"{where}: the document there is not the one the finished stages found there (its id differs): an "
+            "input file changed since they were computed, though its size and modification time are the same; "
+            "run the command again without --resume (or with --overwrite)"
+        )
+
+
+def changed_ids(output: dd.DataFrame, removed: dd.DataFrame, id_field: str) -> dd.Scalar:
+    """The ``_doc`` of a document in ``output`` (the input read for the write) whose id is not the
+    one ``removed`` (``_doc``, ``id``) holds for it, else -1: computed in the write's pass.
+
+    ``removed`` is dropped by ``_doc`` alone, a place in the input. A resumed run over a file
+    rewritten with its size and time (a line moved) wrote a removed document and lost the one
+    now at its place, exit 0 and every count right (a user's trial)."""
+    aligned = align(removed[[DOC, "id"]], doc_divisions(output))
+    first = dd.map_partitions(
+        _changed_id, output[[DOC, id_field]], aligned, id_field, meta=(None, "int64"), align_dataframes=False
+    )
+    return first.max()
+
+
+def _changed_id(part: pd.DataFrame, aligned, id_field: str) -> pd.Series:
+    aligned = to_host(aligned)
+    expected = dict(zip(aligned[DOC].tolist(), map(str, aligned["id"].tolist())))
+    found = part[part[DOC].isin(list(expected))]
+    changed = [doc for doc, id_ in zip(found[DOC].tolist(), found[id_field].tolist()) if str(id_) != expected[doc]]
+    return pd.Series([min(changed, default=-1)], dtype="int64")
 
 
 class InputChangedError(ValueError):
@@ -557,7 +640,7 @@ def _repeated_ids_path(run, exact_key: str) -> Path:
 
 
 def _read_for_output(
-    paths: list[str], io, keep: KeepPolicy, raw: bool, repeated_ids: Path, min_partitions: int
+    paths: list[str], io, keep: KeepPolicy, raw: bool, repeated_ids: Path, min_partitions: int, late: tuple
 ) -> tuple[dd.DataFrame, dd.DataFrame | None]:
     """The input read once more for the final write: documents to keep (and the rejected records).
 
@@ -573,7 +656,7 @@ def _read_for_output(
             paths,
             id_field=io.id_field if io.id_field_given else None,
             text_field=io.text_field,
-            columns=keep.columns() if raw else None,
+            columns=list(dict.fromkeys([io.id_field, *keep.columns()])) if raw else None,  # the id: changed_ids
             blocksize=io.blocksize,
             files_per_partition=io.files_per_partition,
             min_partitions=min_partitions,
@@ -581,11 +664,12 @@ def _read_for_output(
             records=raw,
             compared=tuple(keep.columns()),  # as the first read: the same records rejected
             host=True,  # on GPU workers, beside the GPU's task: nothing here needs it
+            late=late,  # as the first read found them
         )
     if repeated_ids.exists():
         docs = mark_repeated_ids(docs, str(repeated_ids), io.id_field)
     docs, rejected = split_rejected(docs, records=raw)
-    return (docs.drop(columns=keep.columns()) if raw else docs), rejected
+    return (docs.drop(columns=[c for c in keep.columns() if c != io.id_field]) if raw else docs), rejected
 
 
 def _counters(fuzzy: FuzzyDedup) -> dict:
@@ -734,4 +818,4 @@ def _remove(out: Path, names: tuple[str, ...]) -> None:
             path.unlink()
 
 
-__all__ = ["check_accounting", "dedup", "removal_counts", "with_location", "written_and_reference"]
+__all__ = ["changed_ids", "check_accounting", "dedup", "removal_counts", "with_location", "written_and_reference"]

@@ -8,6 +8,7 @@ import datetime
 import errno
 import gzip
 import json
+import logging
 import os
 import re
 import shutil
@@ -1158,28 +1159,43 @@ def test_cli_fail_mode_says_an_earlier_record_may_be_bad(tmp_path):
     )
 
 
-def test_a_field_that_changes_type_past_the_sample_says_how_to_keep_its_documents(tmp_path):
-    # JSONL to Parquet: a field of integers in a file's first MiB and a float later stopped the run
-    # with the usual advice, --on-error skip, which rejected every later record: good documents.
-    lines = [json.dumps({**json.loads(line), "score": i}) for i, line in enumerate(doc_lines(6000))]
+@pytest.mark.parametrize("on_error", ["fail", "skip"])
+def test_a_type_past_the_sampled_first_mib_gives_what_smaller_files_give(sync, tmp_path, on_error, caplog):
+    # Field types are sampled from each JSONL file's first MiB. An integer id column with a string
+    # id later, or (Parquet output) a field of integers with a float later, stopped the run, and
+    # with --on-error skip rejected the record, a good document; the same records in smaller
+    # files ran (ids read as strings, the field as doubles, with a warning). Read again so,
+    # they give the same outputs, byte for byte.
+    lines = [json.dumps({**json.loads(line), "id": i, "score": i}) for i, line in enumerate(doc_lines(6000))]
     assert sum(map(len, lines[:5000])) > 1 << 20
     lines[5500] = json.dumps({**json.loads(lines[5500]), "score": 0.5})
-    jsonl(tmp_path / "in.jsonl", *lines)
-    args = ["dedup", str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "out"), "--n-workers", "1", "--mode", "exact"]
-    result = CliRunner().invoke(main, [*args, "--output-format", "parquet"])
-    assert result.exit_code == 1 and result.output.endswith(
-        "in.jsonl:5501: field 'score': cannot convert double to int64 (Float value 0.500000 was truncated converting to int64)\n"
-        "(Parquet output takes its columns and their types from the first MiB of each JSONL file, and this record's "
-        "field came later: --output-format jsonl writes each line as read; --on-error skip would list every such "
-        "record in OUT/rejected/, documents and all)\n"
-    ), result.output
-    # What the bad record is for --on-error skip's advice: its text, not a field the sample typed.
-    lines[5500] = json.dumps({"id": "x", "text": 5, "score": 1})
-    jsonl(tmp_path / "in.jsonl", *lines)
-    result = CliRunner().invoke(main, [*args, "--output-format", "parquet", "--overwrite"])
-    assert result.exit_code == 1 and result.output.endswith(
-        "--on-error skip lists every bad record in OUT/rejected/ and goes on)\n"
-    )
+    lines[5600] = json.dumps({**json.loads(lines[5600]), "id": "late"})
+    lines[5700] = json.dumps({**json.loads(lines[10]), "id": 5700, "score": 5700})  # an exact copy, removed
+    jsonl(tmp_path / "one" / "in.jsonl", *lines)
+    for name, part in (("a", lines[:5000]), ("b", lines[5000:])):  # the float and the string in b's first MiB
+        jsonl(tmp_path / "two" / f"{name}.jsonl", *part)
+    outputs = {}
+    for source in ("one", "two"):
+        config = load_config(None, {"mode": "exact", "io": {"output_format": "parquet", "on_error": on_error}})
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="curate.pipeline"):
+            summary = dedup([str(tmp_path / source)], str(tmp_path / f"out-{source}"), config)
+        assert summary["counts"]["output"] == {"kept": 5999, "removed": 1, "rejected": 0}
+        out = tmp_path / f"out-{source}"
+        outputs[source] = ((out / "removed.parquet").read_bytes(), pq.read_table(out / "deduplicated"))
+        warnings = [r.getMessage() for r in caplog.records if r.name == "curate.pipeline"]
+        if source == "one":
+            again = "the input is read again, field {!r} taking {} values too, as where a file's first records hold one"
+            assert warnings == [
+                "in.jsonl:5501: field 'score': cannot convert double to int64 (Float value 0.500000 was truncated "
+                f"converting to int64): {again.format('score', 'double')}",
+                "in.jsonl:5601: field 'id': expected an integer (as the ids at the start of the input files), got a "
+                f"string: {again.format('id', 'string')}",
+            ]
+    assert outputs["one"][0] == outputs["two"][0] and outputs["one"][1].equals(outputs["two"][1])
+    written = pq.read_table(tmp_path / "out-one" / "deduplicated")
+    assert written.num_rows == 5999 and written["id"][5600].as_py() == "late" and written["score"][5500].as_py() == 0.5
+    assert pq.read_table(tmp_path / "out-one" / "removed.parquet").to_pylist()[0]["id"] == "5700"
 
 
 def test_a_failed_overwrite_keeps_the_previous_results(sync, tmp_path):

@@ -16,7 +16,7 @@ from distributed import Client, LocalCluster
 from curate.checkpoints import _changes
 from curate.checks import check_output
 from curate.config import load_config
-from curate.pipeline import dedup
+from curate.pipeline import StagesOutOfDateError, dedup
 from curate.runner import Runner
 from tests.conftest import FIXTURES, shared_corpus
 
@@ -470,3 +470,30 @@ def test_a_stage_read_back_on_a_device_backend_has_a_range_index(tmp_path, monke
         parts = [frame.get_partition(i).compute() for i in range(frame.npartitions)]
     assert [type(p.index).__name__ for p in [frame._meta, *parts]] == ["RangeIndex"] * 3
     assert [p["_doc"].tolist() for p in parts] == [[1, 2], [3]]
+
+
+def test_an_input_rewritten_at_its_size_and_time_is_not_resumed_into_wrong_outputs(sync, tmp_path):
+    # --resume compares a file's size and modification time. A file whose lines were moved kept
+    # both: the removed copy was written and the document now at its place was in no output,
+    # exit 0 with every count right (a user's trial).
+    text = "a document long enough to hold a few shingles of its own, "
+    lines = [json.dumps({"id": name, "text": text + body}) for name, body in (("a", "x"), ("a-copy", "x"), ("b", "y"))]
+    data = tmp_path / "in.jsonl"
+    data.write_text("\n".join(lines) + "\n")
+    out, config = tmp_path / "out", load_config(None, {"mode": "exact"})
+    dedup([str(data)], str(out), config, keep_stages=True)
+    before = {name: (out / name).read_bytes() for name in ("removed.parquet", "deduplicated/part.00000.jsonl")}
+    assert b"a-copy" in before["removed.parquet"]
+    stat = data.stat()
+    data.write_text("\n".join([lines[0], lines[2], lines[1]]) + "\n")  # b where a-copy was
+    os.utime(data, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert data.stat().st_size == stat.st_size
+    with pytest.raises(
+        StagesOutOfDateError, match=r"^in\.jsonl:2: the document there is not the one the finished stages"
+    ):
+        dedup([str(data)], str(out), config, resume=True, keep_stages=True)
+    assert {name: (out / name).read_bytes() for name in before} == before  # the previous run's outputs stay
+    dedup([str(data)], str(out), config, overwrite=True)
+    assert [
+        json.loads(line)["id"] for line in (out / "deduplicated" / "part.00000.jsonl").read_text().splitlines()
+    ] == ["a", "b"]

@@ -706,7 +706,7 @@ def sample_file(fs, path: str, fmt: str) -> tuple[list[pa.Schema], int]:
         except ValueError:
             continue
         if isinstance(record, dict):
-            schemas.append(pa.schema([_value_field(name, value) for name, value in record.items()]))
+            schemas.append(pa.schema([value_field(name, value) for name, value in record.items()]))
     return schemas, size
 
 
@@ -800,7 +800,7 @@ def _wide_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and abs(value) > _EXACT
 
 
-def _value_field(name: str, value) -> pa.Field:
+def value_field(name: str, value) -> pa.Field:
     """The field pyarrow's JSON reader would give one value, marked as :func:`_exact_numbers` marks them."""
     if isinstance(value, int) and not isinstance(value, bool):
         if not -(1 << 63) <= value < (1 << 63):

@@ -19,6 +19,7 @@ that cannot be read (see :mod:`curate.io.records`) stops the read with its file,
 """
 
 import functools
+import json
 import logging
 from dataclasses import dataclass
 from typing import Literal
@@ -47,6 +48,7 @@ from curate.io.files import (
     skipped_message,
     source_names,
     unify_schemas,
+    value_field,
 )
 from curate.io.plan import Source, parse_pieces, plan_sources, source_divisions, with_line_numbers
 from curate.io.records import (
@@ -94,6 +96,8 @@ def read_documents(
     keep_null_text: bool = True,
     check_all: bool = False,
     host: bool = False,
+    late: tuple[pa.Field, ...] = (),
+    raise_late: bool = False,
 ) -> dd.DataFrame:
     """Read documents into a Dask DataFrame with ``_doc``, the id and text fields and all other fields.
 
@@ -159,6 +163,16 @@ def read_documents(
         host steps write). Reads into device partitions need not: their parsing is always a host
         step of its own, and the copy to the device the first step of the next task
         (:func:`curate.backend.arrow_partitions`).
+    late : tuple of pyarrow.Field, default=()
+        Fields as records past the files' first MiB hold them (a ``BadRecordError``'s ``late``),
+        unified with the types the first MiB show, as if a file's first records held them: a
+        double with integers is a double, a string id with integer ids makes every id a string.
+    raise_late : bool, default=False
+        A value of another type than the files' first MiB show (or a field they do not hold), in
+        a field read for its type (``check_all``) or an integer id, raises
+        :class:`~curate.io.records.BadRecordError` with ``late`` set even with
+        ``on_error="skip"``, so that the caller reads again with it in ``late`` (``curate
+        dedup`` does) instead of rejecting good records.
 
     Returns
     -------
@@ -219,7 +233,9 @@ def read_documents(
     id_name = id_field or "id"
     versions = tuple(fs.ukey(path) for path in paths)
     samples = sample_files(fs, paths, fmt, versions)
-    schema, json_text = unify_schemas([s for schemas, _ in samples for s in schemas], text_field, id_name)
+    # Fields as records past the samples hold them (curate dedup's read again): unified as a sample's.
+    found = [s for schemas, _ in samples for s in schemas] + [pa.schema([field]) for field in late]
+    schema, json_text = unify_schemas(found, text_field, id_name)
     if not schema.names:  # no records at all: an empty read, of the fields asked for ("no id field" was said)
         asked = [*([id_field] if id_field else []), text_field, *(columns or [])]
         schema = pa.schema([(name, pa.string()) for name in dict.fromkeys(asked)])
@@ -254,7 +270,7 @@ def read_documents(
         compared=compared,
     )
     returned = None if columns is None else tuple(columns)
-    reader = _Reader(fs, names, layout, returned, assign_ids, on_error == "skip", records, versions)
+    reader = _Reader(fs, names, layout, returned, assign_ids, on_error == "skip", records, raise_late, versions)
     sizes = [size for _, size in samples]
     sources = plan_sources(paths, fmt, blocksize, files_per_partition, sizes, min_partitions)
     # Workers do not see the client's dask.config: the backend travels with the tasks.
@@ -342,6 +358,8 @@ class _Reader:
     assign_ids: bool
     skip: bool
     records: bool  # return each JSONL record's line as _record
+    # A late type (:meth:`_late_type`) raises even when skipping, for a read of it as JSON text.
+    raise_late: bool
     # Each file's fsspec ukey (size and modification time, or ETag), as Dask's own readers put in
     # their task names: a file rewritten since an earlier read gets new names, where a cluster
     # still holding that read's results (or errors) would hand them back.
@@ -356,6 +374,18 @@ class _Reader:
             return pa.schema(list(schema) + list(zip(REJECT_COLUMNS, _REJECT_TYPES)))
         return pa.schema(list(schema) + [("_record", pa.large_binary())]) if self.records else schema
 
+    def _late_type(self, bad: Bad) -> bool:
+        """Whether ``bad`` is bad only for a type (or a field) its file's first MiB did not show:
+        a field read for Parquet output (reading every field), or an integer id column's."""
+        if bad.kind not in ("wrong-type", "unknown-field") or bad.field in (
+            self.layout.fields.text,
+            *self.layout.compared,
+        ):
+            return False
+        if bad.field == self.layout.fields.id:
+            return pa.types.is_integer(self.layout.schema.field(bad.field).type)
+        return not self.layout.only
+
     def keys(self) -> tuple[str, ...]:
         """Columns that are never null: ``_doc``, the id, ``_line``."""
         return (DOC, self.layout.fields.id or "id", "_line")
@@ -367,7 +397,7 @@ class _Reader:
             tables = [read_file(src, path, index) for path, index in zip(src.paths, src.file_indices)]
         except BadRecordError as err:
             first = src.file_indices[0] == 0 and src.offset == 0
-            raise BadRecordError(str(err), first, sampled=err.sampled and src.fmt == "jsonl") from None
+            raise BadRecordError(str(err), first, err.late if src.fmt == "jsonl" else None) from None
         return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
     def _jsonl(self, src: Source, path: str, index: int) -> pa.Table:
@@ -437,14 +467,14 @@ class _Reader:
 
         ``raw_lines`` (with ``records``): every record's line (JSONL) or row as JSON (Parquet), by record index.
         """
-        if bad and not self.skip:
-            first = bad[0]
+        late = [(b, record) for b, record in zip(bad, records) if self._late_type(b)]
+        if (bad and not self.skip) or (late and self.raise_late):
+            first, record = late[0] if late and self.raise_late else (bad[0], records[0])
             field = f"field {first.field!r}: " if first.field else ""
-            checked = (self.layout.fields.text, self.layout.fields.id, *self.layout.compared)
-            sampled = (
-                not self.layout.only and first.kind in ("wrong-type", "unknown-field") and first.field not in checked
+            raise BadRecordError(
+                f"{self.names[index]}:{lines[first.index]}: {field}{first.reason}",
+                late=value_field(first.field, json.loads(record).get(first.field)) if self._late_type(first) else None,
             )
-            raise BadRecordError(f"{self.names[index]}:{lines[first.index]}: {field}{first.reason}", sampled=sampled)
         schema = self.output_schema()
         rows = np.concatenate([i for i, _ in pieces]) if pieces else np.zeros(0, np.int64)
         table = pa.concat_tables([t for _, t in pieces]) if pieces else self.layout.schema.empty_table()

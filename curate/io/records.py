@@ -130,18 +130,18 @@ class BadRecordError(ValueError):
     names its file, line (or Parquet row) and field.
 
     Partitions are read in parallel, so it is the first bad record of its partition; ``first``
-    says whether that partition is the input's first, so no earlier record is bad. ``sampled``:
-    the record is bad only for a field read for Parquet output from JSONL, whose type (or
-    presence) was taken from the first MiB of each file: a value of another type, or a field
-    first seen, later in a file.
+    says whether that partition is the input's first, so no earlier record is bad. ``late``:
+    where the record is bad only for a type (or a field) that the first MiB of each JSONL file,
+    from which types are taken, did not show, the field as this record holds it
+    (``pyarrow.Field``): read with it unified too, the record would be good.
     """
 
-    def __init__(self, message: str, first: bool = False, sampled: bool = False):
+    def __init__(self, message: str, first: bool = False, late: pa.Field | None = None):
         super().__init__(message)
-        self.first, self.sampled = first, sampled
+        self.first, self.late = first, late
 
     def __reduce__(self):  # raised on a worker, rebuilt on the client
-        return type(self), (str(self), self.first, self.sampled)
+        return type(self), (str(self), self.first, self.late)
 
 
 class Mismatch(ValueError):
