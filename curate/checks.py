@@ -227,7 +227,7 @@ def _field_fix(flag: str, having: str) -> str:
 def _text_type(field: pa.Field) -> bool:
     """Whether a sampled field can be a text: strings (Parquet: large or dictionary-encoded, or
     binary, which Hive and older Spark write strings as and the reader takes as UTF-8:
-    :func:`curate.io.read._text_as_strings`), or nulls."""
+    :func:`curate.io.read._binary_as_strings`), or nulls."""
     dtype = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
     unmarked_null = pa.types.is_null(dtype) and not field.metadata
     return unmarked_null or any(

@@ -372,13 +372,21 @@ def _dedup(
             if (changed := _changed_input(inputs, files)) is not None:
                 raise InputChangedError(changed)
             if (doc := int(written.pop("_changed"))) >= 0:
-                raise StagesOutOfDateError(locate(inputs, [doc])[0])
+                where = locate(inputs, [doc])[0]
+                raise StagesOutOfDateError(
+                    f"{where}: the document there is not the one they found there (its id differs)"
+                )
+            kept, n_rejected, n_reference = (int(written.get(k, 0)) for k in ("kept", "rejected", "reference"))
+            n_input = stats.counts["input"]["documents"]
+            try:
+                n_removed = check_accounting(n_input, kept + n_reference, removed, n_rejected, counted=written)
+            except AccountingError as err:  # resumed: most likely from a file changed at its size and time
+                if not resume or not stats.reused:
+                    raise
+                raise StagesOutOfDateError(str(err)) from None
         except BaseException:  # a failed write's parts are never used: a disk it filled stayed full
             _remove(out, PARTIAL)
             raise
-        kept, n_rejected, n_reference = (int(written.get(k, 0)) for k in ("kept", "rejected", "reference"))
-        n_input = stats.counts["input"]["documents"]
-        n_removed = check_accounting(n_input, kept + n_reference, removed, n_rejected, counted=written)
         stats.count("output", kept=kept, removed=n_removed, rejected=n_rejected)
         if reference:
             stats.count("output", reference=n_reference)
@@ -447,15 +455,15 @@ def _dedup(
 
 
 class StagesOutOfDateError(ValueError):
-    """The document at a place in the input is not the one the finished stages found there (its id
-    differs): an input file changed since they were computed, at its size and modification time,
-    which are all that ``--resume`` compares. The message names the file and line."""
+    """The finished stages a run resumed do not fit the input it read again: a document at a place
+    in the input is not the one they found there (the message names the file and line), or the
+    counts do not add up. An input file changed since they were computed, at its size and
+    modification time, which are all that ``--resume`` compares."""
 
-    def __init__(self, where: str):
+    def __init__(self, what: str):
         super().__init__(
-            f"{where}: the document there is not the one the finished stages found there (its id differs): an "
-            "input file changed since they were computed, though its size and modification time are the same; "
-            "run the command again without --resume (or with --overwrite)"
+            f"the finished stages do not fit the input: {what}; an input file changed since they were computed, "
+            "though its size and modification time are the same: run the command again with --overwrite"
         )
 
 

@@ -28,6 +28,7 @@ from click.testing import CliRunner
 from distributed.shuffle._exceptions import P2POutOfDiskError
 
 import curate
+from curate.checks import check_inputs
 from curate.cli import main
 from curate.config import IOConfig, load_config
 from curate.io import read_documents, write_documents
@@ -586,6 +587,15 @@ def test_parquet_large_string_and_dictionary_text(tmp_path):
     with dask.config.set(scheduler="sync"):
         out, _ = run(tmp_path, [tmp_path / "in.parquet"], mode="exact")
     assert RunOutput(out).texts([1, 2]) == ({1: "a b c", 2: "a b c"}, {})
+    # Hive writes every string column so, the id too: each row was rejected as wrong-type.
+    binary = lambda values: pa.array([v.encode() for v in values], pa.binary())  # noqa: E731
+    pq.write_table(
+        pa.table({"id": binary(["r1", "r2", "r3"]), "text": binary(["a b", "a b", "c"])}), tmp_path / "hive.parquet"
+    )
+    with dask.config.set(scheduler="sync"):
+        out, _ = run(tmp_path / "hive", [tmp_path / "hive.parquet"], mode="exact")
+    assert pd.read_parquet(out / "removed.parquet")[["id", "representative"]].values.tolist() == [["r2", "r1"]]
+    assert check_inputs([str(tmp_path / "hive.parquet")], IOConfig()).warnings == ()
     # Binary text is checked for UTF-8 as strings are.
     pq.write_table(pa.table({"id": [1, 2], "text": pa.array([b"a", b"b\xff"], pa.binary())}), tmp_path / "bad.parquet")
     good, rejected = read_skip(tmp_path / "bad.parquet")

@@ -794,6 +794,17 @@ def test_a_runs_output_or_a_saved_dataset_as_input_is_named_for_what_it_is(sync,
         "name the kept documents, runs/week1/deduplicated; runs/week2/deduplicated"
     )
     assert [os.path.basename(p) for p in find_inputs(["runs/week1/deduplicated"])[1]] == ["part.00000.parquet"]
+    # A glob names the folders found (they were the pattern joined to them: runs/*/week1/...), and
+    # a run with --identify-only, which writes no deduplicated/, is one too (formats mixed).
+    run(tmp_path / "runs" / "week3", [tmp_path / "in.jsonl"], mode="exact", io={"identify_only": True})
+    with pytest.raises(ValueError) as raised:
+        find_inputs(["runs/w*"])
+    runs = tmp_path / "runs"
+    assert str(raised.value) == (
+        f"input 'runs/w*' holds the output of 3 curate runs ({runs}/week1/summary.json; {runs}/week2/summary.json; "
+        f"{runs}/week3/summary.json): name the kept documents, {runs}/week1/deduplicated; {runs}/week2/deduplicated; "
+        "a run with --identify-only wrote none (its removed.parquet lists the documents to leave out)"
+    )
     saved = tmp_path / "saved"
     saved.mkdir()
     for name in ("data-00000-of-00001.arrow", "dataset_info.json", "state.json"):

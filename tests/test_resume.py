@@ -488,12 +488,24 @@ def test_an_input_rewritten_at_its_size_and_time_is_not_resumed_into_wrong_outpu
     data.write_text("\n".join([lines[0], lines[2], lines[1]]) + "\n")  # b where a-copy was
     os.utime(data, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert data.stat().st_size == stat.st_size
-    with pytest.raises(
-        StagesOutOfDateError, match=r"^in\.jsonl:2: the document there is not the one the finished stages"
-    ):
+    with pytest.raises(StagesOutOfDateError) as raised:
         dedup([str(data)], str(out), config, resume=True, keep_stages=True)
+    assert str(raised.value) == (
+        "the finished stages do not fit the input: in.jsonl:2: the document there is not the one they found there "
+        "(its id differs); an input file changed since they were computed, though its size and modification time "
+        "are the same: run the command again with --overwrite"
+    )
     assert {name: (out / name).read_bytes() for name in before} == before  # the previous run's outputs stay
+    # The copy moved before its original: no removed document's place holds a document, and the
+    # counts did not add up: an AccountingError's traceback, deduplicated.tmp/ left behind.
+    data.write_text("\n".join([lines[1], lines[0], lines[2]]) + "\n")
+    os.utime(data, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    with pytest.raises(StagesOutOfDateError, match=r"^the finished stages do not fit the input: 3 input records != "):
+        dedup([str(data)], str(out), config, resume=True, keep_stages=True)
+    names = ["_stages", "deduplicated", "duplicates.parquet", "removed.parquet", "summary.json"]
+    assert sorted(path.name for path in out.iterdir()) == names
+    assert {name: (out / name).read_bytes() for name in before} == before
     dedup([str(data)], str(out), config, overwrite=True)
     assert [
         json.loads(line)["id"] for line in (out / "deduplicated" / "part.00000.jsonl").read_text().splitlines()
-    ] == ["a", "b"]
+    ] == ["a-copy", "b"]

@@ -176,7 +176,7 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
                 found.append(path)
             else:
                 others.append(named(path))
-        if base is not None and (why := _not_data(item, base, found, others)):
+        if base is not None and (why := _not_data(item, base, found, others, named)):
             raise ValueError(why)
         if not found:
             with naming(fs, item):
@@ -224,20 +224,31 @@ def find_inputs(inputs) -> tuple[object, list[str], str, list[tuple[str, str, st
     return fs, paths, formats.pop(), repeats, list(dict.fromkeys(skipped))
 
 
-def _not_data(item: str, base: str, found: list[str], others: list[str]) -> str | None:
-    """Why the folder ``item`` (``base``: its path as listed) is not documents, where it holds a
-    curate run's output or is a Hugging Face ``save_to_disk`` folder (``found``: its files named
-    as data, ``others``: the rest); None for any other. Read as documents, an output's
-    ``summary.json`` mixed formats with its Parquet, and a saved dataset's ``dataset_info.json``
-    was read as a record (its ``.arrow`` files skipped): the errors named neither."""
+def _not_data(item: str, base: str, found: list[str], others: list[str], named) -> str | None:
+    """Why the folder or glob ``item`` (``base``: the folder it lists) is not documents, where it
+    holds a curate run's output or is a Hugging Face ``save_to_disk`` folder (``found``: its
+    files named as data, ``others``: the rest; ``named``: a path as messages give it); None for
+    any other. Read as documents, an output's ``summary.json`` mixed formats with its Parquet,
+    and a saved dataset's ``dataset_info.json`` was read as a record (its ``.arrow`` files
+    skipped): the errors named neither."""
+    held = set(found)
+    kept = lambda run: any(path.startswith(os.path.join(run, "deduplicated", "")) for path in found)  # noqa: E731
     folders = {os.path.dirname(path) for path in found if os.path.basename(path) == "summary.json"}
-    runs = sorted(d for d in folders if any(path.startswith(os.path.join(d, "deduplicated", "")) for path in found))
+    runs = sorted(d for d in folders if kept(d) or os.path.join(d, "removed.parquet") in held)
     if runs:
-        shown = [os.path.normpath(os.path.join(item, os.path.relpath(run, base))) for run in runs]
+        if any(c in item for c in "*?["):  # a glob: the folders found, not the pattern joined to them
+            show = named
+        else:
+            show = lambda path: os.path.normpath(os.path.join(item, os.path.relpath(path, base)))  # noqa: E731
+        copies = [show(os.path.join(run, "deduplicated")) for run in runs if kept(run)]
+        advice = [f"name the kept documents, {first_few(copies)}"] if copies else []
+        if len(copies) < len(runs):
+            advice.append(
+                "a run with --identify-only wrote none (its removed.parquet lists the documents to leave out)"
+            )
         return (
             f"input {item!r} holds the output of {counted(len(runs), 'curate run')} "
-            f"({first_few([os.path.join(run, 'summary.json') for run in shown])}): "
-            f"name the kept documents, {first_few([os.path.join(run, 'deduplicated') for run in shown])}"
+            f"({first_few([show(os.path.join(run, 'summary.json')) for run in runs])}): {'; '.join(advice)}"
         )
     saved = {"dataset_info.json", "state.json", "dataset_dict.json"}
     if any(path.endswith(".arrow") for path in others) and any(os.path.basename(path) in saved for path in found):

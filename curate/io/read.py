@@ -376,7 +376,10 @@ class _Reader:
 
     def _late_type(self, bad: Bad) -> bool:
         """Whether ``bad`` is bad only for a type (or a field) its file's first MiB did not show:
-        a field read for Parquet output (reading every field), or an integer id column's."""
+        a field read for Parquet output (reading every field), or an integer id column's. An id
+        where ids are assigned (``absent``) is bad wherever it is, as the README says."""
+        if bad.field == self.layout.fields.absent:
+            return False
         if bad.kind not in ("wrong-type", "unknown-field") or bad.field in (
             self.layout.fields.text,
             *self.layout.compared,
@@ -443,7 +446,8 @@ class _Reader:
                 raise
             bad = [Bad(0, kind, None, f"{what} ({err})")]
             return self._assemble([], bad, [b""], np.zeros(1, np.int64), np.zeros(1, np.int64), index)
-        table = _text_as_strings(without_views(table.replace_schema_metadata(None)), self.layout.fields.text)
+        fields = self.layout.fields
+        table = _binary_as_strings(without_views(table.replace_schema_metadata(None)), (fields.text, fields.id))
         lines = _row_json(table) if self.records else None  # in this file's own types, as JSONL output writes them
         if self.layout.only:
             table = table.select([n for n in self.layout.schema.names if n in table.column_names])
@@ -644,19 +648,18 @@ def _cast_problems(table: pa.Table, layout: Layout) -> dict[int, tuple[str, str,
     return problems
 
 
-def _text_as_strings(table: pa.Table, text_field: str | None) -> pa.Table:
-    """``table`` with a ``binary`` text column read as strings. Hive and older Spark write strings
-    as Parquet binary without the UTF8 annotation (Spark's ``spark.sql.parquet.binaryAsString``);
-    each row was rejected as ``wrong-type``. The bytes are not copied; :func:`_row_problems`
-    checks their UTF-8 as any string column's."""
-    if text_field not in table.column_names:
-        return table
-    column = table[text_field]
-    kind = {pa.binary(): pa.string(), pa.large_binary(): pa.large_string()}.get(column.type)
-    if kind is None:
-        return table
-    strings = pa.chunked_array([chunk.view(kind) for chunk in column.chunks], kind)
-    return table.set_column(table.column_names.index(text_field), text_field, strings)
+def _binary_as_strings(table: pa.Table, names: tuple[str | None, ...]) -> pa.Table:
+    """``table`` with its ``binary`` text and id columns (``names``) read as strings. Hive and
+    older Spark write strings as Parquet binary without the UTF8 annotation (Spark's
+    ``spark.sql.parquet.binaryAsString``); each row was rejected as ``wrong-type``. The bytes
+    are not copied; :func:`_row_problems` checks their UTF-8 as any string column's."""
+    for name in (n for n in names if n in table.column_names):
+        column = table[name]
+        kind = {pa.binary(): pa.string(), pa.large_binary(): pa.large_string()}.get(column.type)
+        if kind is not None:
+            strings = pa.chunked_array([chunk.view(kind) for chunk in column.chunks], kind)
+            table = table.set_column(table.column_names.index(name), name, strings)
+    return table
 
 
 def _row_json(table: pa.Table) -> list[bytes]:
