@@ -197,6 +197,13 @@ def check_inputs(inputs: list[str], io: IOConfig, keep: str = "first") -> Inputs
     return replace(found, warnings=(*warnings, *_string_ids(schema, per_source, io.id_field)), converted=converted)
 
 
+# What ids read as strings, some of them integers, become in the outputs.
+STRING_IDS = (
+    'removed.parquet, duplicates.parquet and Parquet output hold the integer 7 as "7"; JSONL output keeps '
+    "each record's own, a mix that pyarrow.json and datasets refuse"
+)
+
+
 def _string_ids(schema: pa.Schema, per_source: list[tuple[str, list[pa.Schema]]], id_field: str) -> list[str]:
     """A sentence where ids are read as strings though some file's are integers (none otherwise)."""
     if id_field not in schema.names or pa.types.is_integer(schema.field(id_field).type):
@@ -205,11 +212,7 @@ def _string_ids(schema: pa.Schema, per_source: list[tuple[str, list[pa.Schema]]]
     # (Integers beyond 2**53 are marked so, beyond int64 too: _MARKED's words.)
     if not any(re.fullmatch(r"u?int\d+|integers beyond .*", kind) for kinds in found.values() for kind in kinds):
         return []
-    return [
-        f"ids are read as strings, as not every file's ids are integers ({shown_types(found)}): "
-        'removed.parquet, duplicates.parquet and Parquet output hold the integer 7 as "7"; JSONL output keeps '
-        "each record's own, a mix that pyarrow.json and datasets refuse"
-    ]
+    return [f"ids are read as strings, as not every file's ids are integers ({shown_types(found)}): {STRING_IDS}"]
 
 
 def _field_fix(flag: str, having: str) -> str:

@@ -36,7 +36,7 @@ from curate.checkpoints import (
     remove_stages,
     stage_key,
 )
-from curate.checks import OUTPUTS, PARTIAL, REPEATED_IDS, STAGES, check_output
+from curate.checks import OUTPUTS, PARTIAL, REPEATED_IDS, STAGES, STRING_IDS, check_output
 from curate.cluster import (
     check_files,
     current_client,
@@ -148,11 +148,13 @@ def dedup(
             if err.late is None or err.late in late:
                 raise
             kind = "integer" if pa.types.is_integer(err.late.type) else str(err.late.type)
+            ids = err.late.name == config.io.id_field and not pa.types.is_integer(err.late.type)
             logger.warning(
-                "%s: the input is read again, field %r taking %s values too, as where a file's first records hold one",
+                "%s: the input is read again, field %r taking %s values too, as where a file's first records hold one%s",
                 err,
                 err.late.name,
                 kind,
+                f" ({STRING_IDS})" if ids else "",
             )
             late = (*late, err.late)
             overwrite = overwrite or not resume  # what this run began, in a folder it was allowed to write

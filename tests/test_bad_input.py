@@ -28,7 +28,7 @@ from click.testing import CliRunner
 from distributed.shuffle._exceptions import P2POutOfDiskError
 
 import curate
-from curate.checks import check_inputs
+from curate.checks import STRING_IDS, check_inputs
 from curate.cli import main
 from curate.config import IOConfig, load_config
 from curate.io import read_documents, write_documents
@@ -278,7 +278,6 @@ def test_other_fields_of_another_type_and_bad_escapes(tmp_path):
 def test_texts_that_all_hold_a_lone_surrogate_are_named_as_invalid_json(tmp_path):
     # Every sampled text with a lone surrogate (Python's json takes it, Arrow does not): the check
     # before the run said "field 'text' holds numbers or mixed arrays in its first records".
-    from curate.checks import check_inputs
 
     path = jsonl(tmp_path / "x.jsonl", '{"id": "a", "text": "one \\ud800 two"}', '{"id": "b", "text": "\\udfff"}')
     check_inputs([str(path)], IOConfig(), "first")  # strings: the reader names the line
@@ -1200,7 +1199,7 @@ def test_a_type_past_the_sampled_first_mib_gives_what_smaller_files_give(sync, t
                 "in.jsonl:5501: field 'score': cannot convert double to int64 (Float value 0.500000 was truncated "
                 f"converting to int64): {again.format('score', 'double')}",
                 "in.jsonl:5601: field 'id': expected an integer (as the ids at the start of the input files), got a "
-                f"string: {again.format('id', 'string')}",
+                f"string: {again.format('id', 'string')} ({STRING_IDS})",
             ]
     assert outputs["one"][0] == outputs["two"][0] and outputs["one"][1].equals(outputs["two"][1])
     written = pq.read_table(tmp_path / "out-one" / "deduplicated")

@@ -188,6 +188,15 @@ def test_fields_and_ids_read_as_strings_are_named_before_the_run(tmp_path):
     assert found.converted == (field,) and found.warnings == (ids,)
     only_a = check_inputs([str(tmp_path / "in" / "a.parquet")], IOConfig())
     assert only_a.converted == () and only_a.warnings == ()
+    # Of many files, the first of each type is named: the one of integers was among "3 more files".
+    for name in "bcdef":
+        write_jsonl(tmp_path / "many" / f"{name}.jsonl", [{"id": f"s-{name}", "text": name}])
+    write_jsonl(tmp_path / "many" / "g.jsonl", [{"id": 7, "text": "g"}])
+    assert check_inputs([str(tmp_path / "many")], IOConfig()).warnings == (
+        ids.replace(
+            "a.parquet: int64; b.parquet: string", "b.jsonl: string; g.jsonl: int64; c.jsonl: string; 3 more files"
+        ),
+    )
     # Integer ids beyond 2**53 (Snowflake's, hashes), which the sample marks, beside strings: no
     # word was said, as their kind was not named as an integer type.
     for n, beyond in ((2**60, "integers beyond 2**53"), (2**64, "integers beyond int64")):

@@ -958,10 +958,13 @@ def types_found(name: str, samples: list[tuple[str, list[pa.Schema]]]) -> dict[s
 
 
 def shown_types(found: dict[str, dict[str, None]]) -> str:
-    """:func:`types_found`'s result for a message: ``a.parquet: int64; b.parquet: string`` (three files at most)."""
-    return first_few(
-        [f"{source}: {', '.join(sorted(kinds))}" for source, kinds in found.items()], "{} more files", "; "
-    )
+    """:func:`types_found`'s result for a message: ``a.parquet: int64; b.parquet: string`` (three
+    files at most), the first file of each type first: of 44 files, the one that held integers
+    was among "41 more files"."""
+    shown = [f"{source}: {', '.join(sorted(kinds))}" for source, kinds in found.items()]
+    firsts = {", ".join(sorted(kinds)): i for i, kinds in reversed(list(enumerate(found.values())))}
+    order = sorted(firsts.values()) + [i for i in range(len(shown)) if i not in firsts.values()]
+    return first_few([shown[i] for i in order], "{} more files", "; ")
 
 
 def _refuse_nested(name: str, dtype) -> None:
