@@ -124,6 +124,14 @@ def dedup(
     dict
         The summary also written to ``out_dir/summary.json``.
 
+    Notes
+    -----
+    A JSONL record past its file's first MiB (from which types are taken) holding a value of
+    another type, or a field those do not hold, where the type matters (an integer id column's;
+    every field's for Parquet output), makes it read the input again with that type unified with
+    the others, once per such field, with a warning: the result is the one the same records give
+    in files whose first records show it.
+
     Raises
     ------
     FileExistsError
@@ -132,6 +140,9 @@ def dedup(
         output folder problems: :func:`curate.checks.check_output`).
     AccountingError
         If input records != kept + removed + rejected, or a representative is not kept.
+    StagesOutOfDateError
+        (A ValueError.) With ``resume``, if the finished stages do not fit the input read again:
+        an input file changed at its size and modification time.
     ValueError
         On bad input (see :func:`curate.io.read_documents`) or duplicate ids, unless
         ``config.io.on_error`` is "skip": then such records are listed in ``out_dir/rejected/``.

@@ -673,10 +673,11 @@ def input_columns(columns: list[str], fs, paths: list[str], reference: list[str]
     only the reference files hold, the others in the order the input files first hold them
     (columns no file holds, ``_doc`` and an assigned id, first): a week's output had every
     column of what was published before, null in every row, in the reference's order."""
-    seen = lambda files: dict.fromkeys(
-        f.name for schemas, _ in sample_files(fs, files, fmt) for s in schemas for f in s
-    )  # noqa: E731
-    ours, theirs = seen(paths), seen(reference)
+
+    def fields(files: list[str]) -> dict[str, None]:
+        return dict.fromkeys(f.name for schemas, _ in sample_files(fs, files, fmt) for s in schemas for f in s)
+
+    ours, theirs = fields(paths), fields(reference)
     rank = {name: i for i, name in enumerate(ours)}
     return sorted((c for c in columns if c in ours or c not in theirs), key=lambda c: rank.get(c, -1))
 

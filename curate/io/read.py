@@ -358,7 +358,7 @@ class _Reader:
     assign_ids: bool
     skip: bool
     records: bool  # return each JSONL record's line as _record
-    # A late type (:meth:`_late_type`) raises even when skipping, for a read of it as JSON text.
+    # A late type (:meth:`_late_type`) raises even when skipping, for a read with it unified.
     raise_late: bool
     # Each file's fsspec ukey (size and modification time, or ETag), as Dask's own readers put in
     # their task names: a file rewritten since an earlier read gets new names, where a cluster
