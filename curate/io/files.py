@@ -758,13 +758,21 @@ def _stated_size(f, codec: str) -> int:
 def json_type(dtype: pa.DataType) -> pa.DataType:
     """``dtype`` as JSON holds it: pyarrow's JSON reader takes strings that look like ISO 8601
     dates for timestamps (dropping a zone offset), but JSON has strings only."""
-    if pa.types.is_timestamp(dtype):
-        return pa.string()
-    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
-        return pa.list_(json_type(dtype.value_type))
+    return _each_type(dtype, lambda t: pa.string() if pa.types.is_timestamp(t) else t)
+
+
+def _each_type(dtype: pa.DataType, leaf) -> pa.DataType:
+    """``dtype`` with ``leaf`` (a function of a type) applied to every type that is not a list or
+    a struct, at any depth; lists, large lists and structs keep their kind and field names."""
+    if pa.types.is_list(dtype):
+        return pa.list_(dtype.value_field.with_type(_each_type(dtype.value_type, leaf)))
+    if pa.types.is_large_list(dtype):
+        return pa.large_list(dtype.value_field.with_type(_each_type(dtype.value_type, leaf)))
     if pa.types.is_struct(dtype):
-        return pa.struct([dtype.field(i).with_type(json_type(dtype.field(i).type)) for i in range(dtype.num_fields)])
-    return dtype
+        return pa.struct(
+            [dtype.field(i).with_type(_each_type(dtype.field(i).type, leaf)) for i in range(dtype.num_fields)]
+        )
+    return leaf(dtype)
 
 
 # Marks a field whose value no Arrow type holds (a list of numbers and objects): it holds JSON text.
@@ -893,15 +901,7 @@ def _wider(a: pa.DataType, b: pa.DataType) -> pa.DataType:
 
 def _decoded(dtype: pa.DataType) -> pa.DataType:
     """``dtype`` with every dictionary encoding, at any depth, replaced by its values' type."""
-    if pa.types.is_dictionary(dtype):
-        return _decoded(dtype.value_type)
-    if pa.types.is_list(dtype):
-        return pa.list_(dtype.value_field.with_type(_decoded(dtype.value_type)))
-    if pa.types.is_large_list(dtype):
-        return pa.large_list(dtype.value_field.with_type(_decoded(dtype.value_type)))
-    if pa.types.is_struct(dtype):
-        return pa.struct([dtype.field(i).with_type(_decoded(dtype.field(i).type)) for i in range(dtype.num_fields)])
-    return dtype
+    return _each_type(dtype, lambda t: t.value_type if pa.types.is_dictionary(t) else t)
 
 
 def _parquet_holds(dtype: pa.DataType) -> bool:
